@@ -1,0 +1,79 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+// Every Swift target: Swift 6 language mode (the tools-version default), strict concurrency, and
+// `InternalImportsByDefault`, so a C type can never leak into a public declaration.
+let swiftSettings: [SwiftSetting] = [
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "SecureVault",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "PrefsKV", targets: ["PrefsKV"]),
+        .library(name: "SecureVault", targets: ["SecureVault"]),
+        .executable(name: "vaultctl", targets: ["vaultctl"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // C libraries, found through pkg-config; `make test` installs them (scripts/bootstrap.sh).
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
+
+        // The storage engine: no crypto, no D-Bus.
+        .target(
+            name: "PrefsKV",
+            dependencies: [.product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        // Keys and secrets: libsodium sealing, the Secret Service, session tokens.
+        .target(
+            name: "SecureVault",
+            dependencies: ["PrefsKV", "CSodium", "CSecret", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "vaultctl",
+            dependencies: [
+                "PrefsKV", "SecureVault",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+
+        // A helper the tests run as a child process: crash victims, fresh-process probes of the Secret Service.
+        .executableTarget(
+            name: "vault-test-helper",
+            dependencies: ["PrefsKV", "SecureVault"],
+            path: "Tests/TestHelper",
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "PrefsKVTests",
+            dependencies: ["PrefsKV", "vault-test-helper"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "SecureVaultTests",
+            dependencies: ["SecureVault", "PrefsKV", "CSodium"],
+            swiftSettings: swiftSettings
+        ),
+        // Needs the real Secret Service: runs inside scripts/with-keyring.sh and fails without it.
+        .testTarget(
+            name: "SecretServiceTests",
+            dependencies: ["SecureVault", "vault-test-helper"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "VaultCtlTests",
+            dependencies: ["vaultctl"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

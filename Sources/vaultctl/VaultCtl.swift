@@ -1,0 +1,4 @@
+@main
+struct VaultCtl {
+    static func main() {}
+}

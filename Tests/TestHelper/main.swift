@@ -1,0 +1,1 @@
+// vault-test-helper: run by the tests as a child process.

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Install what the package needs on a Debian/Ubuntu machine. A no-op when everything is present.
+#
+#   scripts/bootstrap.sh          # install missing packages (uses sudo when not root)
+#   scripts/bootstrap.sh --check  # only report what is missing; exit 1 if anything is
+set -euo pipefail
+
+packages=(libsodium-dev libsecret-1-dev gnome-keyring dbus dbus-x11 libsecret-tools pkg-config)
+
+missing=()
+for p in "${packages[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+if [ "${1:-}" = "--check" ]; then
+    echo "missing Debian packages: ${missing[*]}" >&2
+    exit 1
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "bootstrap: apt-get not found; install these packages by hand: ${missing[*]}" >&2
+    exit 1
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "bootstrap: not root and no sudo; install: ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+fi
+
+echo "bootstrap: installing ${missing[*]}" >&2
+# apt can be busy (another apt run, unattended upgrades): wait for its lock rather than fail.
+apt_opts=(-o DPkg::Lock::Timeout=300 -q)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get "${apt_opts[@]}" update >/dev/null
+"${sudo[@]}" apt-get "${apt_opts[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null
