@@ -54,6 +54,8 @@ let package = Package(
             path: "Tests/TestHelper",
             swiftSettings: swiftSettings
         ),
+        // Shared by the test targets: running child processes, finding build products and scripts.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(
             name: "PrefsKVTests",
             dependencies: ["PrefsKV", "vault-test-helper"],
@@ -67,12 +69,12 @@ let package = Package(
         // Needs the real Secret Service: runs inside scripts/with-keyring.sh and fails without it.
         .testTarget(
             name: "SecretServiceTests",
-            dependencies: ["SecureVault", "vault-test-helper"],
+            dependencies: ["SecureVault", "TestSupport", "vault-test-helper"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "VaultCtlTests",
-            dependencies: ["vaultctl"],
+            dependencies: ["vaultctl", "TestSupport", "vault-test-helper"],
             swiftSettings: swiftSettings
         ),
     ]

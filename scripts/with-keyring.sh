@@ -2,6 +2,10 @@
 # Run a command inside a private D-Bus session bus with an unlocked gnome-keyring on a throwaway HOME.
 #
 #   scripts/with-keyring.sh swift test
+#   scripts/with-keyring.sh --no-secret-service CMD   a private bus with no Secret Service and nothing to
+#                                                      activate (what a headless server without a keyring has)
+#   scripts/with-keyring.sh --no-keyring CMD          a private bus whose gnome-keyring is only D-Bus activated,
+#                                                      so no login keyring and no default collection exist
 #
 # For tests, CI and the demo only: on a desktop where the user has a real keyring, the library talks to
 # that one. The session, its HOME and the daemon are gone when the command exits.
@@ -12,8 +16,18 @@
 #   VAULT_TEST_KEYRING_HOME         the throwaway HOME (its keyrings live in .local/share/keyrings)
 set -euo pipefail
 
+mode=keyring
+case "${1:-}" in
+    --no-secret-service) mode=bare; shift ;;
+    --no-keyring) mode=activated; shift ;;
+esac
+if [ $# -eq 0 ]; then
+    echo "usage: $0 [--no-secret-service | --no-keyring] COMMAND [ARGUMENTS...]" >&2
+    exit 64
+fi
+
 if [ -z "${_VAULT_IN_PRIVATE_BUS:-}" ]; then
-    export _VAULT_IN_PRIVATE_BUS=1
+    export _VAULT_IN_PRIVATE_BUS=$mode
     home=$(mktemp -d "${TMPDIR:-/tmp}/vault-keyring.XXXXXX")
     trap 'rm -rf "$home"' EXIT
     # The bus's environment is what an activated daemon inherits: set it before the bus starts.
@@ -28,9 +42,33 @@ if [ -z "${_VAULT_IN_PRIVATE_BUS:-}" ]; then
     export VAULT_TEST_KEYRING_PASSWORD="${VAULT_TEST_KEYRING_PASSWORD:-test-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')}"
     export VAULT_TEST_KEYRING_HOME="$home"
     # dbus-daemon warns about its fd limit when not privileged; that line is noise.
+    bus_options=()
+    if [ "$mode" = bare ]; then
+        # A session bus configuration without <servicedir>: nothing can be activated on it.
+        cat >"$home/bus.conf" <<CONF
+<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:tmpdir=$home</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+CONF
+        bus_options=(--config-file="$home/bus.conf")
+    fi
     status=0
-    dbus-run-session -- "$0" "$@" 2> >(grep --line-buffered -v 'Failed to set fd limit' >&2) || status=$?
+    dbus-run-session "${bus_options[@]}" -- "$0" "$@" 2> >(grep --line-buffered -v 'Failed to set fd limit' >&2) \
+        || status=$?
     exit "$status"
+fi
+
+if [ "$_VAULT_IN_PRIVATE_BUS" != keyring ]; then
+    exec "$@"
 fi
 
 printf '%s' "$VAULT_TEST_KEYRING_PASSWORD" | gnome-keyring-daemon --unlock --components=secrets >/dev/null

@@ -1,0 +1,573 @@
+// The only caller of libsecret and glib in the package.
+//
+// Three rules shape every function here (measured facts: shared/notes/secret-service-and-sodium.md):
+// 1. Never prompt. libsecret's plain lookup on a locked collection starts a GUI unlock prompt (blocking
+//    forever where a display exists) and then returns NULL as if the item were absent; cancelling that prompt
+//    makes gnome-keyring 42 abort. So reads search without the unlock flag and with no schema, check lock
+//    states, and load a secret only from an unlocked item; writes check the target collection first.
+// 2. Every call is bounded: it runs with a GCancellable that a timer cancels at the deadline, because a hung
+//    daemon otherwise blocks for D-Bus's 25 s default (50 s for some paths).
+// 3. Every GError becomes a `SecretServiceFailure` that keeps its domain, code and message, classified as
+//    locked / no session bus / no Secret Service / no default collection / timeout / other.
+
+internal import CSecret
+import Dispatch
+import Glibc
+
+/// A failure of a Secret Service call, classified. `VaultError(_:operation:)` turns it into the public error.
+package struct SecretServiceFailure: Error, Sendable, Equatable {
+    package enum Kind: Sendable, Equatable {
+        case locked
+        case noSessionBus
+        case noSecretService
+        case noDefaultCollection
+        case timeout
+        /// Anything else the service reported (the GError says what).
+        case other
+    }
+
+    package var kind: Kind
+    /// The GError as libsecret reported it, when there was one.
+    package var domain: String?
+    package var code: Int32?
+    package var message: String
+
+    package init(_ kind: Kind, domain: String? = nil, code: Int32? = nil, message: String) {
+        self.kind = kind
+        self.domain = domain
+        self.code = code
+        self.message = message
+    }
+}
+
+/// Typed, bounded, prompt-free access to the freedesktop Secret Service through libsecret.
+package enum LibSecret {
+    /// "0.20.5" for the libsecret the package was compiled against.
+    package static let versionString = "\(SECRET_MAJOR_VERSION).\(SECRET_MINOR_VERSION).\(SECRET_MICRO_VERSION)"
+
+    package static let textContentType = "text/plain"
+    package static let binaryContentType = "application/octet-stream"
+
+    /// A schema: a name plus string attributes. Attributes are not secret (they are readable over D-Bus while
+    /// locked and stored as unsalted hashes on disk), so ours carry only random ids and a format version.
+    ///
+    /// `@unchecked Sendable`: the C struct and its strings are written once in `init` and only read afterwards.
+    package final class Schema: @unchecked Sendable {
+        package let name: String
+        package let attributeNames: [String]
+        fileprivate let pointer: UnsafeMutablePointer<SecretSchema>
+
+        package init(name: String, attributes: [String]) {
+            precondition(attributes.count < 32, "a SecretSchema holds at most 31 attributes")
+            self.name = name
+            self.attributeNames = attributes
+            pointer = .allocate(capacity: 1)
+            pointer.initialize(to: SecretSchema())
+            pointer.pointee.name = UnsafePointer(strdup(name))
+            pointer.pointee.flags = SECRET_SCHEMA_NONE
+            withUnsafeMutableBytes(of: &pointer.pointee.attributes) { raw in
+                let slots = raw.bindMemory(to: SecretSchemaAttribute.self)
+                for (index, attribute) in attributes.enumerated() {
+                    slots[index].name = UnsafePointer(strdup(attribute))
+                    slots[index].type = SECRET_SCHEMA_ATTRIBUTE_STRING
+                }
+            }
+        }
+
+        deinit {
+            free(UnsafeMutablePointer(mutating: pointer.pointee.name))
+            withUnsafeMutableBytes(of: &pointer.pointee.attributes) { raw in
+                for slot in raw.bindMemory(to: SecretSchemaAttribute.self) {
+                    if let name = slot.name { free(UnsafeMutablePointer(mutating: name)) }
+                }
+            }
+            pointer.deinitialize(count: 1)
+            pointer.deallocate()
+        }
+
+        /// The schema of a vault's master key: `vault` (random id of the vault), `key` (random id of the key),
+        /// `format` (version of the key's encoding).
+        package static let vaultMasterKey = Schema(name: "dev.securevault.MasterKey", attributes: ["vault", "key", "format"])
+    }
+
+    /// A secret read from the service, copied straight into guarded memory.
+    package struct Secret: Sendable {
+        package var bytes: SecretBytes
+        package var contentType: String
+    }
+
+    /// Lock state of a collection, read without prompting.
+    package enum CollectionState: Sendable, Equatable {
+        case unlocked
+        case locked
+        /// The alias names no collection (no keyring was ever created or unlocked in this daemon).
+        case missing
+    }
+
+    /// One collection as the service reports it.
+    package struct CollectionInfo: Sendable, Equatable {
+        package var path: String
+        package var label: String
+        package var locked: Bool
+    }
+
+    /// What `probe` found: enough for `vaultctl doctor` and `Vault.status()`.
+    package struct ServiceProbe: Sendable {
+        package var busAddress: String?
+        package var collections: [CollectionInfo]
+        package var defaultCollectionPath: String?
+    }
+
+    // MARK: Operations
+
+    /// Stores `secret` in the collection named by `alias` (normally "default"), replacing an item with the
+    /// same attributes. Refuses, without prompting, when the collection is locked.
+    package static func store(
+        schema: Schema, attributes: [String: String], label: String, secret: SecretBytes,
+        contentType: String = binaryContentType, collection alias: String = "default", deadline: Duration
+    ) throws(SecretServiceFailure) {
+        checkAttributes(attributes, schema: schema)
+        try call(deadline: deadline) { cancellable throws(SecretServiceFailure) in
+            let service = try sharedService(cancellable)
+            defer { g_object_unref(service) }
+            switch try collectionState(service: service, alias: alias, cancellable) {
+            case .locked:
+                throw SecretServiceFailure(.locked, message: "the '\(alias)' collection is locked")
+            case .missing:
+                throw SecretServiceFailure(.noDefaultCollection, message: "the Secret Service has no '\(alias)' collection")
+            case .unlocked:
+                break
+            }
+            let value = secret.withUnsafeBytes { bytes in
+                // secret_value_new copies the bytes (into non-pageable memory when the service offers it).
+                // A SecretBytes always has a base address, even when empty.
+                secret_value_new(bytes.baseAddress!.assumingMemoryBound(to: CChar.self), bytes.count, contentType)
+            }
+            defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+            let table = hashTable(attributes)
+            defer { g_hash_table_unref(table) }
+            var error: UnsafeMutablePointer<GError>?
+            let stored = secret_password_storev_binary_sync(
+                schema.pointer, table, alias, label, value, cancellable, &error)
+            if stored == 0 {
+                throw failure(taking: error, fallback: "storing the secret failed")
+            }
+        }
+    }
+
+    /// Looks a secret up by its attributes without ever prompting.
+    ///
+    /// - Returns: the secret, or `nil` when no item matches and the collection that would hold it is unlocked.
+    /// - Throws: `.locked` when a matching item, or the default collection, is locked (a locked item may be
+    ///   invisible, so "absent" cannot be known); the bus/service/timeout kinds otherwise.
+    package static func lookup(schema: Schema, attributes: [String: String], deadline: Duration)
+        throws(SecretServiceFailure) -> Secret?
+    {
+        checkAttributes(attributes, schema: schema)
+        return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> Secret? in
+            let service = try sharedService(cancellable)
+            defer { g_object_unref(service) }
+            let items = try search(service: service, schema: schema, attributes: attributes, cancellable)
+            defer { items.forEach { g_object_unref($0) } }
+            if let item = items.first(where: { secret_item_get_locked($0) == 0 }) {
+                return try loadSecret(item: item, cancellable)
+            }
+            if !items.isEmpty {
+                throw SecretServiceFailure(.locked, message: "the keyring item is locked")
+            }
+            // Nothing visible. A keyring not unlocked since the daemon started hides its items from searches,
+            // so "absent" is only an answer when the default collection is unlocked.
+            switch try collectionState(service: service, alias: "default", cancellable) {
+            case .unlocked: return nil
+            case .locked: throw SecretServiceFailure(.locked, message: "the 'default' collection is locked")
+            case .missing:
+                throw SecretServiceFailure(.noDefaultCollection, message: "the Secret Service has no 'default' collection")
+            }
+        }
+    }
+
+    /// Deletes every unlocked item matching `attributes`.
+    ///
+    /// - Returns: `true` when something was deleted.
+    /// - Throws: `.locked` (nothing deleted) when a matching item is locked.
+    @discardableResult
+    package static func clear(schema: Schema, attributes: [String: String], deadline: Duration)
+        throws(SecretServiceFailure) -> Bool
+    {
+        checkAttributes(attributes, schema: schema)
+        return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> Bool in
+            let service = try sharedService(cancellable)
+            defer { g_object_unref(service) }
+            let items = try search(service: service, schema: schema, attributes: attributes, cancellable)
+            defer { items.forEach { g_object_unref($0) } }
+            if items.contains(where: { secret_item_get_locked($0) != 0 }) {
+                throw SecretServiceFailure(.locked, message: "a matching keyring item is locked")
+            }
+            if items.isEmpty {
+                // Same reasoning as lookup: a locked collection may hide the item we were asked to delete.
+                switch try collectionState(service: service, alias: "default", cancellable) {
+                case .unlocked, .missing: return false
+                case .locked: throw SecretServiceFailure(.locked, message: "the 'default' collection is locked")
+                }
+            }
+            for item in items {
+                var error: UnsafeMutablePointer<GError>?
+                if secret_item_delete_sync(item, cancellable, &error) == 0 {
+                    throw failure(taking: error, fallback: "deleting the keyring item failed")
+                }
+            }
+            return true
+        }
+    }
+
+    /// The lock state of the collection an alias points to, read without prompting.
+    package static func collectionState(alias: String = "default", deadline: Duration)
+        throws(SecretServiceFailure) -> CollectionState
+    {
+        try call(deadline: deadline) { cancellable throws(SecretServiceFailure) in
+            let service = try sharedService(cancellable)
+            defer { g_object_unref(service) }
+            return try collectionState(service: service, alias: alias, cancellable)
+        }
+    }
+
+    /// Locks the collection an alias points to (locking never prompts).
+    ///
+    /// - Returns: `false` when there is no such collection.
+    @discardableResult
+    package static func lock(alias: String = "default", deadline: Duration) throws(SecretServiceFailure) -> Bool {
+        try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> Bool in
+            let service = try sharedService(cancellable)
+            defer { g_object_unref(service) }
+            var error: UnsafeMutablePointer<GError>?
+            guard let collection = secret_collection_for_alias_sync(
+                service, alias, SECRET_COLLECTION_NONE, cancellable, &error)
+            else {
+                if error != nil { throw failure(taking: error, fallback: "reading the '\(alias)' alias failed") }
+                return false
+            }
+            defer { g_object_unref(collection) }
+            let objects = g_list_append(nil, UnsafeMutableRawPointer(collection))
+            defer { g_list_free(objects) }
+            let count = secret_service_lock_sync(service, objects, cancellable, nil, &error)
+            if count < 0 || error != nil {
+                throw failure(taking: error, fallback: "locking the '\(alias)' collection failed")
+            }
+            return true
+        }
+    }
+
+    /// Reads what the service has (collections, their lock states, the default alias) without prompting.
+    package static func probe(deadline: Duration) throws(SecretServiceFailure) -> ServiceProbe {
+        let address = getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }
+        return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> ServiceProbe in
+            let service = try sharedService(cancellable)
+            defer { g_object_unref(service) }
+            var error: UnsafeMutablePointer<GError>?
+            if secret_service_load_collections_sync(service, cancellable, &error) == 0 {
+                throw failure(taking: error, fallback: "listing the collections failed")
+            }
+            var collections: [CollectionInfo] = []
+            let list = secret_service_get_collections(service)
+            defer { g_list_free_full(list, g_object_unref) }
+            var node = list
+            while let current = node {
+                let collection = current.pointee.data.assumingMemoryBound(to: SecretCollection.self)
+                let label = secret_collection_get_label(collection)
+                defer { g_free(label) }
+                collections.append(CollectionInfo(
+                    path: objectPath(collection) ?? "?",
+                    label: label.map { String(cString: $0) } ?? "",
+                    locked: try lockedProperty(of: objectPath(collection), interface: "org.freedesktop.Secret.Collection", service: service, cancellable)))
+                node = current.pointee.next
+            }
+            var defaultPath: String?
+            if let collection = secret_collection_for_alias_sync(
+                service, "default", SECRET_COLLECTION_NONE, cancellable, &error)
+            {
+                defaultPath = objectPath(collection)
+                g_object_unref(collection)
+            } else if error != nil {
+                throw failure(taking: error, fallback: "reading the 'default' alias failed")
+            }
+            return ServiceProbe(busAddress: address, collections: collections, defaultCollectionPath: defaultPath)
+        }
+    }
+
+    /// Forgets the process's cached connection to the service (libsecret keeps one per process and keeps
+    /// addressing a daemon that died). The next call connects afresh.
+    package static func disconnect() {
+        secret_service_disconnect()
+    }
+
+    // MARK: Plumbing
+
+    /// Runs `body` with a cancellable that is cancelled at `deadline`, classifying a cancellation as a timeout.
+    /// A daemon that died under libsecret's cached connection is retried once on a fresh connection.
+    private static func call<Result>(
+        deadline: Duration,
+        _ body: (UnsafeMutablePointer<GCancellable>) throws(SecretServiceFailure) -> Result
+    ) throws(SecretServiceFailure) -> Result {
+        let timer = DeadlineTimer(after: deadline)
+        defer { timer.disarm() }
+        do {
+            return try body(timer.cancellable)
+        } catch let failure where failure.kind == .other && failure.isDeadProvider {
+            // libsecret stays bound to the unique name of a daemon that is gone; reconnect once.
+            secret_service_disconnect()
+            do {
+                return try body(timer.cancellable)
+            } catch {
+                throw timer.classify(error)
+            }
+        } catch {
+            throw timer.classify(error)
+        }
+    }
+
+    /// The process's shared service proxy (a new reference: release it with `g_object_unref`).
+    private static func sharedService(_ cancellable: UnsafeMutablePointer<GCancellable>)
+        throws(SecretServiceFailure) -> UnsafeMutablePointer<SecretService>
+    {
+        var error: UnsafeMutablePointer<GError>?
+        guard let service = secret_service_get_sync(SECRET_SERVICE_NONE, cancellable, &error) else {
+            throw failure(taking: error, fallback: "connecting to the Secret Service failed")
+        }
+        return service
+    }
+
+    /// Searches every collection, locked or not, without unlocking and without a schema (with a schema,
+    /// gnome-keyring cannot match items of a keyring not unlocked since it started). Items of other schemas
+    /// that happen to share the attributes are dropped.
+    private static func search(
+        service: UnsafeMutablePointer<SecretService>, schema: Schema, attributes: [String: String],
+        _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) throws(SecretServiceFailure) -> [UnsafeMutablePointer<SecretItem>] {
+        let table = hashTable(attributes)
+        defer { g_hash_table_unref(table) }
+        var error: UnsafeMutablePointer<GError>?
+        let list = secret_service_search_sync(service, nil, table, SECRET_SEARCH_ALL, cancellable, &error)
+        if let error {
+            g_list_free_full(list, g_object_unref)
+            throw failure(taking: error, fallback: "searching the Secret Service failed")
+        }
+        defer { g_list_free(list) }
+        var items: [UnsafeMutablePointer<SecretItem>] = []
+        var node = list
+        while let current = node {
+            let item = current.pointee.data.assumingMemoryBound(to: SecretItem.self)
+            let name = secret_item_get_schema_name(item)
+            defer { g_free(name) }
+            // Locked items may not expose their attributes' schema name; keep them (their attributes matched).
+            if name == nil || String(cString: name!) == schema.name {
+                items.append(item)
+            } else {
+                g_object_unref(item)
+            }
+            node = current.pointee.next
+        }
+        return items
+    }
+
+    private static func loadSecret(item: UnsafeMutablePointer<SecretItem>, _ cancellable: UnsafeMutablePointer<GCancellable>)
+        throws(SecretServiceFailure) -> Secret
+    {
+        var error: UnsafeMutablePointer<GError>?
+        if secret_item_load_secret_sync(item, cancellable, &error) == 0 {
+            throw failure(taking: error, fallback: "loading the secret failed")
+        }
+        guard let value = secret_item_get_secret(item) else {
+            // The item locked itself between the search and the load.
+            throw SecretServiceFailure(.locked, message: "the keyring item is locked")
+        }
+        defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
+        var length = 0
+        let bytes = secret_value_get(value, &length)
+        let contentType = secret_value_get_content_type(value).map { String(cString: $0) } ?? binaryContentType
+        let secret = SecretBytes(count: length) { output in
+            if length > 0, let bytes { output.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: length)) }
+        }
+        return Secret(bytes: secret, contentType: contentType)
+    }
+
+    private static func collectionState(
+        service: UnsafeMutablePointer<SecretService>, alias: String, _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) throws(SecretServiceFailure) -> CollectionState {
+        var error: UnsafeMutablePointer<GError>?
+        guard let collection = secret_collection_for_alias_sync(
+            service, alias, SECRET_COLLECTION_NONE, cancellable, &error)
+        else {
+            if error != nil { throw failure(taking: error, fallback: "reading the '\(alias)' alias failed") }
+            return .missing
+        }
+        defer { g_object_unref(collection) }
+        // The proxy's cached Locked property is only refreshed by signals that a thread without a main loop
+        // never receives; ask the service directly.
+        let locked = try lockedProperty(
+            of: objectPath(collection), interface: "org.freedesktop.Secret.Collection", service: service, cancellable)
+        return locked ? .locked : .unlocked
+    }
+
+    /// Reads the `Locked` property of an object with a fresh D-Bus call.
+    private static func lockedProperty(
+        of path: String?, interface: String, service: UnsafeMutablePointer<SecretService>,
+        _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) throws(SecretServiceFailure) -> Bool {
+        guard let path else { return true }
+        let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
+        let connection = g_dbus_proxy_get_connection(proxy)
+        let name = g_dbus_proxy_get_name(proxy)
+        var error: UnsafeMutablePointer<GError>?
+        // ("org.freedesktop.Secret.Collection", "Locked"), built without glib's variadic constructors.
+        var arguments: [OpaquePointer?] = [g_variant_new_string(interface), g_variant_new_string("Locked")]
+        let parameters = g_variant_new_tuple(&arguments, 2)
+        let reply = g_dbus_connection_call_sync(
+            connection, name, path, "org.freedesktop.DBus.Properties", "Get", parameters,
+            nil, G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, cancellable, &error)
+        guard let reply else {
+            throw failure(taking: error, fallback: "reading the lock state of \(path) failed")
+        }
+        defer { g_variant_unref(reply) }
+        // The reply is "(v)" holding a boolean; anything else is a broken service: treat it as locked.
+        guard String(cString: g_variant_get_type_string(reply)) == "(v)", let boxed = g_variant_get_child_value(reply, 0)
+        else { return true }
+        defer { g_variant_unref(boxed) }
+        guard let inner = g_variant_get_variant(boxed) else { return true }
+        defer { g_variant_unref(inner) }
+        guard String(cString: g_variant_get_type_string(inner)) == "b" else { return true }
+        return g_variant_get_boolean(inner) != 0
+    }
+
+    private static func objectPath<T>(_ proxy: UnsafeMutablePointer<T>) -> String? {
+        let raw = UnsafeMutableRawPointer(proxy).assumingMemoryBound(to: GDBusProxy.self)
+        return g_dbus_proxy_get_object_path(raw).map { String(cString: $0) }
+    }
+
+    private static func hashTable(_ attributes: [String: String]) -> OpaquePointer {
+        let table = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free)!
+        for (key, value) in attributes {
+            g_hash_table_insert(table, g_strdup(key), g_strdup(value))
+        }
+        return table
+    }
+
+    private static func checkAttributes(_ attributes: [String: String], schema: Schema) {
+        // A programmer error: the schema decides which attributes exist.
+        for key in attributes.keys {
+            precondition(schema.attributeNames.contains(key), "attribute '\(key)' is not in schema \(schema.name)")
+        }
+        precondition(!attributes.isEmpty, "an empty attribute set would match every item of every application")
+    }
+
+    /// Converts and frees a GError; `error` may be nil when libsecret failed without one.
+    private static func failure(taking error: UnsafeMutablePointer<GError>?, fallback: String) -> SecretServiceFailure {
+        guard let error else { return SecretServiceFailure(.other, message: fallback) }
+        defer { g_error_free(error) }
+        let domain = String(cString: g_quark_to_string(error.pointee.domain))
+        let code = error.pointee.code
+        let message = error.pointee.message.map { String(cString: $0) } ?? fallback
+        return SecretServiceFailure(classify(domain: error.pointee.domain, code: code, message: message),
+                                    domain: domain, code: code, message: message)
+    }
+
+    private static func classify(domain: GQuark, code: Int32, message: String) -> SecretServiceFailure.Kind {
+        if domain == g_io_error_quark() {
+            switch code {
+            case Int32(G_IO_ERROR_CANCELLED.rawValue), Int32(G_IO_ERROR_TIMED_OUT.rawValue): return .timeout
+            // Connecting to the bus failed: no address and no X11 to autolaunch, a dead socket, a refused
+            // connection. Once connected, calls fail with D-Bus errors instead.
+            default: return .noSessionBus
+            }
+        }
+        if domain == g_spawn_exit_error_quark() {
+            return .noSessionBus  // dbus-launch --autolaunch failed
+        }
+        if domain == g_dbus_error_quark() {
+            switch code {
+            case Int32(G_DBUS_ERROR_SERVICE_UNKNOWN.rawValue), Int32(G_DBUS_ERROR_NAME_HAS_NO_OWNER.rawValue):
+                // "The name org.freedesktop.secrets was not provided by any .service files"; a unique name
+                // such as ":1.4" instead means the daemon died under a cached connection (see isDeadProvider).
+                return message.contains("org.freedesktop.secrets") ? .noSecretService : .other
+            case Int32(G_DBUS_ERROR_NO_REPLY.rawValue), Int32(G_DBUS_ERROR_TIMEOUT.rawValue),
+                Int32(G_DBUS_ERROR_TIMED_OUT.rawValue):
+                return .timeout
+            case Int32(G_DBUS_ERROR_NO_SERVER.rawValue), Int32(G_DBUS_ERROR_DISCONNECTED.rawValue),
+                Int32(G_DBUS_ERROR_FILE_NOT_FOUND.rawValue):
+                return .noSessionBus
+            default:
+                return .other
+            }
+        }
+        if domain == secret_error_get_quark(), code == Int32(SECRET_ERROR_IS_LOCKED.rawValue) {
+            return .locked
+        }
+        return .other
+    }
+}
+
+extension SecretServiceFailure {
+    /// D-Bus reports a vanished daemon by its unique name (":1.12"), which is how we tell it from "no service".
+    package var isDeadProvider: Bool {
+        domain == "g-dbus-error-quark" && message.contains("The name :")
+    }
+}
+
+/// A GCancellable cancelled by a timer at a deadline.
+///
+/// `@unchecked Sendable`: the state is immutable after `init`; the GCancellable it shares with the timer's
+/// closure is documented as safe to cancel and query from any thread.
+private final class DeadlineTimer: @unchecked Sendable {
+    let cancellable: UnsafeMutablePointer<GCancellable>
+    private let timer: DispatchWorkItem
+    private let deadline: Duration
+
+    init(after deadline: Duration) {
+        self.deadline = deadline
+        let cancellable = g_cancellable_new()!
+        self.cancellable = cancellable
+        let box = CancellableBox(cancellable)
+        timer = DispatchWorkItem { box.cancel() }
+        let nanoseconds = deadline.components.seconds * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds)), execute: timer)
+    }
+
+    func disarm() {
+        timer.cancel()
+    }
+
+    /// A cancellation we caused is the deadline passing.
+    func classify(_ failure: SecretServiceFailure) -> SecretServiceFailure {
+        let cancelledByTimer = g_cancellable_is_cancelled(cancellable) != 0
+        if cancelledByTimer || failure.kind == .timeout {
+            var timedOut = failure
+            timedOut.kind = .timeout
+            timedOut.message = "no answer from the Secret Service within \(deadline) (\(failure.message))"
+            return timedOut
+        }
+        return failure
+    }
+
+    deinit {
+        g_object_unref(cancellable)
+    }
+}
+
+/// Keeps the cancellable alive for as long as the timer's closure can still run.
+///
+/// `@unchecked Sendable`: `g_cancellable_cancel` may be called from any thread.
+private final class CancellableBox: @unchecked Sendable {
+    private let cancellable: UnsafeMutablePointer<GCancellable>
+
+    init(_ cancellable: UnsafeMutablePointer<GCancellable>) {
+        self.cancellable = cancellable
+        g_object_ref(cancellable)
+    }
+
+    func cancel() {
+        g_cancellable_cancel(cancellable)
+    }
+
+    deinit {
+        g_object_unref(cancellable)
+    }
+}

@@ -1,0 +1,306 @@
+// The only caller of libsodium in the package. Everything above this file sees Swift types:
+// `SecretBytes` for key material and byte arrays for ciphertext.
+
+internal import CSodium
+
+/// Typed wrappers over the libsodium primitives the vault uses.
+///
+/// Every entry point runs `sodium_init()` once (behind a lazily initialised global) before calling libsodium.
+package enum Sodium {
+    /// `sodium_init()` returns 0 the first time, 1 when already initialised, -1 when the library cannot work
+    /// (no usable entropy source): nothing safe can be done without it, so that traps.
+    private static let initialized: Bool = {
+        let status = sodium_init()
+        precondition(status >= 0, "sodium_init() failed: libsodium has no usable random source")
+        return true
+    }()
+
+    @inline(__always)
+    static func ensureInitialized() {
+        _ = initialized
+    }
+
+    /// The linked libsodium's version, e.g. "1.0.18".
+    package static var versionString: String {
+        ensureInitialized()
+        return String(cString: sodium_version_string())
+    }
+
+    // MARK: Random bytes
+
+    /// Fills `buffer` from the kernel's CSPRNG (getrandom).
+    static func fillRandom(_ buffer: UnsafeMutableRawBufferPointer) {
+        ensureInitialized()
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+        randombytes_buf(base, buffer.count)
+    }
+
+    static func randomBytes(count: Int) -> [UInt8] {
+        precondition(count >= 0)
+        return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+            fillRandom(UnsafeMutableRawBufferPointer(buffer))
+            initialized = count
+        }
+    }
+
+    // MARK: Guarded memory
+
+    /// Allocates `count` bytes of guarded memory (guard pages, canary, mlock'd, excluded from core dumps).
+    ///
+    /// Failure means the process cannot map a few pages: like `malloc` failing, that traps.
+    static func guardedAllocate(count: Int) -> UnsafeMutableRawPointer {
+        ensureInitialized()
+        precondition(count >= 0)
+        // sodium_malloc(0) is allowed but returns a pointer we must not touch; keep one byte so the region is real.
+        guard let pointer = sodium_malloc(max(count, 1)) else {
+            preconditionFailure("sodium_malloc(\(count)) failed: out of memory or address space")
+        }
+        return pointer
+    }
+
+    /// Makes a guarded region read-only; any later write faults instead of silently changing key material.
+    static func guardedSealReadOnly(_ pointer: UnsafeMutableRawPointer) {
+        // See: doc.libsodium.org/memory_management (sodium_mprotect_readonly). Only fails on a bad pointer.
+        let status = sodium_mprotect_readonly(pointer)
+        precondition(status == 0, "sodium_mprotect_readonly failed on a guarded allocation")
+    }
+
+    /// Zeroes and unmaps a guarded region (sodium_free checks the canary and zeroes before unmapping).
+    static func guardedFree(_ pointer: UnsafeMutableRawPointer) {
+        sodium_free(pointer)
+    }
+
+    /// Overwrites `buffer` with zeros in a way the optimiser cannot remove.
+    static func zero(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+        sodium_memzero(base, buffer.count)
+    }
+
+    /// Compares two buffers in time that depends only on their length.
+    static func constantTimeEqual(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        guard a.count > 0, let pa = a.baseAddress, let pb = b.baseAddress else { return true }
+        return sodium_memcmp(pa, pb, a.count) == 0
+    }
+
+    // MARK: XChaCha20-Poly1305-IETF
+
+    /// Authenticated encryption with associated data, with a random 192-bit nonce per message.
+    ///
+    /// Sealed layout: `nonce (24) | ciphertext | tag (16)`.
+    enum AEAD {
+        static let keyBytes = Int(crypto_aead_xchacha20poly1305_ietf_KEYBYTES)
+        static let nonceBytes = Int(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES)
+        static let tagBytes = Int(crypto_aead_xchacha20poly1305_ietf_ABYTES)
+        /// Bytes a sealed message adds to its plaintext.
+        static let overhead = nonceBytes + tagBytes
+
+        /// Seals `plaintext` into `output`, which must be exactly `plaintext.count + overhead` bytes long.
+        static func seal(
+            _ plaintext: UnsafeRawBufferPointer,
+            associatedData: UnsafeRawBufferPointer,
+            key: SecretBytes,
+            into output: UnsafeMutableRawBufferPointer
+        ) {
+            precondition(key.count == keyBytes, "an XChaCha20-Poly1305 key is \(keyBytes) bytes, not \(key.count)")
+            precondition(output.count == plaintext.count + overhead, "seal output must be plaintext + \(overhead) bytes")
+            ensureInitialized()
+            let out = output.baseAddress!
+            let nonce = out.assumingMemoryBound(to: UInt8.self)
+            randombytes_buf(nonce, nonceBytes)
+            let cipher = nonce + nonceBytes
+            var cipherLength: UInt64 = 0
+            let status = key.withUnsafeBytes { keyBytes in
+                crypto_aead_xchacha20poly1305_ietf_encrypt(
+                    cipher, &cipherLength,
+                    plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
+                    associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
+                    nil, nonce, keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
+            // Encryption cannot fail for in-range lengths; a failure is a bug here.
+            precondition(status == 0 && Int(cipherLength) == plaintext.count + tagBytes)
+        }
+
+        /// Seals `plaintext`, returning `nonce | ciphertext | tag`.
+        static func seal(_ plaintext: [UInt8], associatedData: [UInt8], key: SecretBytes) -> [UInt8] {
+            [UInt8](unsafeUninitializedCapacity: plaintext.count + overhead) { buffer, initialized in
+                plaintext.withUnsafeBytes { p in
+                    associatedData.withUnsafeBytes { ad in
+                        seal(p, associatedData: ad, key: key, into: UnsafeMutableRawBufferPointer(buffer))
+                    }
+                }
+                initialized = plaintext.count + overhead
+            }
+        }
+
+        /// The one way opening fails: the message is not what was sealed under this key and associated data
+        /// (tampered, truncated, moved under another name, or the wrong key). libsodium does not say which.
+        struct OpenFailure: Error {}
+
+        /// Opens a sealed message into `output` (exactly `sealed.count - overhead` bytes), or fails without
+        /// writing any plaintext.
+        static func open(
+            _ sealed: UnsafeRawBufferPointer,
+            associatedData: UnsafeRawBufferPointer,
+            key: SecretBytes,
+            into output: UnsafeMutableRawBufferPointer
+        ) throws(OpenFailure) {
+            precondition(key.count == keyBytes, "an XChaCha20-Poly1305 key is \(keyBytes) bytes, not \(key.count)")
+            guard sealed.count >= overhead else { throw OpenFailure() }
+            precondition(output.count == sealed.count - overhead, "open output must be sealed - \(overhead) bytes")
+            ensureInitialized()
+            let nonce = sealed.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            var plainLength: UInt64 = 0
+            // libsodium wants a non-null output pointer even for an empty plaintext.
+            var scratch: UInt8 = 0
+            let status = key.withUnsafeBytes { keyBytes in
+                withUnsafeMutablePointer(to: &scratch) { scratchPointer in
+                    crypto_aead_xchacha20poly1305_ietf_decrypt(
+                        output.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? scratchPointer, &plainLength,
+                        nil,
+                        nonce + nonceBytes, UInt64(sealed.count - nonceBytes),
+                        associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
+                        nonce, keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                }
+            }
+            guard status == 0 else { throw OpenFailure() }
+            precondition(Int(plainLength) == output.count)
+        }
+
+        /// Opens a sealed message into guarded memory.
+        static func open(_ sealed: [UInt8], associatedData: [UInt8], key: SecretBytes) throws(OpenFailure)
+            -> SecretBytes
+        {
+            guard sealed.count >= overhead else { throw OpenFailure() }
+            do {
+                return try SecretBytes(count: sealed.count - overhead) { output in
+                    try sealed.withUnsafeBytes { s in
+                        try associatedData.withUnsafeBytes { ad in
+                            try open(s, associatedData: ad, key: key, into: output)
+                        }
+                    }
+                }
+            } catch let failure as OpenFailure {
+                throw failure
+            } catch {
+                preconditionFailure("unexpected error \(error)")
+            }
+        }
+    }
+
+    // MARK: Key derivation and keyed hashing (BLAKE2b)
+
+    /// Derives the subkey number `id` of `length` bytes (16...64) for an 8-character `context` from a 32-byte key.
+    static func deriveSubkey(from key: SecretBytes, id: UInt64, context: StaticString, length: Int = 32)
+        -> SecretBytes
+    {
+        precondition(key.count == Int(crypto_kdf_KEYBYTES), "crypto_kdf needs a \(crypto_kdf_KEYBYTES)-byte key")
+        precondition(context.utf8CodeUnitCount == Int(crypto_kdf_CONTEXTBYTES), "a kdf context is 8 bytes")
+        precondition((Int(crypto_kdf_BYTES_MIN)...Int(crypto_kdf_BYTES_MAX)).contains(length))
+        ensureInitialized()
+        return SecretBytes(count: length) { output in
+            let status = key.withUnsafeBytes { k in
+                context.withUTF8Buffer { ctx in
+                    ctx.withMemoryRebound(to: CChar.self) { c in
+                        crypto_kdf_derive_from_key(
+                            output.baseAddress!.assumingMemoryBound(to: UInt8.self), length, id, c.baseAddress!,
+                            k.baseAddress!.assumingMemoryBound(to: UInt8.self))
+                    }
+                }
+            }
+            precondition(status == 0, "crypto_kdf_derive_from_key failed for in-range arguments")
+        }
+    }
+
+    /// Keyed BLAKE2b of `message`, `length` bytes long (16...64).
+    static func keyedHash(_ message: UnsafeRawBufferPointer, key: SecretBytes, length: Int = 32) -> [UInt8] {
+        precondition((Int(crypto_generichash_BYTES_MIN)...Int(crypto_generichash_BYTES_MAX)).contains(length))
+        precondition(
+            (Int(crypto_generichash_KEYBYTES_MIN)...Int(crypto_generichash_KEYBYTES_MAX)).contains(key.count),
+            "a BLAKE2b key is \(crypto_generichash_KEYBYTES_MIN)...\(crypto_generichash_KEYBYTES_MAX) bytes")
+        ensureInitialized()
+        return [UInt8](unsafeUninitializedCapacity: length) { out, initialized in
+            let status = key.withUnsafeBytes { k in
+                crypto_generichash(
+                    out.baseAddress!, length,
+                    message.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(message.count),
+                    k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count)
+            }
+            precondition(status == 0, "crypto_generichash failed for in-range arguments")
+            initialized = length
+        }
+    }
+
+    static func keyedHash(_ message: [UInt8], key: SecretBytes, length: Int = 32) -> [UInt8] {
+        message.withUnsafeBytes { keyedHash($0, key: key, length: length) }
+    }
+
+    // MARK: Argon2id
+
+    /// Cost of one Argon2id derivation.
+    struct PasswordHashCost: Equatable, Sendable {
+        var operations: UInt64
+        var memoryBytes: Int
+
+        /// libsodium's INTERACTIVE level: 2 passes over 64 MiB (about 0.14 s here).
+        static let interactive = PasswordHashCost(
+            operations: UInt64(crypto_pwhash_argon2id_OPSLIMIT_INTERACTIVE),
+            memoryBytes: Int(crypto_pwhash_argon2id_MEMLIMIT_INTERACTIVE))
+        /// libsodium's MODERATE level: 3 passes over 256 MiB (about 1.3 s here).
+        static let moderate = PasswordHashCost(
+            operations: UInt64(crypto_pwhash_argon2id_OPSLIMIT_MODERATE),
+            memoryBytes: Int(crypto_pwhash_argon2id_MEMLIMIT_MODERATE))
+        /// The smallest cost libsodium accepts; for tests only.
+        static let minimum = PasswordHashCost(
+            operations: UInt64(crypto_pwhash_argon2id_OPSLIMIT_MIN),
+            memoryBytes: Int(crypto_pwhash_argon2id_MEMLIMIT_MIN))
+    }
+
+    static let passwordSaltBytes = Int(crypto_pwhash_SALTBYTES)
+
+    /// Why an Argon2id derivation failed: the memory it asks for could not be allocated, or the cost is out
+    /// of libsodium's range.
+    struct PasswordHashFailure: Error {}
+
+    /// Derives `length` bytes from `password` and a 16-byte `salt` with Argon2id v1.3.
+    static func argon2id(
+        password: SecretBytes, salt: [UInt8], cost: PasswordHashCost, length: Int = 32
+    ) throws(PasswordHashFailure) -> SecretBytes {
+        precondition(salt.count == passwordSaltBytes, "an Argon2id salt is \(passwordSaltBytes) bytes")
+        ensureInitialized()
+        var status: Int32 = 0
+        let derived = SecretBytes(count: length) { output in
+            status = password.withUnsafeBytes { p in
+                salt.withUnsafeBufferPointer { s in
+                    crypto_pwhash(
+                        output.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(length),
+                        p.baseAddress!.assumingMemoryBound(to: CChar.self), UInt64(p.count),
+                        s.baseAddress!, cost.operations, cost.memoryBytes, crypto_pwhash_ALG_ARGON2ID13)
+                }
+            }
+        }
+        guard status == 0 else { throw PasswordHashFailure() }
+        return derived
+    }
+}
+
+/// The owner of one `sodium_malloc` region: zeroed and freed in `deinit`.
+///
+/// `@unchecked Sendable`: the bytes are written only inside `init` and made read-only by `mprotect` before
+/// the object is published, so every later access is a read.
+final class GuardedBuffer: @unchecked Sendable {
+    let pointer: UnsafeMutableRawPointer
+    let count: Int
+
+    init(count: Int, initializingWith body: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
+        self.count = count
+        self.pointer = Sodium.guardedAllocate(count: count)
+        // If `body` throws, the object is fully initialised, so `deinit` runs and frees the region.
+        try body(UnsafeMutableRawBufferPointer(start: pointer, count: count))
+        Sodium.guardedSealReadOnly(pointer)
+    }
+
+    deinit {
+        Sodium.guardedFree(pointer)
+    }
+}

@@ -1,0 +1,35 @@
+extension VaultError {
+    /// The one place a Secret Service failure becomes the public error. `operation` names what was being done
+    /// ("reading the master key of vault 'app'"), so the message says what failed and why.
+    init(_ failure: SecretServiceFailure, operation: String) {
+        let cause: Cause? = failure.domain.map {
+            .secretService(domain: $0, code: failure.code ?? 0, message: failure.message)
+        }
+        switch failure.kind {
+        case .locked:
+            self.init(
+                code: .locked,
+                message: "\(operation): the keyring is locked; unlock it (log in, or open your keyring app) and retry",
+                cause: cause)
+        case .noSessionBus:
+            self.init(
+                code: .unavailable,
+                message: "\(operation): no D-Bus session bus is reachable, so no Secret Service can be asked",
+                unavailableReason: .noSessionBus, cause: cause)
+        case .noSecretService:
+            self.init(
+                code: .unavailable,
+                message: "\(operation): no Secret Service (gnome-keyring, KeePassXC...) is running on the session bus",
+                unavailableReason: .noSecretService, cause: cause)
+        case .noDefaultCollection:
+            self.init(
+                code: .unavailable,
+                message: "\(operation): the Secret Service has no default keyring; create or unlock one first",
+                unavailableReason: .noDefaultCollection, cause: cause)
+        case .timeout:
+            self.init(code: .timeout, message: "\(operation): \(failure.message)", cause: cause)
+        case .other:
+            self.init(code: .io, message: "\(operation): the Secret Service failed: \(failure.message)", cause: cause)
+        }
+    }
+}

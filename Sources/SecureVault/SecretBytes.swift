@@ -1,0 +1,74 @@
+/// Secret bytes (a key, a token) kept in libsodium guarded memory.
+///
+/// The memory is locked against swapping, excluded from core dumps, fenced by guard pages, read-only once
+/// filled, and zeroed when the last copy of the value is released. The bytes are reachable only inside
+/// ``withUnsafeBytes(_:)``; descriptions never show them, and the type is deliberately not `Codable`.
+///
+/// ```swift
+/// let token = SecretBytes(utf8: "eyJhbGciOi...")
+/// print(token)                      // SecretBytes(13 bytes)
+/// token.withUnsafeBytes { raw in
+///     send(raw)                     // use the bytes without copying them out
+/// }
+/// ```
+///
+/// Allocation costs about 20 µs (several pages are mapped and locked), so keep long-lived secrets in one
+/// value rather than creating one per operation.
+public struct SecretBytes: Sendable {
+    let storage: GuardedBuffer
+
+    /// Copies `bytes` into guarded memory. The source is not zeroed: prefer producing secrets directly into a
+    /// `SecretBytes` where you can.
+    public init(_ bytes: some Sequence<UInt8>) {
+        var array = Array(bytes)
+        self.init(count: array.count) { buffer in
+            buffer.copyBytes(from: array)
+        }
+        array.withUnsafeMutableBytes { Sodium.zero($0) }  // our own temporary copy, at least, does not linger
+    }
+
+    /// Copies the UTF-8 bytes of `string` into guarded memory.
+    public init(utf8 string: String) {
+        var copy = string
+        self = copy.withUTF8 { utf8 in
+            SecretBytes(count: utf8.count) { $0.copyMemory(from: UnsafeRawBufferPointer(utf8)) }
+        }
+    }
+
+    /// `count` bytes from the system's cryptographically secure random source.
+    ///
+    /// ```swift
+    /// let key = SecretBytes.random(count: 32)
+    /// ```
+    public static func random(count: Int) -> SecretBytes {
+        SecretBytes(count: count) { Sodium.fillRandom($0) }
+    }
+
+    /// Allocates `count` bytes and lets `body` write every one of them.
+    package init(count: Int, initializingWith body: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
+        storage = try GuardedBuffer(count: count, initializingWith: body)
+    }
+
+    /// The number of secret bytes.
+    public var count: Int { storage.count }
+
+    /// Calls `body` with the secret bytes. Do not let the pointer escape the closure.
+    public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+        try body(UnsafeRawBufferPointer(start: storage.pointer, count: storage.count))
+    }
+}
+
+extension SecretBytes: Equatable {
+    /// Compares in constant time for equal lengths.
+    public static func == (lhs: SecretBytes, rhs: SecretBytes) -> Bool {
+        lhs.withUnsafeBytes { a in rhs.withUnsafeBytes { b in Sodium.constantTimeEqual(a, b) } }
+    }
+}
+
+extension SecretBytes: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// `SecretBytes(N bytes)`: the length only, never the contents.
+    public var description: String { "SecretBytes(\(count) bytes)" }
+    public var debugDescription: String { description }
+    /// No children, so `dump` and debuggers show nothing of the contents.
+    public var customMirror: Mirror { Mirror(self, children: [:], displayStyle: .struct) }
+}

@@ -1,1 +1,0 @@
-// SecureVault: secrets sealed with libsodium under a master key kept in the Secret Service.

@@ -1,0 +1,83 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The private keyring session these tests need, and scenarios run in throwaway sessions of their own.
+enum KeyringSession {
+    /// Fails the calling test (it does not skip) when the tests were not started by `make test`
+    /// (scripts/with-keyring.sh), which provides a private bus with an unlocked gnome-keyring.
+    static func require(sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let environment = ProcessInfo.processInfo.environment
+        guard environment["VAULT_TEST_KEYRING"] == "1", environment["DBUS_SESSION_BUS_ADDRESS"] != nil else {
+            Issue.record(
+                """
+                No private keyring session: run these tests with `make test` (or \
+                `scripts/with-keyring.sh swift test`), which starts a D-Bus session with an unlocked gnome-keyring.
+                """, sourceLocation: sourceLocation)
+            throw MissingSession()
+        }
+    }
+
+    struct MissingSession: Error {}
+
+    static var helper: String { BuildProducts.executable("vault-test-helper") }
+
+    /// Runs `script` with bash inside a fresh private session of the given kind. In the script, `$H` is the
+    /// helper, `$LOCK` locks the default collection through the D-Bus `Lock` method, `$UNLOCK` unlocks it again
+    /// by replacing the daemon, `$DAEMON_PID` prints the keyring daemon's pid.
+    static func scenario(_ mode: Mode = .keyring, script: String, deadlineMilliseconds: Int = 2000) throws
+        -> ChildResult
+    {
+        let prelude = """
+            H=\(shellQuote(helper))
+            export VAULT_TEST_DEADLINE_MS=\(deadlineMilliseconds)
+            LOCK() { gdbus call --session --dest org.freedesktop.secrets --object-path /org/freedesktop/secrets \
+              --method org.freedesktop.Secret.Service.Lock "['/org/freedesktop/secrets/collection/login']" >/dev/null; }
+            UNLOCK() { printf '%s' "$VAULT_TEST_KEYRING_PASSWORD" \
+              | gnome-keyring-daemon --replace --unlock --components=secrets >/dev/null 2>&1
+              for _ in $(seq 1 100); do [ "$($H secret-state 2>/dev/null)" = unlocked ] && return 0; sleep 0.05; done; return 1; }
+            DAEMON_PID() { gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus \
+              --method org.freedesktop.DBus.GetConnectionUnixProcessID org.freedesktop.secrets \
+              | sed 's/.*uint32 \\([0-9]*\\).*/\\1/'; }
+
+            """
+        var arguments = [BuildProducts.keyringRunner]
+        if let flag = mode.flag { arguments.append(flag) }
+        arguments += ["/bin/bash", "-c", prelude + script]
+        // A scenario gets a session of its own: drop the outer one so nothing leaks between them.
+        return try ChildProcess.run(
+            "/usr/bin/env", arguments,
+            environment: ["DBUS_SESSION_BUS_ADDRESS": nil, "_VAULT_IN_PRIVATE_BUS": nil, "VAULT_TEST_KEYRING": nil])
+    }
+
+    enum Mode {
+        /// A private bus with an unlocked gnome-keyring.
+        case keyring
+        /// A private bus with no Secret Service and nothing to activate.
+        case noSecretService
+        /// A private bus whose gnome-keyring is only activated: no login keyring, no default collection.
+        case noKeyring
+
+        var flag: String? {
+            switch self {
+            case .keyring: return nil
+            case .noSecretService: return "--no-secret-service"
+            case .noKeyring: return "--no-keyring"
+            }
+        }
+    }
+
+    static func shellQuote(_ text: String) -> String {
+        "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+    }
+
+    /// A random attribute value, so tests never see each other's items.
+    static func randomID() -> String {
+        (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
+}
+
+extension ChildResult {
+    /// The helper's outcome line for each command, in order ("found ...", "absent", "failure locked ...").
+    var outcomes: [String] { lines }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import Testing
+import TestSupport
+
+@testable import SecureVault
+
+/// The libsecret wrapper against the real gnome-keyring of the private session `make test` starts.
+@Suite struct LibSecretRoundTripTests {
+    let schema = LibSecret.Schema.vaultMasterKey
+
+    func attributes() -> [String: String] {
+        ["vault": KeyringSession.randomID(), "key": KeyringSession.randomID(), "format": "1"]
+    }
+
+    @Test func storedSecretIsReadBackAndClearedForGood() throws {
+        try KeyringSession.require()
+        let attributes = attributes()
+        let secret = SecretBytes.random(count: 32)
+        try LibSecret.store(schema: schema, attributes: attributes, label: "test", secret: secret, deadline: .seconds(2))
+
+        let found = try #require(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)))
+        #expect(found.bytes == secret)
+
+        #expect(try LibSecret.clear(schema: schema, attributes: attributes, deadline: .seconds(2)))
+        #expect(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)) == nil)
+        #expect(try LibSecret.clear(schema: schema, attributes: attributes, deadline: .seconds(2)) == false)
+    }
+
+    @Test func binarySecretWithEveryByteValueRoundTripsExactly() throws {
+        try KeyringSession.require()
+        let attributes = attributes()
+        // NUL first and inside, 0xFF, and every other byte value: nothing may be truncated or re-encoded.
+        let bytes: [UInt8] = [0x00, 0xFF, 0x00, 0x00] + (0...255).map { UInt8($0) } + [0xFF, 0x00]
+        try LibSecret.store(
+            schema: schema, attributes: attributes, label: "test", secret: SecretBytes(bytes), deadline: .seconds(2))
+        defer { _ = try? LibSecret.clear(schema: schema, attributes: attributes, deadline: .seconds(2)) }
+
+        let found = try #require(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)))
+        #expect(found.bytes.withUnsafeBytes { Array($0) } == bytes)
+    }
+
+    @Test func textSecretRoundTrips() throws {
+        try KeyringSession.require()
+        let attributes = attributes()
+        try LibSecret.store(
+            schema: schema, attributes: attributes, label: "test", secret: SecretBytes(utf8: "pässwörd ✓"),
+            contentType: LibSecret.textContentType, deadline: .seconds(2))
+        defer { _ = try? LibSecret.clear(schema: schema, attributes: attributes, deadline: .seconds(2)) }
+        let found = try #require(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)))
+        #expect(found.bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } == "pässwörd ✓")
+    }
+
+    @Test func storingAgainReplacesTheSecret() throws {
+        try KeyringSession.require()
+        let attributes = attributes()
+        defer { _ = try? LibSecret.clear(schema: schema, attributes: attributes, deadline: .seconds(2)) }
+        try LibSecret.store(schema: schema, attributes: attributes, label: "a", secret: SecretBytes([1]), deadline: .seconds(2))
+        try LibSecret.store(schema: schema, attributes: attributes, label: "b", secret: SecretBytes([2]), deadline: .seconds(2))
+        let found = try #require(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)))
+        #expect(found.bytes == SecretBytes([2]))
+    }
+
+    @Test func unknownItemIsAbsentWhenTheKeyringIsUnlocked() throws {
+        try KeyringSession.require()
+        #expect(try LibSecret.lookup(schema: schema, attributes: attributes(), deadline: .seconds(2)) == nil)
+        #expect(try LibSecret.collectionState(deadline: .seconds(2)) == .unlocked)
+    }
+
+    @Test func probeSeesTheDefaultCollection() throws {
+        try KeyringSession.require()
+        let probe = try LibSecret.probe(deadline: .seconds(2))
+        #expect(probe.defaultCollectionPath == "/org/freedesktop/secrets/collection/login")
+        #expect(probe.collections.contains { $0.path == "/org/freedesktop/secrets/collection/login" && !$0.locked })
+        #expect(probe.busAddress != nil)
+    }
+}
+
+/// Keyring states produced for real in throwaway sessions: a D-Bus `Lock`, no service, no bus, a stopped and a
+/// killed daemon. Each command is a fresh helper process, as an app launch would be.
+@Suite struct LibSecretFaultTests {
+    @Test func lockedCollectionIsReportedAsLockedNeverAsAbsent() throws {
+        let id = KeyringSession.randomID()
+        let result = try KeyringSession.scenario(
+            script: """
+            echo 00ff0041 | $H secret-store \(id) k
+            LOCK
+            $H secret-state
+            $H secret-lookup \(id) k          # the item exists but is locked
+            $H secret-lookup \(id) other      # an item that does not exist: "absent" cannot be known
+            echo 01 | $H secret-store \(id) k2
+            $H secret-clear \(id) k
+            UNLOCK
+            $H secret-lookup \(id) k          # nothing was lost while locked
+            $H secret-lookup \(id) k2         # the refused store wrote nothing
+            """)
+        let outcomes = result.outcomes
+        try #require(outcomes.count == 8, "\(result)")
+        #expect(outcomes[0] == "stored")
+        #expect(outcomes[1] == "locked")
+        for index in 2...5 {
+            #expect(outcomes[index].hasPrefix("failure locked "), "command \(index): \(outcomes[index])")
+            // Classified without a prompt, so well inside the deadline.
+            #expect(Self.elapsedMilliseconds(outcomes[index]) < 1000)
+        }
+        #expect(outcomes[6] == "found 00ff0041", "\(result)")
+        #expect(outcomes[7] == "absent")
+    }
+
+    @Test func busWithoutSecretServiceIsNoSecretService() throws {
+        let result = try KeyringSession.scenario(
+            .noSecretService,
+            script: """
+            $H secret-lookup v k
+            echo 00 | $H secret-store v k
+            $H secret-state
+            """)
+        #expect(result.outcomes.count == 3, "\(result)")
+        for outcome in result.outcomes {
+            #expect(outcome.hasPrefix("failure noSecretService g-dbus-error-quark 2 "), "\(result)")
+        }
+    }
+
+    @Test func serviceWithoutDefaultCollectionIsNoDefaultCollection() throws {
+        let result = try KeyringSession.scenario(
+            .noKeyring,
+            script: """
+            $H secret-state
+            $H secret-lookup v k
+            echo 00 | $H secret-store v k
+            """)
+        #expect(result.outcomes.first == "missing", "\(result)")
+        #expect(result.outcomes.dropFirst().allSatisfy { $0.hasPrefix("failure noDefaultCollection ") }, "\(result)")
+        #expect(result.outcomes.count == 3)
+    }
+
+    @Test(arguments: [
+        ("unset", [String: String?]()),
+        ("dead socket", ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus"]),
+    ])
+    func noSessionBusIsNoSessionBus(name: String, environment: [String: String?]) throws {
+        var env: [String: String?] = [
+            "DBUS_SESSION_BUS_ADDRESS": nil, "DISPLAY": nil, "XDG_RUNTIME_DIR": "/nonexistent",
+        ]
+        env.merge(environment) { $1 }
+        let result = try ChildProcess.run(KeyringSession.helper, ["secret-lookup", "v", "k"], environment: env)
+        #expect(result.status == 1)
+        #expect(result.outcomes.first?.hasPrefix("failure noSessionBus g-io-error-quark ") == true, "\(result)")
+    }
+
+    @Test func stoppedDaemonTimesOutAtTheDeadline() throws {
+        let id = KeyringSession.randomID()
+        let result = try KeyringSession.scenario(
+            script: """
+            echo 42 | $H secret-store \(id) k
+            PID=$(DAEMON_PID)
+            kill -STOP "$PID"
+            $H secret-lookup \(id) k
+            echo 43 | $H secret-store \(id) k
+            $H secret-state
+            kill -CONT "$PID"
+            $H secret-lookup \(id) k
+            """, deadlineMilliseconds: 700)
+        let outcomes = result.outcomes
+        try #require(outcomes.count == 5, "\(result)")
+        for outcome in outcomes[1...3] {
+            #expect(outcome.hasPrefix("failure timeout "), "\(result)")
+            let elapsed = Self.elapsedMilliseconds(outcome)
+            // Bounded by the 700 ms deadline (plus process start-up), never D-Bus's 25 s.
+            #expect(elapsed >= 650 && elapsed < 1700, "\(outcome)")
+        }
+        #expect(outcomes[4] == "found 42", "\(result)")
+    }
+
+    @Test func killedDaemonComesBackLockedAndIsReportedAsLocked() throws {
+        let id = KeyringSession.randomID()
+        let result = try KeyringSession.scenario(
+            script: """
+            echo 42 | $H secret-store \(id) k
+            kill -9 "$(DAEMON_PID)"
+            $H secret-lookup \(id) k
+            UNLOCK
+            $H secret-lookup \(id) k
+            """)
+        let outcomes = result.outcomes
+        try #require(outcomes.count == 3, "\(result)")
+        // D-Bus activates a fresh daemon whose login keyring is locked: "locked", not "absent".
+        #expect(outcomes[1].hasPrefix("failure locked "), "\(result)")
+        #expect(outcomes[2] == "found 42", "\(result)")
+    }
+
+    static func elapsedMilliseconds(_ failureLine: String) -> Int {
+        Int(failureLine.split(separator: " ").last ?? "") ?? .max
+    }
+}
