@@ -35,46 +35,58 @@ extension Engine {
 
     // MARK: Single writes
 
-    /// Writes one value to a plain store as a single committed record, unless it equals the current one.
-    /// The record is built in place beyond the log end; compare-before-set compares it there, so an
-    /// unchanged value costs no copy and publishes nothing.
+    /// Writes one value to a plain store as a single committed record, unless it equals the current one
+    /// (compare-before-set: then nothing is written, not even beyond the log end).
     func setOne(
         name: String, type: ValueType, expiresAt: Int64, valueLength: Int,
         fill: (UnsafeMutableRawBufferPointer) -> Void
     ) throws(PrefsError) {
         precondition(!isSealed)
-        var utf8Name = name
-        try typed {
-        try utf8Name.withUTF8 { key in
-            let keyBytes = UnsafeRawBufferPointer(key)
-            let length = Format.recordLength(keyLength: keyBytes.count, valueLength: valueLength)
-            let offset = knownEnd
-            try ensureCapacity(offset + length)
-            let seq = nextSeq
-            let newValueOffset = offset + Format.recordHeaderSize + keyBytes.count
-            let unchanged = file.withMutableBytes { bytes in
-                _ = RecordWriter.write(
-                    into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: RecordFlags.commit,
-                    seq: seq, expiresAt: expiresAt, key: keyBytes, valueLength: valueLength, fillValue: fill)
-                guard let old = index[name], old.type == type, old.expiresAt == expiresAt,
-                    old.valueLength == valueLength, !old.isExpired(now: Sys.nowMilliseconds())
-                else { return false }
-                return Sys.bytesEqual(bytes.baseAddress! + old.valueOffset, bytes.baseAddress! + newValueOffset, count: valueLength)
+        if let old = index[name], old.type == type, old.expiresAt == expiresAt, old.valueLength == valueLength,
+            !old.isExpired(now: Sys.nowMilliseconds())
+        {
+            let unchanged = withUnsafeTemporaryAllocation(byteCount: valueLength, alignment: 8) { candidate in
+                fill(candidate)
+                return file.withBytes { bytes in
+                    Sys.bytesEqual(bytes.baseAddress! + old.valueOffset, candidate.baseAddress ?? bytes.baseAddress!, count: valueLength)
+                }
             }
             if unchanged { return }
-            var entry = Entry(
-                RecordHeader(
-                    offset: offset, kind: .set, valueType: type.rawValue, flags: RecordFlags.commit,
-                    keyLength: keyBytes.count, valueLength: valueLength, seq: seq, expiresAt: expiresAt))
-            entry.plainCRC = nil
-            try publish(end: offset + length, records: 1) { () in
-                if let old = index.updateValue(entry, forKey: name) { liveBytes -= old.recordLength }
-                liveBytes += entry.recordLength
+        }
+        var utf8Name = name
+        try typed {
+            try utf8Name.withUTF8 { key in
+                try append(name: name, key: UnsafeRawBufferPointer(key), type: type, expiresAt: expiresAt,
+                    valueLength: valueLength, fill: fill)
             }
-            if wantsChanges { pendingChanges.append(PrefsChange(keys: [name], isExternal: false)) }
         }
-        }
+        if wantsChanges { pendingChanges.append(PrefsChange(keys: [name], isExternal: false)) }
         maybeCompactAutomatically()
+    }
+
+    /// Appends and publishes one committed set record of a plain store.
+    @inline(__always)
+    private func append(
+        name: String, key: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64, valueLength: Int,
+        fill: (UnsafeMutableRawBufferPointer) -> Void
+    ) throws(PrefsError) {
+        let length = Format.recordLength(keyLength: key.count, valueLength: valueLength)
+        let offset = knownEnd
+        try ensureCapacity(offset + length)
+        let seq = nextSeq
+        file.withMutableBytes { bytes in
+            _ = RecordWriter.write(
+                into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: RecordFlags.commit,
+                seq: seq, expiresAt: expiresAt, key: key, valueLength: valueLength, fillValue: fill)
+        }
+        let entry = Entry(
+            RecordHeader(
+                offset: offset, kind: .set, valueType: type.rawValue, flags: RecordFlags.commit,
+                keyLength: key.count, valueLength: valueLength, seq: seq, expiresAt: expiresAt))
+        try publish(end: offset + length, records: 1) { () in
+            if let old = index.updateValue(entry, forKey: name) { liveBytes -= old.recordLength }
+            liveBytes += entry.recordLength
+        }
     }
 
     // MARK: Transactions
