@@ -1,6 +1,8 @@
 // Test support: temporary directories, file bytes, the helper binary and child processes.
 import Foundation
 import Glibc
+import Logging
+import Synchronization
 import Testing
 
 @testable import PrefsKV
@@ -9,8 +11,13 @@ import Testing
 final class TempDir {
     let path: String
 
-    init(_ name: String = "t") throws {
-        var template = Array((NSTemporaryDirectory() + "prefskv-\(name)-XXXXXX").utf8CString)
+    /// A directory in `/dev/shm` (tmpfs: fsync costs nothing) when `memory`, else in the temporary directory.
+    init(_ name: String = "t", memory: Bool = false) throws {
+        var isDirectory: ObjCBool = false
+        let shm = memory && FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDirectory)
+            && isDirectory.boolValue
+        let base = shm ? "/dev/shm/" : NSTemporaryDirectory()
+        var template = Array((base + "prefskv-\(name)-XXXXXX").utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }
         guard made != nil else { throw TestFailure("mkdtemp failed: errno \(errno)") }
         path = String(cString: template.withUnsafeBufferPointer { $0.baseAddress! })
@@ -219,4 +226,30 @@ func expectError<R>(
         Issue.record("expected PrefsError.\(code), got \(error)", sourceLocation: sourceLocation)
     }
     return nil
+}
+
+/// Collects what a store logs.
+final class LogCapture: Sendable {
+    let entries = Mutex<[(level: Logger.Level, message: String)]>([])
+
+    var logger: Logger {
+        Logger(label: "prefskv-test") { _ in CaptureHandler(capture: self) }
+    }
+
+    var errors: [String] { entries.withLock { $0.filter { $0.level == .error }.map(\.message) } }
+
+    struct CaptureHandler: LogHandler {
+        let capture: LogCapture
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            capture.entries.withLock { $0.append((event.level, event.message.description)) }
+        }
+    }
 }

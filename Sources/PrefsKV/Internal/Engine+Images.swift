@@ -66,8 +66,9 @@ extension Engine {
     private func copyRecords(_ entries: [Entry], into bytes: UnsafeMutableRawBufferPointer) {
         file.withBytes { source in
             var offset = Format.logStart
-            for entry in entries {
-                offset += RecordWriter.copy(recordHeader(of: entry), from: source, into: bytes, at: offset)
+            for (i, entry) in entries.enumerated() {
+                offset += RecordWriter.copy(
+                    recordHeader(of: entry), from: source, into: bytes, at: offset, seq: UInt64(i + 1))
             }
         }
     }
@@ -214,8 +215,9 @@ extension Engine {
         ) { bytes throws(PrefsError) in
             backupFile.withBytes { source in
                 var offset = Format.logStart
-                for entry in live {
-                    offset += RecordWriter.copy(recordHeader(of: entry), from: source, into: bytes, at: offset)
+                for (i, entry) in live.enumerated() {
+                    offset += RecordWriter.copy(
+                        recordHeader(of: entry), from: source, into: bytes, at: offset, seq: UInt64(i + 1))
                 }
             }
         }
@@ -289,12 +291,12 @@ extension Engine {
             watched: wantsChanges && multiProcess
         ) { bytes throws(PrefsError) in
             var offset = Format.logStart
-            for item in items {
+            for (i, item) in items.enumerated() {
                 do {
                     offset += try item.key.withUnsafeBytes { key in
                         try RecordWriter.write(
                             into: bytes, at: offset, kind: .set, valueType: item.type.rawValue,
-                            flags: RecordFlags.commit | (newSealer == nil ? 0 : RecordFlags.sealed), seq: item.seq,
+                            flags: RecordFlags.commit | (newSealer == nil ? 0 : RecordFlags.sealed), seq: UInt64(i + 1),
                             expiresAt: item.expiresAt, key: key, valueLength: item.storedLength
                         ) { out in
                             guard let newSealer else {

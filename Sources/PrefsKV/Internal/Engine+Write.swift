@@ -48,7 +48,7 @@ extension Engine {
             let unchanged = withUnsafeTemporaryAllocation(byteCount: valueLength, alignment: 8) { candidate in
                 fill(candidate)
                 return file.withBytes { bytes in
-                    Sys.bytesEqual(bytes.baseAddress! + old.valueOffset, candidate.baseAddress ?? bytes.baseAddress!, count: valueLength)
+                    Sys.bytesEqual(bytes.baseAddress! + old.valueOffset, UnsafeRawPointer(candidate.baseAddress) ?? bytes.baseAddress!, count: valueLength)
                 }
             }
             if unchanged { return }

@@ -159,6 +159,7 @@ final class Engine: @unchecked Sendable {
         case .failure(let e):
             throw PrefsError.system(e, "open", "cannot create the lock file", path: paths.lock)
         }
+        // Until the engine owns the lock file, this function closes it on failure.
         var lockOwned = true
         defer { if lockOwned && lockFD >= 0 { Sys.close(lockFD) } }
 
@@ -179,20 +180,32 @@ final class Engine: @unchecked Sendable {
             }
             try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
         }
-        defer { if lockFD >= 0 { Sys.unlock(lockFD) } }
-
-        let snapshot = try loadSnapshot(
-            paths: paths, sealer: configuration.sealer, readOnlyCause: &readOnlyCause, create: true)
+        let snapshot: Snapshot
+        do throws(PrefsError) {
+            snapshot = try loadSnapshot(
+                paths: paths, sealer: configuration.sealer, readOnlyCause: &readOnlyCause, create: true)
+        } catch {
+            if lockFD >= 0 { Sys.unlock(lockFD) }
+            throw error
+        }
         let engine = Engine(
             paths: paths, configuration: configuration, lockFD: lockFD, readOnlyCause: readOnlyCause,
             snapshot: snapshot)
         lockOwned = false
+        // The engine owns the lock file now (and closes it if recovery throws); release the writer lock
+        // through it.
+        engine.holdsWriterLock = true
+        defer { engine.endOpenLock() }
         if !snapshot.damage.isEmpty {
-            engine.holdsWriterLock = true
-            defer { engine.holdsWriterLock = false }
             try engine.recover(from: snapshot)
         }
         return engine
+    }
+
+    /// Releases the writer lock taken for the open.
+    func endOpenLock() {
+        holdsWriterLock = false
+        if lockFD >= 0 { Sys.unlock(lockFD) }
     }
 
     static func isReadOnlyCause(_ e: Errno) -> Bool {
@@ -540,7 +553,8 @@ final class Engine: @unchecked Sendable {
         index = snapshot.index
         liveBytes = snapshot.liveBytes
         recordCount = snapshot.recordCount
-        nextSeq = max(nextSeq, snapshot.maxSeq + 1)
+        // The file is the truth: a new image is numbered from 1 again.
+        nextSeq = snapshot.maxSeq + 1
         knownEnd = snapshot.end
         knownEndWord = snapshot.endWord
         names = names.filter { index[$0.key] != nil }

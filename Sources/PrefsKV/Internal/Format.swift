@@ -308,17 +308,17 @@ enum RecordWriter {
         return length
     }
 
-    /// Copies a verified record into `bytes` at `offset`, setting its commit flag (a compaction image holds
-    /// only committed single records), and returns its length.
+    /// Copies a verified record into `bytes` at `offset` with sequence number `seq`, setting its commit flag
+    /// (a new image holds only single committed records, numbered 1, 2, 3...), and returns its length.
     static func copy(
         _ record: RecordHeader, from source: UnsafeRawBufferPointer, into bytes: UnsafeMutableRawBufferPointer,
-        at offset: Int
+        at offset: Int, seq: UInt64
     ) -> Int {
         let key = record.key(in: source)
         let value = record.value(in: source)
         return write(
             into: bytes, at: offset, kind: record.kind, valueType: record.valueType,
-            flags: record.flags | RecordFlags.commit, seq: record.seq, expiresAt: record.expiresAt, key: key,
+            flags: record.flags | RecordFlags.commit, seq: seq, expiresAt: record.expiresAt, key: key,
             valueLength: value.count
         ) { out in
             if !value.isEmpty { out.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count) }

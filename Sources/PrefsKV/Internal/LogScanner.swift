@@ -81,7 +81,8 @@ enum LogScanner {
             let damageStart = offset
             offset += 8
             while offset < limit {
-                if bytes.load(fromByteOffset: offset, as: UInt32.self) == Format.recordMagic.littleEndian,
+                if offset + Format.recordHeaderSize <= limit,
+                    bytes.load(fromByteOffset: offset, as: UInt32.self) == Format.recordMagic.littleEndian,
                     let r = RecordHeader.verified(in: bytes, at: offset, limit: limit), r.seq >= result.maxSeq
                 {
                     break
@@ -91,7 +92,15 @@ enum LogScanner {
             }
             offset = min(offset, limit)
             dropPending(upTo: damageStart, "damage follows a transaction's members")
-            result.damage.append(describe(bytes, damageStart..<offset, plainKeys: plainKeys))
+            var damage = describe(bytes, damageStart..<offset, plainKeys: plainKeys)
+            // Sequence numbers go up by one per commit, so the record found after the damage tells how many
+            // commits the damage swallowed (when it does not sit inside the same transaction).
+            if offset < limit, let next = RecordHeader.verified(in: bytes, at: offset, limit: limit),
+                next.seq > result.maxSeq + 1
+            {
+                damage.records = max(damage.records, Int(clamping: next.seq - result.maxSeq - 1))
+            }
+            result.damage.append(damage)
             result.end = offset
         }
         if !pending.isEmpty { dropPending(upTo: result.end, "the log ends inside a transaction") }
