@@ -18,6 +18,8 @@ extension PrefsError {
         case EACCES, EPERM: code = .permissionDenied
         // See: man 2 open: ENOENT, a component of the path does not exist.
         case ENOENT: code = .notFound
+        // See: man 2 open: EISDIR, the store's path names a directory.
+        case EISDIR: code = .notAStore
         // See: man 2 flock, man 2 fcntl: the lock is held elsewhere.
         case EWOULDBLOCK: code = .busy
         default: code = .io
