@@ -54,12 +54,12 @@ extension Engine {
         return (live, live.reduce(0) { $0 + $1.recordLength })
     }
 
-    /// The record header of an index entry (a committed set record).
+    /// The record header of an index entry (a committed set record; its sequence number is not kept).
     func recordHeader(of entry: Entry) -> RecordHeader {
         RecordHeader(
             offset: entry.recordOffset, kind: .set, valueType: entry.type.rawValue,
             flags: RecordFlags.commit | (entry.sealed ? RecordFlags.sealed : 0), keyLength: entry.keyLength,
-            valueLength: entry.valueLength, seq: entry.seq, expiresAt: entry.expiresAt)
+            valueLength: entry.valueLength, seq: 0, expiresAt: entry.expiresAt)
     }
 
     /// Copies live entries' records from the current mapping into an image.
@@ -265,7 +265,6 @@ extension Engine {
             var type: ValueType
             var value: [UInt8]
             var expiresAt: Int64
-            var seq: UInt64
             var key: [UInt8]
             var storedLength: Int
         }
@@ -277,7 +276,7 @@ extension Engine {
             let key = newSealer?.tag(forKey: name) ?? Array(name.utf8)
             let stored = newSealer == nil ? value.count : 4 + name.utf8.count + value.count + newSealer!.overhead
             items.append(
-                Item(name: name, type: entry.type, value: value, expiresAt: entry.expiresAt, seq: entry.seq, key: key,
+                Item(name: name, type: entry.type, value: value, expiresAt: entry.expiresAt, key: key,
                     storedLength: stored))
             length += Format.recordLength(keyLength: key.count, valueLength: stored)
         }

@@ -5,28 +5,36 @@ import Logging
 #error("PrefsKV reads its little-endian format natively; a big-endian port must byte-swap the mapped words")
 #endif
 
-/// Where a key's current value lives in the mapping.
+/// Where a key's current value lives in the mapping: 32 bytes, so that an index of 10,000 keys stays in cache.
 struct Entry {
     var recordOffset: Int
-    var keyLength: Int
-    var valueLength: Int
     var expiresAt: Int64
-    var seq: UInt64
+    private var keyLength32: UInt32
+    private var valueLength32: UInt32
+    /// Sealed stores only, memory only: CRC32C of the plaintext value, when `hasPlainCRC`.
+    private var plainCRC32: UInt32 = 0
     var type: ValueType
     var sealed: Bool
-    /// Sealed stores only, memory only: CRC32C of the plaintext value, learned when it is written or compared.
-    var plainCRC: UInt32?
+    private var hasPlainCRC = false
 
     init(_ record: RecordHeader) {
         recordOffset = record.offset
-        keyLength = record.keyLength
-        valueLength = record.valueLength
+        keyLength32 = UInt32(record.keyLength)
+        valueLength32 = UInt32(record.valueLength)
         expiresAt = record.expiresAt
-        seq = record.seq
         type = ValueType(rawValue: record.valueType)!
         sealed = record.isSealed
     }
 
+    var keyLength: Int { Int(keyLength32) }
+    var valueLength: Int { Int(valueLength32) }
+    var plainCRC: UInt32? {
+        get { hasPlainCRC ? plainCRC32 : nil }
+        set {
+            hasPlainCRC = newValue != nil
+            plainCRC32 = newValue ?? 0
+        }
+    }
     var recordLength: Int { Format.recordLength(keyLength: keyLength, valueLength: valueLength) }
     var valueOffset: Int { recordOffset + Format.recordHeaderSize + keyLength }
     var keyOffset: Int { recordOffset + Format.recordHeaderSize }
@@ -73,34 +81,38 @@ struct Snapshot {
 final class Engine: @unchecked Sendable {
     let paths: StorePaths
     let configuration: PrefsStore.Configuration
-    var sealer: (any PrefsSealer)?
+    @exclusivity(unchecked) var sealer: (any PrefsSealer)?
     /// The lock file (never replaced), or -1 when a read-only directory has none.
     let lockFD: Int32
     let multiProcess: Bool
     /// Why this handle cannot write (the errno of the failed writable open), nil when it can.
     let readOnlyCause: Errno?
 
-    var file: MappedFile
-    var header: Header
-    var index: [String: Entry]
+    // Every access to this state happens under `PrefsStore.engine`'s Mutex, one thread at a time, so runtime
+    // exclusivity checks (a measurable share of a 60 ns read) cannot find anything the lock does not exclude.
+
+    @exclusivity(unchecked) var file: MappedFile
+    @exclusivity(unchecked) var header: Header
+    @exclusivity(unchecked) var index: [String: Entry]
     /// Sealed stores: index key (hex tag) to key name, learned by opening records.
-    var names: [String: String] = [:]
-    var liveBytes: Int
-    var recordCount: Int
-    var nextSeq: UInt64
-    var knownEnd: Int
-    var knownEndWord: UInt64
+    @exclusivity(unchecked) var names: [String: String] = [:]
+    @exclusivity(unchecked) var liveBytes: Int
+    @exclusivity(unchecked) var recordCount: Int
+    @exclusivity(unchecked) var nextSeq: UInt64
+    @exclusivity(unchecked) var knownEnd: Int
+    @exclusivity(unchecked) var knownEndWord: UInt64
 
-    var lastRecovery: PrefsRecoveryReport?
-    var holdsWriterLock = false
+    @exclusivity(unchecked) var lastRecovery: PrefsRecoveryReport?
+    @exclusivity(unchecked) var holdsWriterLock = false
     /// Set while someone observes: catch-ups then work out which keys changed.
-    var wantsChanges = false
-    var pendingChanges: [PrefsChange] = []
-    var pendingLog: [(level: Logger.Level, message: Logger.Message)] = []
-    var autoCompactionBlockedBelow = 0
+    @exclusivity(unchecked) var wantsChanges = false
+    @exclusivity(unchecked) var pendingChanges: [PrefsChange] = []
+    @exclusivity(unchecked) var pendingLog: [(level: Logger.Level, message: Logger.Message)] = []
+    @exclusivity(unchecked) var autoCompactionBlockedBelow = 0
 
-    var isSealed: Bool { header.isEncrypted }
-    var hasPendingEvents: Bool { !pendingChanges.isEmpty || !pendingLog.isEmpty }
+    /// Whether the index is keyed by sealer tags; mirrors `header.isEncrypted` for the read path.
+    @exclusivity(unchecked) var isSealed = false
+    @inline(__always) var hasPendingEvents: Bool { !pendingChanges.isEmpty || !pendingLog.isEmpty }
 
     private init(
         paths: StorePaths, configuration: PrefsStore.Configuration, lockFD: Int32, readOnlyCause: Errno?,
@@ -120,6 +132,7 @@ final class Engine: @unchecked Sendable {
         nextSeq = snapshot.maxSeq + 1
         knownEnd = snapshot.end
         knownEndWord = snapshot.endWord
+        isSealed = snapshot.header.isEncrypted
     }
 
     deinit {
@@ -357,7 +370,8 @@ final class Engine: @unchecked Sendable {
                     range: Format.logEndOffset..<Format.logEndOffset + 8, records: 0, keys: [],
                     reason: "the header's log-end word is damaged"))
         }
-        var index: [String: Entry] = [:]
+        // A typical record is 48 to 64 bytes: reserving for one per 64 bytes of log avoids rehashing.
+        var index = [String: Entry](minimumCapacity: max(0, limit - Format.logStart) / 64)
         var liveBytes = 0
         let result = file.withBytes { bytes in
             LogScanner.scan(
@@ -550,6 +564,7 @@ final class Engine: @unchecked Sendable {
     func adopt(_ snapshot: Snapshot) {
         file = snapshot.file
         header = snapshot.header
+        isSealed = snapshot.header.isEncrypted
         index = snapshot.index
         liveBytes = snapshot.liveBytes
         recordCount = snapshot.recordCount
@@ -589,7 +604,7 @@ final class Engine: @unchecked Sendable {
     /// The index key for a key name: the name itself, or the hex of the sealer's tag.
     @inline(__always)
     func indexKey(forName name: String) -> String {
-        guard let sealer else { return name }
+        guard isSealed, let sealer else { return name }
         return Engine.hex(sealer.tag(forKey: name))
     }
 

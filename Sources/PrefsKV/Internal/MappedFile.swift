@@ -11,9 +11,10 @@ final class MappedFile {
     let writable: Bool
     /// Device and inode at open: tells whether the path still names this file.
     let identity: FileStatus
-    private var base: UnsafeMutableRawPointer
+    // Accessed only under the store's Mutex (see Engine).
+    @exclusivity(unchecked) private var base: UnsafeMutableRawPointer
     /// Bytes mapped (the file's size when last mapped).
-    private(set) var mappedLength: Int
+    @exclusivity(unchecked) private(set) var mappedLength: Int
 
     /// Maps the whole of `fd` (at least one header page). Takes ownership of `fd`: it is closed on failure.
     init(fd: Int32, path: String, writable: Bool) throws(PrefsError) {
