@@ -59,7 +59,8 @@ import Testing
         try store.set(true, forKey: "bool")
         try store.set(Int64.min, forKey: "int-min")
         try store.set(Int64.max, forKey: "int-max")
-        for (i, d) in [0.1, -0.0, .pi, 1e-320, .greatestFiniteMagnitude, .nan, .infinity, -.infinity, 1.0].enumerated() {
+        let subnormal = Double.leastNonzeroMagnitude * 2027
+        for (i, d) in [0.1, -0.0, .pi, subnormal, .greatestFiniteMagnitude, .nan, .infinity, -.infinity, 1.0].enumerated() {
             try store.set(d, forKey: "double-\(i)")
         }
         try store.set("quote \" slash / tab \t unicode ☾ 🌙", forKey: "string")
@@ -80,7 +81,7 @@ import Testing
         #expect(try imported.int64(forKey: "int-min") == Int64.min)
         #expect(try imported.int64(forKey: "int-max") == Int64.max)
         #expect(try imported.double(forKey: "double-1")?.sign == .minus)
-        #expect(try imported.double(forKey: "double-3") == 1e-320)
+        #expect(try imported.double(forKey: "double-3") == subnormal)
         #expect(try imported.double(forKey: "double-5")?.isNaN == true)
         #expect(try imported.double(forKey: "double-7") == -.infinity)
         #expect(try imported.data(forKey: "bytes") == Data([0, 1, 2, 255]))

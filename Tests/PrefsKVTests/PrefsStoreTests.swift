@@ -294,3 +294,30 @@ struct Layout: Codable, Equatable {
         #expect(child.waitForLine { _ in true } == "error busy")
     }
 }
+
+@Suite struct AllocationTests {
+    /// Runs the helper's read loop under valgrind and returns the number of heap allocations it made.
+    static func allocations(reads: Int, in dir: TempDir) throws -> Int {
+        let log = dir.file("valgrind-\(reads).log")
+        let storeDir = dir.file("store-\(reads)")  // each run creates its own store: same setup work
+        let status = run([
+            "valgrind", "--tool=memcheck", "--log-file=\(log)", helperPath, "prefs-read-loop", storeDir, "\(reads)",
+        ])
+        guard status == 0 else { throw TestFailure("valgrind (from Debian's valgrind package) failed: \(status)") }
+        let text = try String(contentsOfFile: log, encoding: .utf8)
+        guard let line = text.split(separator: "\n").first(where: { $0.contains("total heap usage:") }),
+            let allocs = line.split(separator: ":").last?.split(separator: " ").first.flatMap({
+                Int($0.replacingOccurrences(of: ",", with: ""))
+            })
+        else { throw TestFailure("no heap summary in valgrind's output:\n\(text)") }
+        return allocs
+    }
+
+    /// 5,000 more reads of Bool, Int64, Double and `contains` must not add a single heap allocation.
+    @Test func readingFixedSizeValuesDoesNotAllocate() throws {
+        let dir = try TempDir("alloc")
+        let few = try Self.allocations(reads: 10, in: dir)
+        let many = try Self.allocations(reads: 5010, in: dir)
+        #expect(many - few == 0, "\(many - few) allocations for 25,000 more reads")
+    }
+}

@@ -160,4 +160,27 @@ enum PrefsCommands {
             fail("\(error)")
         }
     }
+
+    /// `prefs-read-loop DIR N`: writes a Bool, an Int64 and a Double, then reads each N times (for counting
+    /// allocations under valgrind: the count must not grow with N). Prints the sum of what it read.
+    static func readLoop(_ args: [String]) {
+        guard args.count == 2, let n = Int(args[1]) else { fail("usage: prefs-read-loop DIR N") }
+        let store = open(args[0], "reads")
+        do {
+            try store.set(true, forKey: "flag")
+            try store.set(Int64(7), forKey: "number")
+            try store.set(0.5, forKey: "ratio")
+            var sum = 0.0
+            for _ in 0..<n {
+                if try store.bool(forKey: "flag") == true { sum += 1 }
+                sum += Double(try store.int64(forKey: "number") ?? 0)
+                sum += try store.double(forKey: "ratio") ?? 0
+                sum += Double(try store.int(forKey: "number") ?? 0)
+                if try store.contains("flag") { sum += 1 }
+            }
+            say("sum \(sum)")
+        } catch {
+            fail("read loop failed: \(error)")
+        }
+    }
 }

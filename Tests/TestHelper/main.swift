@@ -10,6 +10,7 @@ case "prefs-mp-writer": PrefsCommands.multiProcessWriter(Array(arguments.dropFir
 case "prefs-set": PrefsCommands.set(Array(arguments.dropFirst()))
 case "prefs-open-as": PrefsCommands.openAs(Array(arguments.dropFirst()))
 case "prefs-hold": PrefsCommands.hold(Array(arguments.dropFirst()))
+case "prefs-read-loop": PrefsCommands.readLoop(Array(arguments.dropFirst()))
 default:
     PrefsCommands.fail("unknown command \(arguments.first ?? "(none)")", status: 2)
 }
