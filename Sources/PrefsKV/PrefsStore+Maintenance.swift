@@ -23,6 +23,7 @@ extension PrefsStore {
     /// try store.compact()
     /// ```
     public func compact() throws {
+        checkNotInsideTransaction()
         let deliver = try gate.withLock { _ throws(PrefsError) in
             try engine.withLock { e throws(PrefsError) in
                 try e.beginWrite()
@@ -114,6 +115,7 @@ extension PrefsStore {
     /// try store.restore(from: "/home/me/ui-backup.prefs")
     /// ```
     public func restore(from path: String) throws {
+        checkNotInsideTransaction()
         let deliver = try gate.withLock { _ throws(PrefsError) in
             try engine.withLock { e throws(PrefsError) in
                 try e.beginWrite()
@@ -132,6 +134,7 @@ extension PrefsStore {
     /// try vault.rekey(to: newSealer)
     /// ```
     public func rekey(to sealer: (any PrefsSealer)?) throws {
+        checkNotInsideTransaction()
         try gate.withLock { _ throws(PrefsError) in
             try engine.withLock { e throws(PrefsError) in
                 try e.beginWrite()

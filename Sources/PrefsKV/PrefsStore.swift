@@ -17,7 +17,7 @@ import Synchronization
 /// ```
 ///
 /// All methods are thread-safe. A `write { tx in }` body runs under this handle's writer lock: calling the
-/// same store's writing methods from inside it deadlocks (a programmer error); reading is fine.
+/// same store's writing methods from inside it is a programmer error and traps; reading is fine.
 public final class PrefsStore: Sendable {
     /// The store id, also the data file's name: `<id>.prefs`.
     public let id: String
@@ -31,6 +31,9 @@ public final class PrefsStore: Sendable {
     let engine: Mutex<Engine>
     /// Serializes this process's write transactions (the file lock serializes processes).
     let gate = Mutex<Void>(())
+    /// The thread running a `write` body, 0 when none: writing through the store from inside the body is a
+    /// programmer error that would deadlock on `gate`; it traps with a message instead.
+    let transactionThread = Atomic<UInt>(0)
     let observers = Mutex(ObserverRegistry())
 
     /// Opens the store `id` in `directory`, creating it (and the directory, mode 0700) when absent.
@@ -330,10 +333,15 @@ public final class PrefsStore: Sendable {
     /// }
     /// ```
     public func write<R>(_ body: (inout PrefsTransaction) throws -> R) throws -> R {
+        checkNotInsideTransaction()
         let (result, deliver) = try gate.withLock { _ in
             try engine.withLock { e throws(PrefsError) in try e.beginWrite() }
             var committed = false
-            defer { if !committed { engine.withLock { $0.endWrite() } } }
+            transactionThread.store(Sys.threadID(), ordering: .relaxed)
+            defer {
+                transactionThread.store(0, ordering: .relaxed)
+                if !committed { engine.withLock { $0.endWrite() } }
+            }
             var tx = PrefsTransaction(store: self)
             let result = try body(&tx)
             let ops = tx.operations
@@ -350,6 +358,14 @@ public final class PrefsStore: Sendable {
     }
 
     // MARK: Plumbing
+
+    /// Traps when called from inside this store's `write` body on the same thread (it would deadlock).
+    @inline(__always)
+    func checkNotInsideTransaction() {
+        precondition(
+            transactionThread.load(ordering: .relaxed) != Sys.threadID(),
+            "PrefsStore: write through `tx` inside `write { tx in ... }`, not through the store itself")
+    }
 
     /// Runs `body` on the caught-up engine, then delivers events it produced.
     @inline(__always)
@@ -394,6 +410,7 @@ public final class PrefsStore: Sendable {
         try ValueCodec.validate(key: key)
         try ValueCodec.validate(length: length, key: key)
         let expiresAt = ValueCodec.expiresAt(expiresAfter)
+        checkNotInsideTransaction()
         let deliver = try gate.withLock { _ throws(PrefsError) in
             try engine.withLock { e throws(PrefsError) in
                 try e.beginWrite()

@@ -343,6 +343,21 @@ enum HeaderFault: String, CaseIterable, CustomStringConvertible {
         expectError(fault.code) { try PrefsStore.verify(id: "ui", directory: fixture.dir.path) }
     }
 
+    @Test func aSecondRecoveryNeverOverwritesTheFirstQuarantineCopy() throws {
+        let fixture = try Fixture.small()
+        var first = fixture.bytes
+        first[fixture.records[0].offset + 40] ^= 0x01
+        try fixture.write(first)
+        let q1 = try #require(try openStore(fixture.dir).lastRecovery?.quarantinePath)
+        var second = try readBytes(fixture.path)
+        second[4096 + 40] ^= 0x01
+        try fixture.write(second)
+        let q2 = try #require(try openStore(fixture.dir).lastRecovery?.quarantinePath)
+        #expect(q1 != q2)
+        #expect(try readBytes(q1) == first)
+        #expect(try readBytes(q2) == second)
+    }
+
     @Test func failPolicyThrowsCorruptedAndTouchesNothing() throws {
         let fixture = try Fixture.small()
         var damaged = fixture.bytes

@@ -284,6 +284,45 @@ struct Layout: Codable, Equatable {
         #expect(try a.string(forKey: "k3") == "b writes after a compacted")
     }
 
+    @Test func threadsWritingAndReadingOneHandleLoseNoUpdate() async throws {
+        let dir = try TempDir("threads")
+        let store = try openStore(dir)
+        let other = try openStore(dir)
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    let handle = worker % 2 == 0 ? store : other
+                    for i in 0..<250 {
+                        try? handle.write { tx in
+                            try tx.set((try tx.int64(forKey: "counter") ?? 0) + 1, forKey: "counter")
+                        }
+                        try? handle.set(Int64(i), forKey: "w\(worker)")
+                        _ = try? handle.int64(forKey: "w\((worker + 1) % 8)")
+                    }
+                }
+            }
+        }
+        #expect(try store.int64(forKey: "counter") == 2000)
+        #expect(try other.int64(forKey: "counter") == 2000)
+        for worker in 0..<8 { #expect(try store.int64(forKey: "w\(worker)") == 249) }
+        #expect(try store.verify().isClean)
+    }
+
+    @Test func synchronousDurabilityAndSyncKeepEveryValue() throws {
+        let dir = try TempDir("sync")
+        let store = try openStore(dir) { $0.durability = .synchronous }
+        for i in 0..<20 { try store.set(i, forKey: "k\(i % 5)") }
+        try store.write { tx in try tx.set("x", forKey: "tx") }
+        try store.sync()
+        let buffered = try openStore(dir)
+        try buffered.set("y", forKey: "b")
+        try buffered.sync()
+        let reopened = try openStore(dir)
+        #expect(try reopened.int(forKey: "k4") == 19)
+        #expect(try reopened.string(forKey: "tx") == "x")
+        #expect(try reopened.string(forKey: "b") == "y")
+    }
+
     @Test func singleProcessHandleExcludesEveryOtherOpener() throws {
         let dir = try TempDir()
         let single = try openStore(dir) { $0.sharing = .singleProcess }

@@ -272,6 +272,10 @@ enum Sys {
         count == 0 || memcmp(a, b, count) == 0
     }
 
+    /// An id of the calling thread (`pthread_self`), to catch a store written from inside its own transaction.
+    @inline(__always)
+    static func threadID() -> UInt { UInt(pthread_self()) }
+
     /// `getpid()`, for unique temporary names.
     static func processID() -> Int32 { getpid() }
 
