@@ -52,7 +52,8 @@ extension PrefsStore {
         }
         guard document.format == ExportDocument.formatName, document.version == 1 else {
             throw PrefsError(
-                .invalidInput, "the document's format is \"\(document.format)\" version \(document.version), "
+                .invalidInput,
+                "the document's format is \"\(document.format)\" version \(document.version), "
                     + "expected \"\(ExportDocument.formatName)\" version 1")
         }
         var ops: [TransactionOp] = [.removeAll]
@@ -103,7 +104,8 @@ extension Engine {
         for entry in index.values where !entry.isExpired(now: now) {
             let (name, value) = try withPlainEntry(entry)
             out.append(
-                ExportEntry(key: name, type: entry.type, bytes: value, expiresAt: entry.expiresAt == 0 ? nil : entry.expiresAt))
+                ExportEntry(
+                    key: name, type: entry.type, bytes: value, expiresAt: entry.expiresAt == 0 ? nil : entry.expiresAt))
         }
         return out.sorted { $0.key < $1.key }
     }

@@ -46,7 +46,9 @@ public final class PrefsStore: Sendable {
     /// ```swift
     /// let store = try PrefsStore(id: "ui", directory: "/home/me/.local/share/myapp")
     /// ```
-    public init(id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration()) throws {
+    public init(
+        id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration()
+    ) throws {
         let engine = try Engine.open(id: id, directory: directory, configuration: configuration)
         let events = engine.takeEvents()
         self.id = id

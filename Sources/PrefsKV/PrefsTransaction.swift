@@ -93,7 +93,8 @@ public struct PrefsTransaction {
     /// ```swift
     /// try tx.setCodable(["width": 240], forKey: "layout")
     /// ```
-    public mutating func setCodable<T: Encodable>(_ value: T, forKey key: String, expiresAfter: Duration? = nil) throws {
+    public mutating func setCodable<T: Encodable>(_ value: T, forKey key: String, expiresAfter: Duration? = nil) throws
+    {
         try add(key, .json, Array(try ValueCodec.json(value, key: key)), expiresAfter)
     }
 

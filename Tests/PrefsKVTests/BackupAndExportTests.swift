@@ -60,7 +60,9 @@ import Testing
         try store.set(Int64.min, forKey: "int-min")
         try store.set(Int64.max, forKey: "int-max")
         let subnormal = Double.leastNonzeroMagnitude * 2027
-        for (i, d) in [0.1, -0.0, .pi, subnormal, .greatestFiniteMagnitude, .nan, .infinity, -.infinity, 1.0].enumerated() {
+        for (i, d) in [0.1, -0.0, .pi, subnormal, .greatestFiniteMagnitude, .nan, .infinity, -.infinity, 1.0]
+            .enumerated()
+        {
             try store.set(d, forKey: "double-\(i)")
         }
         try store.set("quote \" slash / tab \t unicode ☾ 🌙", forKey: "string")
@@ -93,30 +95,31 @@ import Testing
         try small.set("dark", forKey: "theme")
         try small.set(Data([1, 2, 3]), forKey: "blob")
         try small.set(.infinity, forKey: "zoom")
-        #expect(String(decoding: try small.exportJSON(), as: UTF8.self) == """
-            {
-              "entries" : [
+        #expect(
+            String(decoding: try small.exportJSON(), as: UTF8.self) == """
                 {
-                  "key" : "blob",
-                  "type" : "bytes",
-                  "value" : "AQID"
-                },
-                {
-                  "key" : "theme",
-                  "type" : "string",
-                  "value" : "dark"
-                },
-                {
-                  "key" : "zoom",
-                  "type" : "double",
-                  "value" : "inf"
+                  "entries" : [
+                    {
+                      "key" : "blob",
+                      "type" : "bytes",
+                      "value" : "AQID"
+                    },
+                    {
+                      "key" : "theme",
+                      "type" : "string",
+                      "value" : "dark"
+                    },
+                    {
+                      "key" : "zoom",
+                      "type" : "double",
+                      "value" : "inf"
+                    }
+                  ],
+                  "format" : "prefskv-export",
+                  "store" : "ui",
+                  "version" : 1
                 }
-              ],
-              "format" : "prefskv-export",
-              "store" : "ui",
-              "version" : 1
-            }
-            """)
+                """)
     }
 
     @Test func importRefusesAMalformedDocumentAndChangesNothing() throws {
@@ -134,7 +137,10 @@ import Testing
             expectError(.invalidInput) { try store.importJSON(Data(document.utf8)) }
         }
         expectError(.invalidKey) {
-            try store.importJSON(Data(#"{"format":"prefskv-export","version":1,"store":"x","entries":[{"key":"","type":"int","value":1}]}"#.utf8))
+            try store.importJSON(
+                Data(
+                    #"{"format":"prefskv-export","version":1,"store":"x","entries":[{"key":"","type":"int","value":1}]}"#
+                        .utf8))
         }
         #expect(try store.allKeys == ["k"])
     }

@@ -58,7 +58,8 @@ struct Fixture {
         var fixture = Fixture(dir: try TempDir("pages", memory: true))
         let store = try openStore(fixture.dir) { $0.autoCompactionThreshold = nil }
         for i in 0..<count {
-            try fixture.add(store, String(format: "key-%03d", i), .string(String(repeating: "v", count: 10 + (i * 7) % 50)))
+            try fixture.add(
+                store, String(format: "key-%03d", i), .string(String(repeating: "v", count: 10 + (i * 7) % 50)))
         }
         fixture.bytes = try readBytes(fixture.path)
         return fixture
@@ -121,7 +122,8 @@ struct Fixture {
         let lostCount = recordsLost ?? self.recordsLost(lost)...self.recordsLost(lost)
         #expect(report.path == path, sourceLocation: sourceLocation)
         #expect(lostCount.contains(report.recordsLost), "\(report)", sourceLocation: sourceLocation)
-        #expect(report.recordsKept == records.count - self.recordsLost(lost), "\(report)", sourceLocation: sourceLocation)
+        #expect(
+            report.recordsKept == records.count - self.recordsLost(lost), "\(report)", sourceLocation: sourceLocation)
         if let damage { #expect(report.damage.map(\.range) == damage, "\(report)", sourceLocation: sourceLocation) }
         #expect(try CrashModel.read(store).values == expected(losing: lost), sourceLocation: sourceLocation)
 
@@ -136,8 +138,11 @@ struct Fixture {
         // Exactly one error line, naming the file and the counts.
         let errors = capture.errors
         #expect(errors.count == 1, "\(errors)", sourceLocation: sourceLocation)
-        #expect(errors.first.map { $0.contains(path) && $0.contains("kept \(report.recordsKept)")
-            && $0.contains("lost \(report.recordsLost)") } == true, "\(errors)", sourceLocation: sourceLocation)
+        #expect(
+            errors.first.map {
+                $0.contains(path) && $0.contains("kept \(report.recordsKept)")
+                    && $0.contains("lost \(report.recordsLost)")
+            } == true, "\(errors)", sourceLocation: sourceLocation)
 
         // Writable at once; the new file verifies and reopens without another recovery.
         try store.set("after", forKey: "zulu")
@@ -270,13 +275,15 @@ enum HeaderFault: String, CaseIterable, CustomStringConvertible {
                 #expect(!fixture.dir.files.contains { $0.contains(".corrupt-") })
                 continue
             }
-            let lost = Set(fixture.records.indices.filter { fixture.records[$0].offset + fixture.records[$0].length > length })
+            let lost = Set(
+                fixture.records.indices.filter { fixture.records[$0].offset + fixture.records[$0].length > length })
             let deadGroup = fixture.records[lost.min()!].group
             let firstLost = fixture.records.first { $0.group == deadGroup }!.offset
             let firstTorn = fixture.records.first { $0.offset + $0.length > length }!.offset
             // An unfinished transaction is one range; a cut exactly at a record boundary leaves nothing torn
             // to separate it from the missing tail.
-            let ranges = firstLost == firstTorn || length == firstTorn
+            let ranges =
+                firstLost == firstTorn || length == firstTorn
                 ? [firstLost..<fixture.logEnd] : [firstLost..<firstTorn, firstTorn..<fixture.logEnd]
             // Whole transactions only: the torn one starts the damage, reported through the claimed log end.
             // How many records the missing bytes held is unknowable: at least one is reported.
@@ -296,8 +303,11 @@ enum HeaderFault: String, CaseIterable, CustomStringConvertible {
         var damaged = fixture.bytes
         let zeroed = page * 4096..<(page + 1) * 4096
         for i in zeroed { damaged[i] = 0 }
-        let lost = Set(fixture.records.indices.filter { fixture.records[$0].offset < zeroed.upperBound
-            && fixture.records[$0].offset + fixture.records[$0].length > zeroed.lowerBound })
+        let lost = Set(
+            fixture.records.indices.filter {
+                fixture.records[$0].offset < zeroed.upperBound
+                    && fixture.records[$0].offset + fixture.records[$0].length > zeroed.lowerBound
+            })
         let first = fixture.records[lost.min()!].offset
         let next = fixture.records[lost.max()! + 1].offset
         // Every lost record is counted exactly: sequence numbers rise by one per commit.
@@ -379,7 +389,8 @@ enum HeaderFault: String, CaseIterable, CustomStringConvertible {
         try fixture.write(damaged)
         let report = try PrefsStore.verify(id: "ui", directory: fixture.dir.path)
         #expect(!report.isClean)
-        #expect(report.damage.map(\.range) == [bravo.offset..<bravo.offset + 56, echo.offset..<echo.offset + echo.length])
+        #expect(
+            report.damage.map(\.range) == [bravo.offset..<bravo.offset + 56, echo.offset..<echo.offset + echo.length])
         #expect(report.damage.flatMap(\.keys) == ["bravo", "echo"])
         #expect(report.recordsVerified == fixture.records.count - 2)
         #expect(try readBytes(fixture.path) == damaged)

@@ -97,7 +97,8 @@ struct CrashModel: Equatable {
                 let missing = acknowledged.values.filter { found.values[$0.key] != $0.value }.map(\.key).sorted()
                 let extra = found.values.keys.filter { acknowledged.values[$0] == nil }.sorted()
                 Issue.record(
-                    "round \(round) (\(durability)): the store differs from the acknowledged writes at \(missing), extra \(extra); in flight: \(inFlight ?? "none")")
+                    "round \(round) (\(durability)): the store differs from the acknowledged writes at \(missing), extra \(extra); in flight: \(inFlight ?? "none")"
+                )
                 return
             }
         }
@@ -106,6 +107,7 @@ struct CrashModel: Equatable {
         #expect(!dir.files.contains { $0.contains(".corrupt-") })
         #expect(next > kills, "the writers made too little progress to mean anything (\(next) operations)")
         let seconds = String(format: "%.1f", Date().timeIntervalSince(started))
-        print("crash test: \(kills) kills, \(next) operations, \(inFlightApplied) in-flight found applied, \(seconds) s")
+        print(
+            "crash test: \(kills) kills, \(next) operations, \(inFlightApplied) in-flight found applied, \(seconds) s")
     }
 }

@@ -30,9 +30,10 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
             #expect(try store.allKeys == ["layout", "recovery-codes", "session-token", "user-id"])
         }
         let bytes = try readBytes(dir.file("ui.prefs"))
-        for secret in ["token-value", "session-token", "user-id", "alpha-secret", "recovery-codes", "private-title",
-            "layout", "old-value", "removed-key"]
-        {
+        for secret in [
+            "token-value", "session-token", "user-id", "alpha-secret", "recovery-codes", "private-title",
+            "layout", "old-value", "removed-key",
+        ] {
             #expect(!contains(bytes, secret), "\(secret) is readable on disk")
         }
         #expect(!contains(bytes, String(decoding: [8, 7, 6, 5, 4, 3, 2, 1], as: UTF8.self)))
@@ -87,7 +88,8 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         // The second key's sealed value moved under the first key's tag.
         var moved = original
         let valueStart = 32 + tagLength
-        moved.replaceSubrange(first + valueStart..<first + length - 4, with: original[second + valueStart..<second + length - 4])
+        moved.replaceSubrange(
+            first + valueStart..<first + length - 4, with: original[second + valueStart..<second + length - 4])
         repairCRC(&moved, first, length)
         try writeBytes(moved, to: dir.file("ui.prefs"))
         let store = try openSealed(dir)

@@ -14,7 +14,8 @@ final class TempDir {
     /// A directory in `/dev/shm` (tmpfs: fsync costs nothing) when `memory`, else in the temporary directory.
     init(_ name: String = "t", memory: Bool = false) throws {
         var isDirectory: ObjCBool = false
-        let shm = memory && FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDirectory)
+        let shm =
+            memory && FileManager.default.fileExists(atPath: "/dev/shm", isDirectory: &isDirectory)
             && isDirectory.boolValue
         let base = shm ? "/dev/shm/" : NSTemporaryDirectory()
         var template = Array((base + "prefskv-\(name)-XXXXXX").utf8CString)

@@ -73,7 +73,9 @@ enum PrefsCommands {
                     say("B \(n) data \(key)")
                     try store.set(Data(repeating: UInt8(truncatingIfNeeded: n), count: n % 300), forKey: key)
                 case 700..<900:
-                    let keys = (0..<Int.random(in: 2...5, using: &rng)).map { _ in "k\(Int.random(in: 0..<40, using: &rng))" }
+                    let keys = (0..<Int.random(in: 2...5, using: &rng)).map { _ in
+                        "k\(Int.random(in: 0..<40, using: &rng))"
+                    }
                     say("B \(n) tx \(keys.joined(separator: ","))")
                     try store.write { tx in
                         for k in keys { try tx.set(Int64(n), forKey: k) }

@@ -146,7 +146,8 @@ extension Engine {
                 defer { Sys.close(fd) }
                 do {
                     try file.withBytes { bytes throws(PrefsError) in
-                        try Sys.pwrite(fd, bytes, at: 0).orThrow("pwrite", "cannot copy a damaged store aside", path: path)
+                        try Sys.pwrite(fd, bytes, at: 0).orThrow(
+                            "pwrite", "cannot copy a damaged store aside", path: path)
                     }
                     try Sys.fdatasync(fd).orThrow("fdatasync", "cannot flush the quarantine copy", path: path)
                     try Sys.fchmod(fd, 0o400).orThrow("fchmod", "cannot make the quarantine copy read-only", path: path)
@@ -276,7 +277,8 @@ extension Engine {
             let key = newSealer?.tag(forKey: name) ?? Array(name.utf8)
             let stored = newSealer == nil ? value.count : 4 + name.utf8.count + value.count + newSealer!.overhead
             items.append(
-                Item(name: name, type: entry.type, value: value, expiresAt: entry.expiresAt, key: key,
+                Item(
+                    name: name, type: entry.type, value: value, expiresAt: entry.expiresAt, key: key,
                     storedLength: stored))
             length += Format.recordLength(keyLength: key.count, valueLength: stored)
         }
@@ -303,10 +305,14 @@ extension Engine {
                                 return
                             }
                             var plain = [UInt8]()
-                            withUnsafeBytes(of: UInt32(item.name.utf8.count).littleEndian) { plain.append(contentsOf: $0) }
+                            withUnsafeBytes(of: UInt32(item.name.utf8.count).littleEndian) {
+                                plain.append(contentsOf: $0)
+                            }
                             plain.append(contentsOf: item.name.utf8)
                             plain.append(contentsOf: item.value)
-                            try Engine.withAssociatedData(uuid: uuid, tag: key, type: item.type, expiresAt: item.expiresAt) {
+                            try Engine.withAssociatedData(
+                                uuid: uuid, tag: key, type: item.type, expiresAt: item.expiresAt
+                            ) {
                                 ad in
                                 try plain.withUnsafeBytes { try newSealer.seal($0, associatedData: ad, into: out) }
                             }

@@ -48,7 +48,9 @@ extension Engine {
             let unchanged = withUnsafeTemporaryAllocation(byteCount: valueLength, alignment: 8) { candidate in
                 fill(candidate)
                 return file.withBytes { bytes in
-                    Sys.bytesEqual(bytes.baseAddress! + old.valueOffset, UnsafeRawPointer(candidate.baseAddress) ?? bytes.baseAddress!, count: valueLength)
+                    Sys.bytesEqual(
+                        bytes.baseAddress! + old.valueOffset,
+                        UnsafeRawPointer(candidate.baseAddress) ?? bytes.baseAddress!, count: valueLength)
                 }
             }
             if unchanged { return }
@@ -56,7 +58,8 @@ extension Engine {
         var utf8Name = name
         try typed {
             try utf8Name.withUTF8 { key in
-                try append(name: name, key: UnsafeRawBufferPointer(key), type: type, expiresAt: expiresAt,
+                try append(
+                    name: name, key: UnsafeRawBufferPointer(key), type: type, expiresAt: expiresAt,
                     valueLength: valueLength, fill: fill)
             }
         }
@@ -126,7 +129,9 @@ extension Engine {
             let indexKey = indexKey(forName: name)
             switch final[name]! {
             case .set(_, let type, let value, let expiresAt):
-                if !clearsAll, try isUnchanged(indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt) {
+                if !clearsAll,
+                    try isUnchanged(indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt)
+                {
                     continue
                 }
                 planned.append(.set(indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt))
@@ -169,10 +174,13 @@ extension Engine {
             case .set(_, let name, _, let value, _):
                 let key = diskKey(name)
                 let valueLength = sealer == nil ? value.count : 4 + name.utf8.count + value.count + overhead
-                layout = Layout(key: key, valueLength: valueLength, length: Format.recordLength(keyLength: key.count, valueLength: valueLength))
+                layout = Layout(
+                    key: key, valueLength: valueLength,
+                    length: Format.recordLength(keyLength: key.count, valueLength: valueLength))
             case .delete(_, let name):
                 let key = diskKey(name)
-                layout = Layout(key: key, valueLength: 0, length: Format.recordLength(keyLength: key.count, valueLength: 0))
+                layout = Layout(
+                    key: key, valueLength: 0, length: Format.recordLength(keyLength: key.count, valueLength: 0))
             case .removeAll:
                 layout = Layout(key: [], valueLength: 0, length: Format.recordLength(keyLength: 0, valueLength: 0))
             }
@@ -198,16 +206,21 @@ extension Engine {
                     do {
                         _ = try layout.key.withUnsafeBytes { key in
                             try RecordWriter.write(
-                                into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags | sealedFlag,
+                                into: bytes, at: offset, kind: .set, valueType: type.rawValue,
+                                flags: flags | sealedFlag,
                                 seq: seq, expiresAt: expiresAt, key: key, valueLength: layout.valueLength
                             ) { out in
                                 if let sealer {
                                     var plain = [UInt8]()
                                     plain.reserveCapacity(4 + name.utf8.count + value.count)
-                                    withUnsafeBytes(of: UInt32(name.utf8.count).littleEndian) { plain.append(contentsOf: $0) }
+                                    withUnsafeBytes(of: UInt32(name.utf8.count).littleEndian) {
+                                        plain.append(contentsOf: $0)
+                                    }
                                     plain.append(contentsOf: name.utf8)
                                     plain.append(contentsOf: value)
-                                    try Engine.withAssociatedData(uuid: uuid, tag: key, type: type, expiresAt: expiresAt) { ad in
+                                    try Engine.withAssociatedData(
+                                        uuid: uuid, tag: key, type: type, expiresAt: expiresAt
+                                    ) { ad in
                                         try plain.withUnsafeBytes { try sealer.seal($0, associatedData: ad, into: out) }
                                     }
                                 } else if !value.isEmpty {
@@ -216,7 +229,9 @@ extension Engine {
                             }
                         }
                     } catch {
-                        throw PrefsError(.io, "the sealer failed to seal the value of key \"\(name)\"", path: paths.data, underlying: error)
+                        throw PrefsError(
+                            .io, "the sealer failed to seal the value of key \"\(name)\"", path: paths.data,
+                            underlying: error)
                     }
                     record = RecordHeader(
                         offset: offset, kind: .set, valueType: type.rawValue, flags: flags | sealedFlag,
@@ -226,7 +241,8 @@ extension Engine {
                     _ = layout.key.withUnsafeBytes { key in
                         RecordWriter.write(
                             into: bytes, at: offset, kind: .delete, valueType: 0, flags: flags | sealedFlag, seq: seq,
-                            expiresAt: 0, key: key, valueLength: 0) { _ in }
+                            expiresAt: 0, key: key, valueLength: 0
+                        ) { _ in }
                     }
                     record = RecordHeader(
                         offset: offset, kind: .delete, valueType: 0, flags: flags | sealedFlag,
@@ -234,7 +250,8 @@ extension Engine {
                 case .removeAll:
                     _ = RecordWriter.write(
                         into: bytes, at: offset, kind: .removeAll, valueType: 0, flags: flags, seq: seq, expiresAt: 0,
-                        key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: 0) { _ in }
+                        key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: 0
+                    ) { _ in }
                     record = RecordHeader(
                         offset: offset, kind: .removeAll, valueType: 0, flags: flags, keyLength: 0, valueLength: 0,
                         seq: seq, expiresAt: 0)
@@ -274,7 +291,8 @@ extension Engine {
             guard old.valueLength == value.count else { return false }
             return file.withBytes { bytes in
                 value.withUnsafeBytes { v in
-                    Sys.bytesEqual(bytes.baseAddress! + old.valueOffset, v.baseAddress ?? bytes.baseAddress!, count: value.count)
+                    Sys.bytesEqual(
+                        bytes.baseAddress! + old.valueOffset, v.baseAddress ?? bytes.baseAddress!, count: value.count)
                 }
             }
         }
@@ -334,7 +352,7 @@ extension Engine {
         while doubled < needed { doubled = Format.headerSize + (doubled - Format.headerSize) * 2 }
         do throws(PrefsError) {
             try file.grow(to: doubled)
-        } catch where error.code == .diskFull && doubled > needed {
+        } catch  where error.code == .diskFull && doubled > needed {
             try file.grow(to: needed)
         }
     }

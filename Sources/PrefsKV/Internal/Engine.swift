@@ -261,7 +261,8 @@ final class Engine: @unchecked Sendable {
         case .success(let f): fd = f
         case .failure(let e) where e == .noEntry && create && readOnlyCause == nil:
             try createStoreFile(paths: paths, sealer: sealer)
-            fd = try Sys.open(paths.data, .readWrite).orThrow("open", "cannot open the new store file", path: paths.data)
+            fd = try Sys.open(paths.data, .readWrite).orThrow(
+                "open", "cannot open the new store file", path: paths.data)
         case .failure(let e) where e == .noEntry && readOnlyCause != nil:
             throw PrefsError.system(readOnlyCause!, "open", "cannot create the store file", path: paths.data)
         case .failure(let e) where isReadOnlyCause(e) && readOnlyCause == nil:
@@ -299,7 +300,9 @@ final class Engine: @unchecked Sendable {
         let header: Header
         do throws(Header.Problem) {
             header = try page.withUnsafeBytes { bytes in
-                Result { () throws(Header.Problem) in try Header.parse(UnsafeRawBufferPointer(rebasing: bytes[0..<count])) }
+                Result { () throws(Header.Problem) in
+                    try Header.parse(UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
+                }
             }.get()
         } catch {
             switch error {
@@ -506,7 +509,10 @@ final class Engine: @unchecked Sendable {
         knownEndWord = word
         if !result.damage.isEmpty {
             pendingLog.append(
-                (.error, "damaged records appeared in \(paths.data) while it was open: \(result.damage); they were skipped"))
+                (
+                    .error,
+                    "damaged records appeared in \(paths.data) while it was open: \(result.damage); they were skipped"
+                ))
         }
         _ = removedAll
         if wants && !changed.isEmpty {
@@ -622,7 +628,8 @@ final class Engine: @unchecked Sendable {
     ) throws(PrefsError) -> R {
         if !entry.sealed {
             return try file.withBytes { bytes throws(PrefsError) in
-                try body(UnsafeRawBufferPointer(rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength]))
+                try body(
+                    UnsafeRawBufferPointer(rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength]))
             }
         }
         return try withPlaintext(of: entry, expectedName: name) { _, value throws(PrefsError) in try body(value) }
@@ -642,7 +649,8 @@ final class Engine: @unchecked Sendable {
                 let tag = UnsafeRawBufferPointer(rebasing: bytes[entry.keyOffset..<entry.keyOffset + entry.keyLength])
                 let sealed = UnsafeRawBufferPointer(
                     rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength])
-                return try Engine.withAssociatedData(uuid: uuid, tag: tag, type: entry.type, expiresAt: entry.expiresAt) {
+                return try Engine.withAssociatedData(uuid: uuid, tag: tag, type: entry.type, expiresAt: entry.expiresAt)
+                {
                     ad in
                     try sealer.open(sealed, associatedData: ad) { plain in
                         guard plain.count >= 4 else { throw SealedPayloadError() }

@@ -140,7 +140,8 @@ struct Header: Equatable {
         page.withUnsafeMutableBytes { p in
             for (i, b) in Format.fileMagic.enumerated() { p[i] = b }
             p.storeBytes(of: version.littleEndian, toByteOffset: Format.versionOffset, as: UInt16.self)
-            p.storeBytes(of: UInt16(Format.headerSize).littleEndian, toByteOffset: Format.headerSizeOffset, as: UInt16.self)
+            p.storeBytes(
+                of: UInt16(Format.headerSize).littleEndian, toByteOffset: Format.headerSizeOffset, as: UInt16.self)
             p.storeBytes(of: flags.littleEndian, toByteOffset: Format.flagsOffset, as: UInt32.self)
             for (i, b) in uuid.enumerated() { p[Format.uuidOffset + i] = b }
             p.storeBytes(of: generation.littleEndian, toByteOffset: Format.generationOffset, as: UInt64.self)
@@ -150,7 +151,8 @@ struct Header: Equatable {
             for (i, b) in keyCheck.enumerated() { p[Format.keyCheckOffset + i] = b }
             let crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: p[0..<Format.staticCRCOffset]))
             p.storeBytes(of: crc.littleEndian, toByteOffset: Format.staticCRCOffset, as: UInt32.self)
-            p.storeBytes(of: Format.encodeLogEnd(logEnd).littleEndian, toByteOffset: Format.logEndOffset, as: UInt64.self)
+            p.storeBytes(
+                of: Format.encodeLogEnd(logEnd).littleEndian, toByteOffset: Format.logEndOffset, as: UInt64.self)
             p.storeBytes(of: UInt64(watched ? 1 : 0), toByteOffset: Format.watchedOffset, as: UInt64.self)
         }
         return page

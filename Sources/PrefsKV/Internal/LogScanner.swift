@@ -56,8 +56,10 @@ enum LogScanner {
                     dropPending(upTo: offset, "a transaction's commit record is missing")
                 }
                 if record.kind == .commit {
-                    let count = Int(UInt32(littleEndian: bytes.loadUnaligned(
-                        fromByteOffset: record.valueOffset, as: UInt32.self)))
+                    let count = Int(
+                        UInt32(
+                            littleEndian: bytes.loadUnaligned(
+                                fromByteOffset: record.valueOffset, as: UInt32.self)))
                     if count == pending.count && !pending.isEmpty {
                         for member in pending { apply(member) }
                         pending.removeAll()
@@ -118,8 +120,9 @@ enum LogScanner {
                 let keyLength = Int(UInt32(littleEndian: bytes.load(fromByteOffset: offset + 8, as: UInt32.self)))
                 let keyStart = offset + Format.recordHeaderSize
                 if plainKeys, keyLength > 0, keyLength <= Format.maxKeyLength, keyStart + keyLength <= range.upperBound,
-                    let name = String(validating: UnsafeRawBufferPointer(
-                        rebasing: bytes[keyStart..<keyStart + keyLength]), as: UTF8.self)
+                    let name = String(
+                        validating: UnsafeRawBufferPointer(
+                            rebasing: bytes[keyStart..<keyStart + keyLength]), as: UTF8.self)
                 {
                     keys.append(name)
                 }

@@ -7,7 +7,8 @@ enum ValueCodec {
         guard length > 0, length <= Format.maxKeyLength else {
             throw PrefsError(
                 .invalidKey,
-                length == 0 ? "a key must not be empty" : "a key is at most 16 KiB of UTF-8; this one is \(length) bytes")
+                length == 0
+                    ? "a key must not be empty" : "a key is at most 16 KiB of UTF-8; this one is \(length) bytes")
         }
     }
 
@@ -24,7 +25,8 @@ enum ValueCodec {
         guard let ttl else { return 0 }
         let (seconds, attoseconds) = ttl.components
         let milliseconds = seconds.multipliedReportingOverflow(by: 1000)
-        let delta = milliseconds.overflow ? Int64.max / 2 : milliseconds.partialValue + attoseconds / 1_000_000_000_000_000
+        let delta =
+            milliseconds.overflow ? Int64.max / 2 : milliseconds.partialValue + attoseconds / 1_000_000_000_000_000
         let (sum, overflow) = Sys.nowMilliseconds().addingReportingOverflow(delta)
         return overflow ? Int64.max : max(sum, 1)
     }
