@@ -2,19 +2,21 @@
 // (a new bus connection, a new mapping) and can be killed, stopped or run in another D-Bus session.
 //
 //   vault-test-helper <command> [arguments...]
+//
+// Exit status: 0 success, 1 a command failed, 2 or 64 unknown command or bad arguments.
 import Glibc
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-guard let command = arguments.first else {
-    writeToStandardError("usage: vault-test-helper <command> [arguments...]\n")
-    exit(64)
-}
 let rest = Array(arguments.dropFirst())
-
-switch command {
+switch arguments.first {
+case "prefs-crash-writer": PrefsCommands.crashWriter(rest)
+case "prefs-mp-writer": PrefsCommands.multiProcessWriter(rest)
+case "prefs-set": PrefsCommands.set(rest)
+case "prefs-open-as": PrefsCommands.openAs(rest)
+case "prefs-hold": PrefsCommands.hold(rest)
+case "prefs-read-loop": PrefsCommands.readLoop(rest)
 case "secret-store", "secret-lookup", "secret-clear", "secret-state", "secret-lock", "secret-probe":
-    exit(SecretCommands.run(command, rest))
+    exit(SecretCommands.run(arguments[0], rest))
 default:
-    writeToStandardError("vault-test-helper: unknown command \(command)\n")
-    exit(64)
+    PrefsCommands.fail("unknown command \(arguments.first ?? "(none)")", status: 2)
 }

@@ -1,0 +1,726 @@
+// The store's state and its file protocol. Lives inside `PrefsStore`'s Mutex: nothing here is thread-safe.
+import Logging
+
+#if !_endian(little)
+#error("PrefsKV reads its little-endian format natively; a big-endian port must byte-swap the mapped words")
+#endif
+
+/// Where a key's current value lives in the mapping: 32 bytes, so that an index of 10,000 keys stays in cache.
+struct Entry {
+    var recordOffset: Int
+    var expiresAt: Int64
+    private var keyLength32: UInt32
+    private var valueLength32: UInt32
+    /// Sealed stores only, memory only: CRC32C of the plaintext value, when `hasPlainCRC`.
+    private var plainCRC32: UInt32 = 0
+    var type: ValueType
+    var sealed: Bool
+    private var hasPlainCRC = false
+
+    init(_ record: RecordHeader) {
+        recordOffset = record.offset
+        keyLength32 = UInt32(record.keyLength)
+        valueLength32 = UInt32(record.valueLength)
+        expiresAt = record.expiresAt
+        type = ValueType(rawValue: record.valueType)!
+        sealed = record.isSealed
+    }
+
+    var keyLength: Int { Int(keyLength32) }
+    var valueLength: Int { Int(valueLength32) }
+    var plainCRC: UInt32? {
+        get { hasPlainCRC ? plainCRC32 : nil }
+        set {
+            hasPlainCRC = newValue != nil
+            plainCRC32 = newValue ?? 0
+        }
+    }
+    var recordLength: Int { Format.recordLength(keyLength: keyLength, valueLength: valueLength) }
+    var valueOffset: Int { recordOffset + Format.recordHeaderSize + keyLength }
+    var keyOffset: Int { recordOffset + Format.recordHeaderSize }
+
+    @inline(__always)
+    func isExpired(now: @autoclosure () -> Int64) -> Bool { expiresAt != 0 && expiresAt <= now() }
+}
+
+/// The file names of one store.
+struct StorePaths {
+    let id: String
+    let directory: String
+    let data: String
+    let lock: String
+    let temporary: String
+
+    init(id: String, directory: String) {
+        self.id = id
+        self.directory = directory
+        let base = directory.hasSuffix("/") ? directory + id : directory + "/" + id
+        data = base + ".prefs"
+        lock = data + ".lock"
+        temporary = data + ".tmp"
+    }
+
+    var dataFileName: String { id + ".prefs" }
+}
+
+/// A data file opened, mapped and scanned.
+struct Snapshot {
+    var file: MappedFile
+    var header: Header
+    var index: [String: Entry] = [:]
+    var liveBytes = 0
+    var recordCount = 0
+    var maxSeq: UInt64 = 0
+    var end = Format.logStart
+    var endWord: UInt64 = 0
+    var damage: [PrefsDamage] = []
+}
+
+// @unchecked Sendable: every access goes through `PrefsStore.engine`, a Mutex; the conformance only lets
+// closures of the calling task be passed into it under that lock.
+final class Engine: @unchecked Sendable {
+    let paths: StorePaths
+    let configuration: PrefsStore.Configuration
+    @exclusivity(unchecked) var sealer: (any PrefsSealer)?
+    /// The lock file (never replaced), or -1 when a read-only directory has none.
+    let lockFD: Int32
+    let multiProcess: Bool
+    /// Why this handle cannot write (the errno of the failed writable open), nil when it can.
+    let readOnlyCause: Errno?
+
+    // Every access to this state happens under `PrefsStore.engine`'s Mutex, one thread at a time, so runtime
+    // exclusivity checks (a measurable share of a 60 ns read) cannot find anything the lock does not exclude.
+
+    @exclusivity(unchecked) var file: MappedFile
+    @exclusivity(unchecked) var header: Header
+    @exclusivity(unchecked) var index: [String: Entry]
+    /// Sealed stores: index key (hex tag) to key name, learned by opening records.
+    @exclusivity(unchecked) var names: [String: String] = [:]
+    @exclusivity(unchecked) var liveBytes: Int
+    @exclusivity(unchecked) var recordCount: Int
+    @exclusivity(unchecked) var nextSeq: UInt64
+    @exclusivity(unchecked) var knownEnd: Int
+    @exclusivity(unchecked) var knownEndWord: UInt64
+
+    @exclusivity(unchecked) var lastRecovery: PrefsRecoveryReport?
+    @exclusivity(unchecked) var holdsWriterLock = false
+    /// Set while someone observes: catch-ups then work out which keys changed.
+    @exclusivity(unchecked) var wantsChanges = false
+    @exclusivity(unchecked) var pendingChanges: [PrefsChange] = []
+    @exclusivity(unchecked) var pendingLog: [(level: Logger.Level, message: Logger.Message)] = []
+    @exclusivity(unchecked) var autoCompactionBlockedBelow = 0
+
+    /// Whether the index is keyed by sealer tags; mirrors `header.isEncrypted` for the read path.
+    @exclusivity(unchecked) var isSealed = false
+    @inline(__always) var hasPendingEvents: Bool { !pendingChanges.isEmpty || !pendingLog.isEmpty }
+
+    private init(
+        paths: StorePaths, configuration: PrefsStore.Configuration, lockFD: Int32, readOnlyCause: Errno?,
+        snapshot: Snapshot
+    ) {
+        self.paths = paths
+        self.configuration = configuration
+        self.sealer = configuration.sealer
+        self.lockFD = lockFD
+        self.multiProcess = configuration.sharing == .multiProcess
+        self.readOnlyCause = readOnlyCause
+        file = snapshot.file
+        header = snapshot.header
+        index = snapshot.index
+        liveBytes = snapshot.liveBytes
+        recordCount = snapshot.recordCount
+        nextSeq = snapshot.maxSeq + 1
+        knownEnd = snapshot.end
+        knownEndWord = snapshot.endWord
+        isSealed = snapshot.header.isEncrypted
+    }
+
+    deinit {
+        if lockFD >= 0 { Sys.close(lockFD) }
+    }
+
+    // MARK: Open
+
+    /// Opens (creating when absent) the store `id` in `directory`.
+    static func open(
+        id: String, directory: String, configuration: PrefsStore.Configuration
+    ) throws(PrefsError) -> Engine {
+        try validate(storeID: id)
+        let paths = StorePaths(id: id, directory: directory)
+        try ensureDirectory(directory)
+
+        // The lock file: created 0600 once, never replaced. A read-only directory may have none.
+        var lockFD: Int32 = -1
+        var readOnlyCause: Errno?
+        switch Sys.open(paths.lock, .createNew) {
+        case .success(let fd):
+            lockFD = fd
+            if case .failure(let e) = Sys.fchmod(fd, 0o600) {
+                Sys.close(fd)
+                throw PrefsError.system(e, "fchmod", "cannot set the lock file's mode", path: paths.lock)
+            }
+        case .failure(let e) where e == .exists:
+            switch Sys.open(paths.lock, .readWrite) {
+            case .success(let fd): lockFD = fd
+            case .failure(let e) where isReadOnlyCause(e):
+                readOnlyCause = e
+                lockFD = (try? Sys.open(paths.lock, .readOnly).get()) ?? -1
+            case .failure(let e): throw PrefsError.system(e, "open", "cannot open the lock file", path: paths.lock)
+            }
+        case .failure(let e) where isReadOnlyCause(e):
+            readOnlyCause = e
+        case .failure(let e):
+            throw PrefsError.system(e, "open", "cannot create the lock file", path: paths.lock)
+        }
+        // Until the engine owns the lock file, this function closes it on failure.
+        var lockOwned = true
+        defer { if lockOwned && lockFD >= 0 { Sys.close(lockFD) } }
+
+        // The presence lock: excludes a single-process handle from any other.
+        if lockFD >= 0 {
+            let exclusive = configuration.sharing == .singleProcess && readOnlyCause == nil
+            switch Sys.presenceLock(lockFD, exclusive: exclusive) {
+            case .success: break
+            case .failure(let e) where e == .wouldBlock:
+                throw PrefsError(
+                    .busy,
+                    exclusive
+                        ? "cannot open the store for single-process use: another handle has it open"
+                        : "cannot open the store: a single-process handle holds it exclusively",
+                    path: paths.data)
+            case .failure(let e):
+                throw PrefsError.system(e, "fcntl(F_OFD_SETLK)", "cannot lock the store", path: paths.lock)
+            }
+            try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
+        }
+        let snapshot: Snapshot
+        do throws(PrefsError) {
+            snapshot = try loadSnapshot(
+                paths: paths, sealer: configuration.sealer, readOnlyCause: &readOnlyCause, create: true)
+        } catch {
+            if lockFD >= 0 { Sys.unlock(lockFD) }
+            throw error
+        }
+        let engine = Engine(
+            paths: paths, configuration: configuration, lockFD: lockFD, readOnlyCause: readOnlyCause,
+            snapshot: snapshot)
+        lockOwned = false
+        // The engine owns the lock file now (and closes it if recovery throws); release the writer lock
+        // through it.
+        engine.holdsWriterLock = true
+        defer { engine.endOpenLock() }
+        if !snapshot.damage.isEmpty {
+            try engine.recover(from: snapshot)
+        }
+        return engine
+    }
+
+    /// Releases the writer lock taken for the open.
+    func endOpenLock() {
+        holdsWriterLock = false
+        if lockFD >= 0 { Sys.unlock(lockFD) }
+    }
+
+    static func isReadOnlyCause(_ e: Errno) -> Bool {
+        e == .readOnlyFileSystem || e == .accessDenied || e == .notPermitted
+    }
+
+    static func validate(storeID id: String) throws(PrefsError) {
+        let allowed = id.utf8.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E
+                || c == 0x5F || c == 0x2D
+        }
+        guard allowed, (1...128).contains(id.utf8.count), id != ".", !id.contains("..") else {
+            throw PrefsError(.invalidKey, "invalid store id \"\(id)\": use 1 to 128 of A-Z a-z 0-9 . _ -, no \"..\"")
+        }
+    }
+
+    /// Creates `directory` and missing parents with mode 0700.
+    static func ensureDirectory(_ directory: String) throws(PrefsError) {
+        if case .success = Sys.lstat(directory) { return }
+        var path = ""
+        for component in directory.split(separator: "/", omittingEmptySubsequences: true) {
+            path += "/" + component
+            if case .success = Sys.lstat(path) { continue }
+            switch Sys.mkdir(path, permissions: 0o700) {
+            case .success:
+                try Sys.chmod(path, 0o700).orThrow("chmod", "cannot set the directory's mode", path: path)
+            case .failure(let e) where e == .exists: continue
+            case .failure(let e): throw PrefsError.system(e, "mkdir", "cannot create the store directory", path: path)
+            }
+        }
+    }
+
+    /// Opens the data file (creating it when absent and allowed), validates its header against the sealer,
+    /// maps it and scans the log. Damage is returned in the snapshot, not acted on.
+    static func loadSnapshot(
+        paths: StorePaths, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?, create: Bool
+    ) throws(PrefsError) -> Snapshot {
+        var fd: Int32
+        switch Sys.open(paths.data, readOnlyCause == nil ? .readWrite : .readOnly) {
+        case .success(let f): fd = f
+        case .failure(let e) where e == .noEntry && create && readOnlyCause == nil:
+            try createStoreFile(paths: paths, sealer: sealer)
+            fd = try Sys.open(paths.data, .readWrite).orThrow(
+                "open", "cannot open the new store file", path: paths.data)
+        case .failure(let e) where e == .noEntry && readOnlyCause != nil:
+            throw PrefsError.system(readOnlyCause!, "open", "cannot create the store file", path: paths.data)
+        case .failure(let e) where isReadOnlyCause(e) && readOnlyCause == nil:
+            fd = try Sys.open(paths.data, .readOnly).orThrow("open", "cannot open the store file", path: paths.data)
+            readOnlyCause = e
+        case .failure(let e):
+            throw PrefsError.system(e, "open", "cannot open the store file", path: paths.data)
+        }
+        let header: Header
+        do throws(PrefsError) {
+            header = try readHeader(fd: fd, path: paths.data, sealer: sealer)
+        } catch {
+            Sys.close(fd)
+            throw error
+        }
+        let file = try MappedFile(fd: fd, path: paths.data, writable: readOnlyCause == nil)
+        var snapshot = Snapshot(file: file, header: header)
+        // A superseded flag on the file the path names is stale: a compactor was killed before its rename.
+        // We hold the writer lock (or cannot write at all), so no compaction is under way.
+        if file.isSuperseded && file.writable { file.setSuperseded(false) }
+        scan(into: &snapshot)
+        return snapshot
+    }
+
+    /// Reads and checks the header of an open file; errors leave the file untouched.
+    static func readHeader(
+        fd: Int32, path: String, sealer: (any PrefsSealer)?, checkSealer: Bool = true
+    ) throws(PrefsError) -> Header {
+        let status = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: path)
+        guard status.isRegular else { throw PrefsError(.notAStore, "the store path is not a regular file", path: path) }
+        var page = [UInt8](repeating: 0, count: Format.headerSize)
+        let count = try page.withUnsafeMutableBytes { buffer in
+            Sys.pread(fd, into: buffer, at: 0)
+        }.orThrow("pread", "cannot read the store header", path: path)
+        let header: Header
+        do throws(Header.Problem) {
+            header = try page.withUnsafeBytes { bytes in
+                Result { () throws(Header.Problem) in
+                    try Header.parse(UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
+                }
+            }.get()
+        } catch {
+            switch error {
+            case .notAStore(let why):
+                throw PrefsError(.notAStore, "not a PrefsKV store: \(why); the file was left untouched", path: path)
+            case .unsupportedVersion(let v):
+                throw PrefsError(
+                    .unsupportedVersion,
+                    "the store was written by format version \(v); this library reads version \(Format.version); "
+                        + "the file was left untouched", path: path)
+            case .damaged(let why):
+                throw PrefsError(
+                    .corrupted, "the store header cannot be read: \(why); the file was left untouched", path: path)
+            }
+        }
+        guard checkSealer else { return header }
+        switch (header.isEncrypted, sealer) {
+        case (true, nil):
+            throw PrefsError(.encrypted, "the store is sealed and was opened without a sealer", path: path)
+        case (false, .some):
+            throw PrefsError(.notEncrypted, "the store is not sealed and was opened with a sealer", path: path)
+        case (true, .some(let s)) where s.keyCheck != header.keyCheck:
+            throw PrefsError(.wrongKey, "the sealer's key check does not match the store's: wrong key", path: path)
+        default:
+            return header
+        }
+    }
+
+    /// Writes a new empty store through a temporary file and a rename, so the data path never names a
+    /// half-written file.
+    static func createStoreFile(paths: StorePaths, sealer: (any PrefsSealer)?) throws(PrefsError) {
+        var header = Header.new(keyCheck: sealer?.keyCheck)
+        if let sealer {
+            precondition(sealer.keyCheck.count <= Format.maxKeyCheckLength, "a sealer's key check is at most 64 bytes")
+            precondition(sealer.overhead <= Format.maxSealerOverhead, "a sealer's overhead is at most 1024 bytes")
+            header.keyCheck = sealer.keyCheck
+        }
+        let image = try writeImage(
+            paths: paths, header: header, logLength: 0, capacity: Format.headerSize + 4096, watched: false
+        ) { _ throws(PrefsError) in }
+        try Sys.rename(paths.temporary, paths.data).orThrow("rename", "cannot create the store file", path: paths.data)
+        _ = image
+        syncDirectory(paths)
+    }
+
+    /// Scans the whole log of a freshly mapped snapshot.
+    static func scan(into snapshot: inout Snapshot) {
+        let file = snapshot.file
+        let size = file.mappedLength
+        let word = file.logEndWord
+        snapshot.endWord = word
+        let sealed = snapshot.header.isEncrypted
+        var limit = size
+        var extraDamage: PrefsDamage?
+        var freeSpaceEndsLog = false
+        if let end = Format.decodeLogEnd(word), end >= Format.logStart, end & 7 == 0 {
+            if end <= size {
+                limit = end
+            } else {
+                extraDamage = PrefsDamage(
+                    range: size..<end, records: 1, keys: [], reason: "the file ends before the log end")
+            }
+        } else {
+            // The log-end word is damaged: salvage-scan the whole file; zeros after the last record are free.
+            freeSpaceEndsLog = true
+            snapshot.damage.append(
+                PrefsDamage(
+                    range: Format.logEndOffset..<Format.logEndOffset + 8, records: 0, keys: [],
+                    reason: "the header's log-end word is damaged"))
+        }
+        // A typical record is 48 to 64 bytes: reserving for one per 64 bytes of log avoids rehashing.
+        var index = [String: Entry](minimumCapacity: max(0, limit - Format.logStart) / 64)
+        var liveBytes = 0
+        let result = file.withBytes { bytes in
+            LogScanner.scan(
+                bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, plainKeys: !sealed
+            ) { record in
+                applyToIndex(record, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
+            }
+        }
+        snapshot.index = index
+        snapshot.liveBytes = liveBytes
+        snapshot.recordCount = result.recordsKept
+        snapshot.maxSeq = result.maxSeq
+        snapshot.end = result.end
+        snapshot.damage += result.damage
+        if var extra = extraDamage {
+            // Merge with a damaged range running to the end of the file (the torn last record).
+            if let last = snapshot.damage.last, last.range.upperBound == size {
+                extra = PrefsDamage(
+                    range: last.range.lowerBound..<extra.range.upperBound, records: last.records, keys: last.keys,
+                    reason: extra.reason)
+                snapshot.damage.removeLast()
+            }
+            snapshot.damage.append(extra)
+        }
+    }
+
+    /// The index key of a record: its key for a plain store, the hex of its tag for a sealed one.
+    @inline(__always)
+    static func indexKey(_ keyBytes: UnsafeRawBufferPointer, sealed: Bool) -> String {
+        sealed ? hex(keyBytes) : String(decoding: keyBytes, as: UTF8.self)
+    }
+
+    static func hex(_ bytes: some Collection<UInt8>) -> String {
+        let digits: [UInt8] = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Applies one committed record to an index.
+    @inline(__always)
+    static func applyToIndex(
+        _ record: RecordHeader, bytes: UnsafeRawBufferPointer, sealed: Bool, index: inout [String: Entry],
+        liveBytes: inout Int
+    ) {
+        switch record.kind {
+        case .set:
+            guard record.isSealed == sealed else { return }
+            let entry = Entry(record)
+            if let old = index.updateValue(entry, forKey: indexKey(record.key(in: bytes), sealed: sealed)) {
+                liveBytes -= old.recordLength
+            }
+            liveBytes += entry.recordLength
+        case .delete:
+            if let old = index.removeValue(forKey: indexKey(record.key(in: bytes), sealed: sealed)) {
+                liveBytes -= old.recordLength
+            }
+        case .removeAll:
+            index.removeAll(keepingCapacity: true)
+            liveBytes = 0
+        case .commit:
+            break
+        }
+    }
+
+    // MARK: Catching up with other handles
+
+    /// Catches up when the mapped header says another handle wrote, compacted or restored. Two atomic loads
+    /// when nothing changed.
+    @inline(__always)
+    func refreshIfNeeded() throws(PrefsError) {
+        if file.logEndWord == knownEndWord && !file.isSuperseded { return }
+        try refresh()
+    }
+
+    func refresh() throws(PrefsError) {
+        if file.isSuperseded {
+            try withWriterLock { () throws(PrefsError) in try catchUpLocked() }
+            return
+        }
+        let word = file.logEndWord
+        guard word != knownEndWord else { return }
+        guard let end = Format.decodeLogEnd(word), end >= knownEnd, end & 7 == 0 else {
+            // The log end is damaged or went backwards under us: reload the file (recovering it if needed).
+            try withWriterLock { () throws(PrefsError) in try reload() }
+            return
+        }
+        if end > file.mappedLength {
+            let size = try file.currentSize()
+            guard size >= end else {
+                try withWriterLock { () throws(PrefsError) in try reload() }
+                return
+            }
+            try file.remap(length: size)
+        }
+        appendScan(to: end, word: word)
+    }
+
+    /// Reads records other handles appended in `[knownEnd, end)`.
+    private func appendScan(to end: Int, word: UInt64) {
+        let sealed = isSealed
+        var changed: [String] = []
+        var removedAll = false
+        let wants = wantsChanges
+        var index = self.index
+        self.index = [:]  // keep the dictionary uniquely referenced while it is mutated
+        var liveBytes = self.liveBytes
+        let result = file.withBytes { bytes in
+            LogScanner.scan(
+                bytes, from: knownEnd, to: end, freeSpaceEndsLog: false, plainKeys: !sealed, minimumSeq: nextSeq - 1
+            ) { record in
+                if wants {
+                    if record.kind == .removeAll {
+                        removedAll = true
+                        changed += index.keys
+                    } else if record.kind != .commit {
+                        changed.append(Engine.indexKey(record.key(in: bytes), sealed: sealed))
+                    }
+                }
+                Engine.applyToIndex(record, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
+            }
+        }
+        self.index = index
+        self.liveBytes = liveBytes
+        recordCount += result.recordsKept
+        nextSeq = max(nextSeq, result.maxSeq + 1)
+        knownEnd = end
+        knownEndWord = word
+        if !result.damage.isEmpty {
+            pendingLog.append(
+                (
+                    .error,
+                    "damaged records appeared in \(paths.data) while it was open: \(result.damage); they were skipped"
+                ))
+        }
+        _ = removedAll
+        if wants && !changed.isEmpty {
+            pendingChanges.append(PrefsChange(keys: names(forIndexKeys: changed), isExternal: true))
+        }
+    }
+
+    /// Takes the writer lock for `body` unless this handle already holds it (or cannot take it).
+    func withWriterLock(_ body: () throws(PrefsError) -> Void) throws(PrefsError) {
+        if holdsWriterLock || lockFD < 0 || !multiProcess {
+            try body()
+            return
+        }
+        try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
+        holdsWriterLock = true
+        defer {
+            holdsWriterLock = false
+            Sys.unlock(lockFD)
+        }
+        try body()
+    }
+
+    /// Under the writer lock: follows a compaction or restore by another handle, then reads new records.
+    func catchUpLocked() throws(PrefsError) {
+        if file.isSuperseded {
+            if case .success(let status) = Sys.lstat(paths.data), status.inode == file.identity.inode,
+                status.device == file.identity.device
+            {
+                // Still our file: the flag is stale, from a compactor killed between flag and rename.
+                if file.writable { file.setSuperseded(false) }
+            } else {
+                try reload()
+            }
+        }
+        if file.logEndWord != knownEndWord && !file.isSuperseded { try refresh() }
+    }
+
+    /// Opens the file the path names now and replaces the state with it (recovering it when damaged).
+    func reload() throws(PrefsError) {
+        var cause = readOnlyCause
+        let snapshot = try Engine.loadSnapshot(paths: paths, sealer: sealer, readOnlyCause: &cause, create: false)
+        let old = (file: file, index: index)
+        adopt(snapshot)
+        if !snapshot.damage.isEmpty {
+            try recover(from: snapshot)
+        }
+        if wantsChanges {
+            if file.writable && multiProcess && !file.isWatched { file.setWatched(true) }
+            let changed = changedKeys(from: old.file, oldIndex: old.index)
+            if !changed.isEmpty { pendingChanges.append(PrefsChange(keys: changed, isExternal: true)) }
+        }
+    }
+
+    /// Replaces the file and index with a snapshot's.
+    func adopt(_ snapshot: Snapshot) {
+        file = snapshot.file
+        header = snapshot.header
+        isSealed = snapshot.header.isEncrypted
+        index = snapshot.index
+        liveBytes = snapshot.liveBytes
+        recordCount = snapshot.recordCount
+        // The file is the truth: a new image is numbered from 1 again.
+        nextSeq = snapshot.maxSeq + 1
+        knownEnd = snapshot.end
+        knownEndWord = snapshot.endWord
+        names = names.filter { index[$0.key] != nil }
+        autoCompactionBlockedBelow = 0
+    }
+
+    // MARK: Names
+
+    /// Key names for index keys, sorted: the keys themselves in a plain store; names learned by opening
+    /// records in a sealed one (unreadable ones are left out).
+    func names(forIndexKeys keys: [String]) -> [String] {
+        guard isSealed else { return Array(Set(keys)).sorted() }
+        var out = Set<String>()
+        for key in keys {
+            if let name = try? name(forIndexKey: key) { out.insert(name) }
+        }
+        return out.sorted()
+    }
+
+    /// The name of a sealed entry, opening its record the first time.
+    func name(forIndexKey key: String) throws(PrefsError) -> String? {
+        guard isSealed else { return key }
+        if let name = names[key] { return name }
+        guard let entry = index[key] else { return nil }
+        let name = try withPlaintext(of: entry, expectedName: nil) { name, _ in name }
+        names[key] = name
+        return name
+    }
+
+    // MARK: Reading values
+
+    /// The index key for a key name: the name itself, or the hex of the sealer's tag.
+    @inline(__always)
+    func indexKey(forName name: String) -> String {
+        guard isSealed, let sealer else { return name }
+        return Engine.hex(sealer.tag(forKey: name))
+    }
+
+    /// The live (unexpired) entry for an index key.
+    @inline(__always)
+    func liveEntry(_ key: String) -> Entry? {
+        guard let entry = index[key], !entry.isExpired(now: Sys.nowMilliseconds()) else { return nil }
+        return entry
+    }
+
+    /// Passes the plain value bytes of `entry` to `body`: straight from the mapping, or opened by the sealer.
+    @inline(__always)
+    func withValue<R>(
+        of entry: Entry, name: String, _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> R
+    ) throws(PrefsError) -> R {
+        if !entry.sealed {
+            return try file.withBytes { bytes throws(PrefsError) in
+                try body(
+                    UnsafeRawBufferPointer(rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength]))
+            }
+        }
+        return try withPlaintext(of: entry, expectedName: name) { _, value throws(PrefsError) in try body(value) }
+    }
+
+    /// Opens a sealed entry: plaintext is `u32 nameLength | name | value`.
+    func withPlaintext<R>(
+        of entry: Entry, expectedName: String?,
+        _ body: (String, UnsafeRawBufferPointer) throws(PrefsError) -> R
+    ) throws(PrefsError) -> R {
+        guard let sealer else {
+            throw PrefsError(.encrypted, "a sealed record was found without a sealer", path: paths.data)
+        }
+        let uuid = header.uuid
+        do {
+            return try file.withBytes { bytes in
+                let tag = UnsafeRawBufferPointer(rebasing: bytes[entry.keyOffset..<entry.keyOffset + entry.keyLength])
+                let sealed = UnsafeRawBufferPointer(
+                    rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength])
+                return try Engine.withAssociatedData(uuid: uuid, tag: tag, type: entry.type, expiresAt: entry.expiresAt)
+                {
+                    ad in
+                    try sealer.open(sealed, associatedData: ad) { plain in
+                        guard plain.count >= 4 else { throw SealedPayloadError() }
+                        let nameLength = Int(UInt32(littleEndian: plain.loadUnaligned(as: UInt32.self)))
+                        guard 4 + nameLength <= plain.count,
+                            let name = String(
+                                validating: UnsafeRawBufferPointer(rebasing: plain[4..<4 + nameLength]), as: UTF8.self)
+                        else { throw SealedPayloadError() }
+                        if let expectedName, name != expectedName { throw SealedPayloadError() }
+                        return try body(name, UnsafeRawBufferPointer(rebasing: plain[(4 + nameLength)...]))
+                    }
+                }
+            }
+        } catch let error as PrefsError {
+            throw error
+        } catch {
+            throw PrefsError(
+                .tampered,
+                "a sealed record \(expectedName.map { "for key \"\($0)\" " } ?? "")failed to open: it was altered, "
+                    + "moved or sealed with another key", path: paths.data, underlying: error)
+        }
+    }
+
+    /// Builds `store UUID | tag | valueType | expiresAt (i64 LE)`, the associated data of a sealed value.
+    static func withAssociatedData<R>(
+        uuid: [UInt8], tag: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R {
+        var ad: [UInt8] = uuid
+        ad.reserveCapacity(16 + tag.count + 9)
+        ad.append(contentsOf: tag)
+        ad.append(type.rawValue)
+        withUnsafeBytes(of: expiresAt.littleEndian) { ad.append(contentsOf: $0) }
+        return try ad.withUnsafeBytes(body)
+    }
+
+    var readOnlyError: PrefsError {
+        let cause = readOnlyCause ?? .readOnlyFileSystem
+        return PrefsError.system(cause, "open", "cannot write: the store was opened read-only", path: paths.data)
+    }
+
+    func takeEvents() -> (changes: [PrefsChange], log: [(level: Logger.Level, message: Logger.Message)]) {
+        defer {
+            pendingChanges.removeAll()
+            pendingLog.removeAll()
+        }
+        return (pendingChanges, pendingLog)
+    }
+}
+
+/// Runs a closure given to a standard-library `rethrows` function whose body throws only `PrefsError`, and
+/// restores the typed error.
+@inline(__always)
+func typed<R>(_ body: () throws -> R) throws(PrefsError) -> R {
+    do {
+        return try body()
+    } catch let error as PrefsError {
+        throw error
+    } catch {
+        throw PrefsError(.io, "unexpected error: \(error)", underlying: error)
+    }
+}
+
+/// A sealed value's plaintext does not have the expected shape (or names another key).
+struct SealedPayloadError: Error {}
+
+/// fsyncs the store's directory so that a rename or a new file name survives a power loss. Failures are
+/// ignored: the data is already in place for every process; only power-loss durability of the name is at risk.
+func syncDirectory(_ paths: StorePaths) {
+    guard case .success(let fd) = Sys.open(paths.directory, .directory) else { return }
+    _ = Sys.fsync(fd)
+    Sys.close(fd)
+}

@@ -1,0 +1,329 @@
+// The on-disk layout: header page and records. Documentation/FileFormat.md is the prose version of this file;
+// the two must agree (FileFormatTests checks the worked example there against bytes produced here).
+
+/// Layout constants of format version 1.
+enum Format {
+    /// "PREFSKV\0"
+    static let fileMagic: [UInt8] = [0x50, 0x52, 0x45, 0x46, 0x53, 0x4B, 0x56, 0x00]
+    static let version: UInt16 = 1
+    /// The header occupies the first page; the log starts right after it.
+    static let headerSize = 4096
+    static let logStart = headerSize
+
+    // Static part: written once, covered by its own CRC32C.
+    static let versionOffset = 8
+    static let headerSizeOffset = 10
+    static let flagsOffset = 12
+    static let uuidOffset = 16
+    static let generationOffset = 32
+    static let createdAtOffset = 40
+    static let keyCheckLengthOffset = 48
+    static let keyCheckOffset = 50
+    static let maxKeyCheckLength = 64
+    static let staticCRCOffset = 124
+    static let staticSize = 128
+
+    // Dynamic part: aligned 8-byte words stored atomically through the mapping, not covered by the header CRC.
+    static let logEndOffset = 256
+    static let supersededOffset = 264
+    static let watchedOffset = 272
+
+    static let flagEncrypted: UInt32 = 1
+
+    // Records.
+    /// "PKVr" read as a little-endian UInt32.
+    static let recordMagic: UInt32 = 0x7256_4B50
+    static let recordHeaderSize = 32
+    static let recordTrailerSize = 4
+
+    static let maxKeyLength = 16 * 1024
+    static let maxValueLength = 64 * 1024 * 1024
+    /// Sealing adds a 4-byte name length, the name and the sealer's overhead (at most 1 KiB).
+    static let maxSealerOverhead = 1024
+    static let maxStoredValueLength = maxValueLength + 4 + maxKeyLength + maxSealerOverhead
+
+    /// The length of a record with the given key and value lengths: header, key, value, zero padding to a
+    /// multiple of 8 that leaves room for the 4-byte CRC at its end.
+    @inline(__always)
+    static func recordLength(keyLength: Int, valueLength: Int) -> Int {
+        (recordHeaderSize + keyLength + valueLength + recordTrailerSize + 7) & ~7
+    }
+
+    /// The stored form of the log end: the offset in the low 48 bits, 16 bits of its CRC32C in the high 16.
+    /// A torn or flipped word is then detected instead of silently cutting the log short.
+    static func encodeLogEnd(_ offset: Int) -> UInt64 {
+        let value = UInt64(offset)
+        precondition(value < 1 << 48)
+        return value | UInt64(logEndCheck(value)) << 48
+    }
+
+    /// The offset stored in a log-end word, or nil when its check bits do not match.
+    static func decodeLogEnd(_ raw: UInt64) -> Int? {
+        let value = raw & 0xFFFF_FFFF_FFFF
+        return UInt16(truncatingIfNeeded: raw >> 48) == logEndCheck(value) ? Int(value) : nil
+    }
+
+    private static func logEndCheck(_ value: UInt64) -> UInt16 {
+        withUnsafeBytes(of: value.littleEndian) { UInt16(truncatingIfNeeded: CRC32C.checksum($0)) }
+    }
+}
+
+/// What a record does.
+enum RecordKind: UInt8 {
+    case set = 1
+    case delete = 2
+    case removeAll = 3
+    case commit = 4
+}
+
+/// Record flag bits.
+enum RecordFlags {
+    /// The last record of its transaction: a single-change write, or a kind-4 commit record.
+    static let commit: UInt8 = 1
+    /// The key field is the sealer's tag and the value field is sealed.
+    static let sealed: UInt8 = 2
+}
+
+/// The type of a stored value, as recorded on disk.
+enum ValueType: UInt8, CaseIterable {
+    case bool = 1
+    case int64 = 2
+    case double = 3
+    case string = 4
+    case bytes = 5
+    case stringArray = 6
+    case json = 7
+
+    /// The name used in exports and by vaultctl.
+    var name: String {
+        switch self {
+        case .bool: "bool"
+        case .int64: "int"
+        case .double: "double"
+        case .string: "string"
+        case .bytes: "bytes"
+        case .stringArray: "strings"
+        case .json: "json"
+        }
+    }
+
+    init?(name: String) {
+        guard let t = ValueType.allCases.first(where: { $0.name == name }) else { return nil }
+        self = t
+    }
+}
+
+/// The static part of the header.
+struct Header: Equatable {
+    var version: UInt16 = Format.version
+    var flags: UInt32
+    var uuid: [UInt8]
+    var generation: UInt64
+    var createdAt: Int64
+    var keyCheck: [UInt8]
+
+    var isEncrypted: Bool { flags & Format.flagEncrypted != 0 }
+
+    /// A new header with a random store UUID.
+    static func new(keyCheck: [UInt8]?) -> Header {
+        var rng = SystemRandomNumberGenerator()
+        let uuid = (0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        return Header(
+            flags: keyCheck == nil ? 0 : Format.flagEncrypted, uuid: uuid, generation: 0,
+            createdAt: Sys.nowMilliseconds(), keyCheck: keyCheck ?? [])
+    }
+
+    /// The whole header page: the static part with its CRC, then the dynamic part (log end, flags).
+    func page(logEnd: Int, watched: Bool = false) -> [UInt8] {
+        precondition(uuid.count == 16 && keyCheck.count <= Format.maxKeyCheckLength)
+        var page = [UInt8](repeating: 0, count: Format.headerSize)
+        page.withUnsafeMutableBytes { p in
+            for (i, b) in Format.fileMagic.enumerated() { p[i] = b }
+            p.storeBytes(of: version.littleEndian, toByteOffset: Format.versionOffset, as: UInt16.self)
+            p.storeBytes(
+                of: UInt16(Format.headerSize).littleEndian, toByteOffset: Format.headerSizeOffset, as: UInt16.self)
+            p.storeBytes(of: flags.littleEndian, toByteOffset: Format.flagsOffset, as: UInt32.self)
+            for (i, b) in uuid.enumerated() { p[Format.uuidOffset + i] = b }
+            p.storeBytes(of: generation.littleEndian, toByteOffset: Format.generationOffset, as: UInt64.self)
+            p.storeBytes(of: createdAt.littleEndian, toByteOffset: Format.createdAtOffset, as: Int64.self)
+            p.storeBytes(
+                of: UInt16(keyCheck.count).littleEndian, toByteOffset: Format.keyCheckLengthOffset, as: UInt16.self)
+            for (i, b) in keyCheck.enumerated() { p[Format.keyCheckOffset + i] = b }
+            let crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: p[0..<Format.staticCRCOffset]))
+            p.storeBytes(of: crc.littleEndian, toByteOffset: Format.staticCRCOffset, as: UInt32.self)
+            p.storeBytes(
+                of: Format.encodeLogEnd(logEnd).littleEndian, toByteOffset: Format.logEndOffset, as: UInt64.self)
+            p.storeBytes(of: UInt64(watched ? 1 : 0), toByteOffset: Format.watchedOffset, as: UInt64.self)
+        }
+        return page
+    }
+
+    /// Why a header could not be read.
+    enum Problem: Error {
+        case notAStore(String)
+        case unsupportedVersion(UInt16)
+        case damaged(String)
+    }
+
+    /// Parses the first bytes of a file (up to a page; `bytes.count` is what the file holds).
+    static func parse(_ bytes: UnsafeRawBufferPointer) throws(Problem) -> Header {
+        guard bytes.count >= Format.fileMagic.count else {
+            throw .notAStore("the file is \(bytes.count) bytes long, too short for a header")
+        }
+        guard bytes.prefix(Format.fileMagic.count).elementsEqual(Format.fileMagic) else {
+            throw .notAStore("the file does not start with the PrefsKV magic")
+        }
+        // The version is read before the checksum: a newer format may lay out its header differently.
+        guard bytes.count >= Format.staticSize else {
+            throw .damaged("the header is truncated (\(bytes.count) of \(Format.headerSize) bytes)")
+        }
+        let version = UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.versionOffset, as: UInt16.self))
+        if version > Format.version { throw .unsupportedVersion(version) }
+        let crc = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.staticCRCOffset, as: UInt32.self))
+        guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<Format.staticCRCOffset])) else {
+            throw .damaged("the header checksum does not match")
+        }
+        guard version == Format.version else { throw .damaged("the header names format version \(version)") }
+        let size = UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.headerSizeOffset, as: UInt16.self))
+        guard Int(size) == Format.headerSize else { throw .damaged("the header size field is \(size)") }
+        guard bytes.count >= Format.headerSize else {
+            throw .damaged("the header page is truncated (\(bytes.count) of \(Format.headerSize) bytes)")
+        }
+        let keyCheckLength = Int(
+            UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.keyCheckLengthOffset, as: UInt16.self)))
+        guard keyCheckLength <= Format.maxKeyCheckLength else { throw .damaged("the key check length is invalid") }
+        return Header(
+            version: version,
+            flags: UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.flagsOffset, as: UInt32.self)),
+            uuid: Array(bytes[Format.uuidOffset..<Format.uuidOffset + 16]),
+            generation: UInt64(
+                littleEndian: bytes.loadUnaligned(fromByteOffset: Format.generationOffset, as: UInt64.self)),
+            createdAt: Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.createdAtOffset, as: Int64.self)),
+            keyCheck: Array(bytes[Format.keyCheckOffset..<Format.keyCheckOffset + keyCheckLength]))
+    }
+}
+
+/// The fixed fields of a record that verified (magic, plausible lengths, CRC).
+struct RecordHeader {
+    var offset: Int
+    var kind: RecordKind
+    var valueType: UInt8
+    var flags: UInt8
+    var keyLength: Int
+    var valueLength: Int
+    var seq: UInt64
+    var expiresAt: Int64
+
+    var length: Int { Format.recordLength(keyLength: keyLength, valueLength: valueLength) }
+    var keyOffset: Int { offset + Format.recordHeaderSize }
+    var valueOffset: Int { offset + Format.recordHeaderSize + keyLength }
+    var isCommit: Bool { flags & RecordFlags.commit != 0 }
+    var isSealed: Bool { flags & RecordFlags.sealed != 0 }
+
+    /// Reads the header at `offset` if its fields are plausible and the record fits below `limit`; does not
+    /// check the CRC.
+    @inline(__always)
+    static func plausible(in bytes: UnsafeRawBufferPointer, at offset: Int, limit: Int) -> RecordHeader? {
+        guard offset + Format.recordHeaderSize + Format.recordTrailerSize <= limit else { return nil }
+        guard UInt32(littleEndian: bytes.load(fromByteOffset: offset, as: UInt32.self)) == Format.recordMagic,
+            let kind = RecordKind(rawValue: bytes[offset + 4])
+        else { return nil }
+        let valueType = bytes[offset + 5]
+        let flags = bytes[offset + 6]
+        guard bytes[offset + 7] == 0, flags & ~(RecordFlags.commit | RecordFlags.sealed) == 0 else { return nil }
+        let keyLength = Int(UInt32(littleEndian: bytes.load(fromByteOffset: offset + 8, as: UInt32.self)))
+        let valueLength = Int(UInt32(littleEndian: bytes.load(fromByteOffset: offset + 12, as: UInt32.self)))
+        guard keyLength <= Format.maxKeyLength, valueLength <= Format.maxStoredValueLength else { return nil }
+        switch kind {
+        case .set: guard ValueType(rawValue: valueType) != nil, keyLength > 0 else { return nil }
+        case .delete: guard valueType == 0, keyLength > 0, valueLength == 0 else { return nil }
+        case .removeAll: guard valueType == 0, keyLength == 0, valueLength == 0 else { return nil }
+        case .commit:
+            guard valueType == 0, keyLength == 0, valueLength == 4, flags == RecordFlags.commit else { return nil }
+        }
+        let header = RecordHeader(
+            offset: offset, kind: kind, valueType: valueType, flags: flags, keyLength: keyLength,
+            valueLength: valueLength,
+            seq: UInt64(littleEndian: bytes.load(fromByteOffset: offset + 16, as: UInt64.self)),
+            expiresAt: Int64(littleEndian: bytes.load(fromByteOffset: offset + 24, as: Int64.self)))
+        guard offset + header.length <= limit else { return nil }
+        return header
+    }
+
+    /// Reads and verifies the record at `offset` (8-aligned) below `limit`.
+    @inline(__always)
+    static func verified(in bytes: UnsafeRawBufferPointer, at offset: Int, limit: Int) -> RecordHeader? {
+        guard let h = plausible(in: bytes, at: offset, limit: limit) else { return nil }
+        let end = offset + h.length
+        let stored = UInt32(littleEndian: bytes.load(fromByteOffset: end - 4, as: UInt32.self))
+        guard stored == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[offset..<end - 4])) else {
+            return nil
+        }
+        return h
+    }
+
+    /// The key bytes of the record.
+    func key(in bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: bytes[keyOffset..<keyOffset + keyLength])
+    }
+
+    /// The value bytes of the record.
+    func value(in bytes: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: bytes[valueOffset..<valueOffset + valueLength])
+    }
+}
+
+/// Writes records into a mutable buffer (the mapping, beyond the published log end, or a new image).
+enum RecordWriter {
+    /// Writes one record at `offset` and returns its length. The value is produced by `fillValue` directly in
+    /// place. The magic is stored last, after the CRC, so a half-written record never starts with it.
+    @inline(__always)
+    static func write(
+        into bytes: UnsafeMutableRawBufferPointer, at offset: Int, kind: RecordKind, valueType: UInt8, flags: UInt8,
+        seq: UInt64, expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int,
+        fillValue: (UnsafeMutableRawBufferPointer) throws -> Void
+    ) rethrows -> Int {
+        let length = Format.recordLength(keyLength: key.count, valueLength: valueLength)
+        precondition(offset & 7 == 0 && offset + length <= bytes.count, "record does not fit its buffer")
+        let base = bytes.baseAddress! + offset
+        base.storeBytes(of: 0, toByteOffset: 0, as: UInt32.self)
+        base.storeBytes(of: kind.rawValue, toByteOffset: 4, as: UInt8.self)
+        base.storeBytes(of: valueType, toByteOffset: 5, as: UInt8.self)
+        base.storeBytes(of: flags, toByteOffset: 6, as: UInt8.self)
+        base.storeBytes(of: 0, toByteOffset: 7, as: UInt8.self)
+        base.storeBytes(of: UInt32(key.count).littleEndian, toByteOffset: 8, as: UInt32.self)
+        base.storeBytes(of: UInt32(valueLength).littleEndian, toByteOffset: 12, as: UInt32.self)
+        base.storeBytes(of: seq.littleEndian, toByteOffset: 16, as: UInt64.self)
+        base.storeBytes(of: expiresAt.littleEndian, toByteOffset: 24, as: Int64.self)
+        if !key.isEmpty {
+            (base + Format.recordHeaderSize).copyMemory(from: key.baseAddress!, byteCount: key.count)
+        }
+        let valueStart = Format.recordHeaderSize + key.count
+        try fillValue(UnsafeMutableRawBufferPointer(start: base + valueStart, count: valueLength))
+        let padStart = valueStart + valueLength
+        (base + padStart).initializeMemory(as: UInt8.self, repeating: 0, count: length - padStart)
+        var crc = CRC32C()
+        crc.update(littleEndian: Format.recordMagic)
+        crc.update(UnsafeRawBufferPointer(start: base + 4, count: length - 8))
+        base.storeBytes(of: crc.value.littleEndian, toByteOffset: length - 4, as: UInt32.self)
+        base.storeBytes(of: Format.recordMagic.littleEndian, toByteOffset: 0, as: UInt32.self)
+        return length
+    }
+
+    /// Copies a verified record into `bytes` at `offset` with sequence number `seq`, setting its commit flag
+    /// (a new image holds only single committed records, numbered 1, 2, 3...), and returns its length.
+    static func copy(
+        _ record: RecordHeader, from source: UnsafeRawBufferPointer, into bytes: UnsafeMutableRawBufferPointer,
+        at offset: Int, seq: UInt64
+    ) -> Int {
+        let key = record.key(in: source)
+        let value = record.value(in: source)
+        return write(
+            into: bytes, at: offset, kind: record.kind, valueType: record.valueType,
+            flags: record.flags | RecordFlags.commit, seq: seq, expiresAt: record.expiresAt, key: key,
+            valueLength: value.count
+        ) { out in
+            if !value.isEmpty { out.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count) }
+        }
+    }
+}

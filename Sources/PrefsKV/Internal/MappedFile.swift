@@ -1,0 +1,127 @@
+// One open store file and its shared mapping: the single owner of the descriptor and the mapped region.
+import Synchronization
+
+/// An open data file (or compaction image) mapped `MAP_SHARED`.
+///
+/// The mapping is reached only through `withBytes`/`withMutableBytes`; the dynamic header words through the
+/// atomic accessors. Not thread-safe: it lives inside the store's `Mutex`.
+final class MappedFile {
+    let fd: Int32
+    let path: String
+    let writable: Bool
+    /// Device and inode at open: tells whether the path still names this file.
+    let identity: FileStatus
+    // Accessed only under the store's Mutex (see Engine).
+    @exclusivity(unchecked) private var base: UnsafeMutableRawPointer
+    /// Bytes mapped (the file's size when last mapped).
+    @exclusivity(unchecked) private(set) var mappedLength: Int
+
+    /// Maps the whole of `fd` (at least one header page). Takes ownership of `fd`: it is closed on failure.
+    init(fd: Int32, path: String, writable: Bool) throws(PrefsError) {
+        self.fd = fd
+        self.path = path
+        self.writable = writable
+        do throws(PrefsError) {
+            let status = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: path)
+            precondition(status.size >= Format.headerSize, "mapping a file shorter than its header")
+            identity = status
+            mappedLength = status.size
+            base = try Sys.map(fd, length: status.size, writable: writable).orThrow(
+                "mmap", "cannot map the store file", path: path)
+        } catch {
+            Sys.close(fd)
+            throw error
+        }
+    }
+
+    deinit {
+        Sys.unmap(base, length: mappedLength)
+        Sys.close(fd)
+    }
+
+    /// Remaps after the file grew (here or in another process) to `length` bytes.
+    func remap(length: Int) throws(PrefsError) {
+        guard length != mappedLength else { return }
+        let fresh = try Sys.map(fd, length: length, writable: writable).orThrow(
+            "mmap", "cannot map the grown store file", path: path)
+        Sys.unmap(base, length: mappedLength)
+        base = fresh
+        mappedLength = length
+    }
+
+    /// The file's current size.
+    func currentSize() throws(PrefsError) -> Int {
+        try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: path).size
+    }
+
+    /// Grows the file to `length` bytes with real blocks (so later stores through the mapping cannot raise
+    /// SIGBUS for lack of space) and maps the new size. ENOSPC becomes `diskFull` and changes nothing.
+    func grow(to length: Int) throws(PrefsError) {
+        precondition(writable && length > mappedLength)
+        let current = try currentSize()
+        if length > current {
+            try Sys.allocate(fd, offset: current, length: length - current).orThrow(
+                "posix_fallocate", "cannot grow the store file to \(length) bytes", path: path)
+        }
+        try remap(length: max(length, current))
+    }
+
+    @inline(__always)
+    func withBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: mappedLength))
+    }
+
+    @inline(__always)
+    func withMutableBytes<R, E: Error>(_ body: (UnsafeMutableRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        precondition(writable, "writing through a read-only mapping")
+        return try body(UnsafeMutableRawBufferPointer(start: base, count: mappedLength))
+    }
+
+    // The dynamic header words. Each is one aligned 8-byte word in shared memory, loaded with acquire and
+    // stored with release ordering, so another process's record bytes are visible once its log end is.
+
+    @inline(__always)
+    private func word(_ offset: Int) -> UnsafeMutablePointer<Atomic<UInt64>> {
+        (base + offset).assumingMemoryBound(to: Atomic<UInt64>.self)
+    }
+
+    /// The raw log-end word (see `Format.decodeLogEnd`). Little-endian on disk; this code runs on
+    /// little-endian machines only (checked at compile time in Engine.swift).
+    @inline(__always)
+    var logEndWord: UInt64 { word(Format.logEndOffset).pointee.load(ordering: .acquiring) }
+
+    @inline(__always)
+    var isSuperseded: Bool { word(Format.supersededOffset).pointee.load(ordering: .acquiring) != 0 }
+
+    @inline(__always)
+    var isWatched: Bool { word(Format.watchedOffset).pointee.load(ordering: .relaxed) != 0 }
+
+    /// Publishes a new log end: the acknowledgement point of a write.
+    @inline(__always)
+    func publish(logEnd: Int) -> UInt64 {
+        let raw = Format.encodeLogEnd(logEnd)
+        word(Format.logEndOffset).pointee.store(raw, ordering: .releasing)
+        return raw
+    }
+
+    func setSuperseded(_ value: Bool) {
+        word(Format.supersededOffset).pointee.store(value ? 1 : 0, ordering: .sequentiallyConsistent)
+    }
+
+    func setWatched(_ value: Bool) {
+        word(Format.watchedOffset).pointee.store(value ? 1 : 0, ordering: .releasing)
+    }
+
+    /// Writes the log-end word again with `pwrite`: the same bytes, but a write(2)-family call raises the
+    /// inotify IN_MODIFY event that stores through a mapping never raise.
+    func announce(_ raw: UInt64) throws(PrefsError) {
+        try withUnsafeBytes(of: raw.littleEndian) { bytes throws(PrefsError) in
+            try Sys.pwrite(fd, bytes, at: Format.logEndOffset).orThrow(
+                "pwrite", "cannot announce a write to observers", path: path)
+        }
+    }
+
+    func syncData() throws(PrefsError) {
+        try Sys.fdatasync(fd).orThrow("fdatasync", "cannot flush the store file", path: path)
+    }
+}

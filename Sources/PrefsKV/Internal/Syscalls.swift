@@ -1,0 +1,299 @@
+// The only file in PrefsKV that calls Glibc's file, lock, mapping and notification functions.
+//
+// Three layers, as in swift-system and NIOFS: the raw C call, a typed wrapper here that retries EINTR
+// and returns `Result<_, Errno>`, and one factory (`PrefsError+Syscall.swift`) that turns a failure into a
+// `PrefsError` naming the file. EBADF and EFAULT are our bugs and trap; everything else is the world's.
+import Glibc
+
+/// An `errno` value returned by a failed system call.
+struct Errno: Error, Equatable {
+    var rawValue: Int32
+
+    static let noEntry = Errno(rawValue: ENOENT)
+    static let exists = Errno(rawValue: EEXIST)
+    static let wouldBlock = Errno(rawValue: EWOULDBLOCK)
+    static let noSpace = Errno(rawValue: ENOSPC)
+    static let readOnlyFileSystem = Errno(rawValue: EROFS)
+    static let accessDenied = Errno(rawValue: EACCES)
+    static let notPermitted = Errno(rawValue: EPERM)
+    static let interrupted = Errno(rawValue: EINTR)
+
+    /// The C library's description, e.g. "No space left on device".
+    var text: String { String(cString: strerror(rawValue)) }
+
+    fileprivate static var current: Errno {
+        let e = Errno(rawValue: errno)
+        // EBADF/EFAULT mean a file descriptor or pointer of ours is wrong: a bug, not the environment.
+        precondition(e.rawValue != EBADF && e.rawValue != EFAULT, "PrefsKV passed a bad descriptor or pointer")
+        return e
+    }
+}
+
+/// What `fstat` tells about an open file.
+struct FileStatus: Equatable {
+    var size: Int
+    var device: UInt64
+    var inode: UInt64
+    var mode: UInt32
+    var isRegular: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
+}
+
+/// Open flags used by PrefsKV. Every open adds O_CLOEXEC and O_NOFOLLOW.
+struct OpenMode {
+    var flags: Int32
+    static let readOnly = OpenMode(flags: O_RDONLY)
+    static let readWrite = OpenMode(flags: O_RDWR)
+    static let createNew = OpenMode(flags: O_RDWR | O_CREAT | O_EXCL)
+    static let readWriteCreate = OpenMode(flags: O_RDWR | O_CREAT)
+    static let directory = OpenMode(flags: O_RDONLY | O_DIRECTORY)
+}
+
+/// The system calls PrefsKV makes, each retrying EINTR.
+enum Sys {
+    /// Runs `call` until it does not fail with EINTR. `-1` means failure with `errno` set.
+    @inline(__always)
+    private static func retrying<T: FixedWidthInteger>(_ call: () -> T) -> Result<T, Errno> {
+        while true {
+            let r = call()
+            if r != -1 { return .success(r) }
+            let e = Errno.current
+            if e != .interrupted { return .failure(e) }
+        }
+    }
+
+    // See: man 2 open. O_NOFOLLOW: a symbolic link in the final component is refused (ELOOP).
+    // Directories are opened without O_NOFOLLOW: a store directory may legitimately be reached through a link.
+    static func open(_ path: String, _ mode: OpenMode, permissions: UInt32 = 0o600) -> Result<Int32, Errno> {
+        let noFollow = mode.flags & O_DIRECTORY != 0 ? 0 : O_NOFOLLOW
+        return retrying { Glibc.open(path, mode.flags | O_CLOEXEC | noFollow, mode_t(permissions)) }
+    }
+
+    // See: man 2 close. Never retried: on Linux the descriptor is released even when close fails.
+    static func close(_ fd: Int32) {
+        _ = Glibc.close(fd)
+    }
+
+    // See: man 2 fstat
+    static func fstat(_ fd: Int32) -> Result<FileStatus, Errno> {
+        var st = stat()
+        return retrying { Glibc.fstat(fd, &st) }.map { _ in
+            FileStatus(size: Int(st.st_size), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), mode: st.st_mode)
+        }
+    }
+
+    // See: man 2 lstat. Does not follow a final symbolic link.
+    static func lstat(_ path: String) -> Result<FileStatus, Errno> {
+        var st = stat()
+        return retrying { Glibc.lstat(path, &st) }.map { _ in
+            FileStatus(size: Int(st.st_size), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), mode: st.st_mode)
+        }
+    }
+
+    // See: man 2 fchmod. Applied after O_CREAT so the umask cannot widen or narrow the mode.
+    static func fchmod(_ fd: Int32, _ permissions: UInt32) -> Result<Void, Errno> {
+        retrying { Glibc.fchmod(fd, mode_t(permissions)) }.map { _ in () }
+    }
+
+    // See: man 2 mkdir
+    static func mkdir(_ path: String, permissions: UInt32) -> Result<Void, Errno> {
+        retrying { Glibc.mkdir(path, mode_t(permissions)) }.map { _ in () }
+    }
+
+    // See: man 2 chmod
+    static func chmod(_ path: String, _ permissions: UInt32) -> Result<Void, Errno> {
+        retrying { Glibc.chmod(path, mode_t(permissions)) }.map { _ in () }
+    }
+
+    // See: man 2 ftruncate
+    static func ftruncate(_ fd: Int32, _ size: Int) -> Result<Void, Errno> {
+        retrying { Glibc.ftruncate(fd, off_t(size)) }.map { _ in () }
+    }
+
+    // See: man 3 posix_fallocate. Returns the error number instead of setting errno; ENOSPC here is how a
+    // full disk is noticed before any byte is written through the mapping (which would raise SIGBUS).
+    static func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
+        while true {
+            let r = Glibc.posix_fallocate(fd, off_t(offset), off_t(length))
+            if r == 0 { return .success(()) }
+            if r != EINTR {
+                precondition(r != EBADF, "PrefsKV passed a bad descriptor")
+                return .failure(Errno(rawValue: r))
+            }
+        }
+    }
+
+    // See: man 2 pread. Reads exactly `buffer.count` bytes unless the file ends first; returns the count.
+    static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+        var done = 0
+        while done < buffer.count {
+            let r = retrying { Glibc.pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done)) }
+            switch r {
+            case .failure(let e): return .failure(e)
+            case .success(0): return .success(done)
+            case .success(let n): done += n
+            }
+        }
+        return .success(done)
+    }
+
+    // See: man 2 pwrite. Writes all of `buffer` or fails (a short write is continued, ENOSPC is returned).
+    static func pwrite(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int) -> Result<Void, Errno> {
+        var done = 0
+        while done < buffer.count {
+            let r = retrying { Glibc.pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done)) }
+            switch r {
+            case .failure(let e): return .failure(e)
+            case .success(let n): done += n
+            }
+        }
+        return .success(())
+    }
+
+    // See: man 2 fdatasync. Flushes the file's data, including pages dirtied through a shared mapping.
+    static func fdatasync(_ fd: Int32) -> Result<Void, Errno> {
+        retrying { Glibc.fdatasync(fd) }.map { _ in () }
+    }
+
+    // See: man 2 fsync. Used on directories, so that a rename or a new name reaches the disk.
+    static func fsync(_ fd: Int32) -> Result<Void, Errno> {
+        retrying { Glibc.fsync(fd) }.map { _ in () }
+    }
+
+    // See: man 2 rename. Atomic replacement of `to` within one file system.
+    static func rename(_ from: String, _ to: String) -> Result<Void, Errno> {
+        retrying { Glibc.rename(from, to) }.map { _ in () }
+    }
+
+    // See: man 2 unlink
+    static func unlink(_ path: String) -> Result<Void, Errno> {
+        retrying { Glibc.unlink(path) }.map { _ in () }
+    }
+
+    // See: man 2 flock. The writer lock: LOCK_EX around a write transaction, on the never-replaced lock file.
+    static func lockExclusive(_ fd: Int32) -> Result<Void, Errno> {
+        retrying { flock(fd, LOCK_EX) }.map { _ in () }
+    }
+
+    // See: man 2 flock
+    static func unlock(_ fd: Int32) {
+        _ = retrying { flock(fd, LOCK_UN) }
+    }
+
+    /// F_OFD_SETLK from <fcntl.h> (Linux 3.15+), which Swift's Glibc module does not export.
+    private static let fOFDSetLock: Int32 = 37
+
+    // See: man 2 fcntl, "Open file description locks". The presence lock on byte 0 of the lock file: shared
+    // for a multi-process handle, exclusive for a single-process one, held for the handle's lifetime and
+    // independent of flock. Conflicts report EWOULDBLOCK (EAGAIN) or EACCES.
+    static func presenceLock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> {
+        var request = flock()
+        request.l_type = Int16(exclusive ? F_WRLCK : F_RDLCK)
+        request.l_whence = Int16(SEEK_SET)
+        request.l_start = 0
+        request.l_len = 1
+        request.l_pid = 0
+        let r = retrying { Glibc.fcntl(fd, fOFDSetLock, &request) }
+        switch r {
+        case .success: return .success(())
+        case .failure(let e) where e == .accessDenied || e.rawValue == EAGAIN: return .failure(.wouldBlock)
+        case .failure(let e): return .failure(e)
+        }
+    }
+
+    // See: man 2 mmap. MAP_SHARED: stores reach the file (and other processes' mappings).
+    static func map(_ fd: Int32, length: Int, writable: Bool) -> Result<UnsafeMutableRawPointer, Errno> {
+        let protection = writable ? (PROT_READ | PROT_WRITE) : PROT_READ
+        let p = Glibc.mmap(nil, length, protection, MAP_SHARED, fd, 0)
+        if p == MAP_FAILED || p == nil { return .failure(Errno.current) }
+        return .success(p!)
+    }
+
+    // See: man 2 munmap
+    static func unmap(_ base: UnsafeMutableRawPointer, length: Int) {
+        _ = Glibc.munmap(base, length)
+    }
+
+    // See: man 7 inotify. Non-blocking: the reader drains events when the descriptor is readable.
+    static func inotifyOpen() -> Result<Int32, Errno> {
+        retrying { Glibc.inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) }
+    }
+
+    /// Watches `directory` for a file modified (`pwrite`), closed after writing, or renamed into place.
+    static func inotifyWatch(_ fd: Int32, directory: String) -> Result<Void, Errno> {
+        let mask = UInt32(IN_MODIFY | IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE)
+        return retrying { Glibc.inotify_add_watch(fd, directory, mask) }.map { _ in () }
+    }
+
+    /// Reads pending inotify events; returns the file names they concern (empty when none are pending).
+    static func inotifyDrain(_ fd: Int32) -> [String] {
+        var names: [String] = []
+        let capacity = 4096
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+        defer { buffer.deallocate() }
+        while true {
+            let n = Glibc.read(fd, buffer, capacity)
+            if n <= 0 { break }
+            var offset = 0
+            let headerSize = MemoryLayout<inotify_event>.size
+            while offset + headerSize <= n {
+                let nameLength = Int(buffer.load(fromByteOffset: offset + 12, as: UInt32.self))
+                if nameLength > 0 {
+                    let start = buffer + offset + headerSize
+                    let bytes = UnsafeRawBufferPointer(start: start, count: nameLength)
+                    let end = bytes.firstIndex(of: 0) ?? nameLength
+                    names.append(String(decoding: bytes[..<end], as: UTF8.self))
+                }
+                offset += headerSize + nameLength
+            }
+        }
+        return names
+    }
+
+    // See: man 2 clock_gettime. CLOCK_REALTIME in milliseconds since the Unix epoch (a vDSO call).
+    static func nowMilliseconds() -> Int64 {
+        var ts = timespec()
+        _ = clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// The current UTC time as `yyyyMMdd'T'HHmmss'Z'`, for quarantine file names.
+    static func utcTimestamp() -> String {
+        var now = time(nil)
+        var parts = tm()
+        _ = gmtime_r(&now, &parts)
+        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return "\(parts.tm_year + 1900)\(two(parts.tm_mon + 1))\(two(parts.tm_mday))T"
+            + "\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
+    }
+
+    /// Byte equality of two ranges (`memcmp`).
+    @inline(__always)
+    static func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {
+        count == 0 || memcmp(a, b, count) == 0
+    }
+
+    /// An id of the calling thread (`pthread_self`), to catch a store written from inside its own transaction.
+    @inline(__always)
+    static func threadID() -> UInt { UInt(pthread_self()) }
+
+    /// `getpid()`, for unique temporary names.
+    static func processID() -> Int32 { getpid() }
+
+    /// The calling process's effective user id.
+    static func effectiveUserID() -> UInt32 { geteuid() }
+
+    /// The value of an environment variable, or nil when unset or empty.
+    static func environment(_ name: String) -> String? {
+        guard let p = getenv(name), p.pointee != 0 else { return nil }
+        return String(cString: p)
+    }
+
+    /// The home directory of the effective user from the password database, when it has one.
+    static func passwordHomeDirectory() -> String? {
+        guard let entry = getpwuid(geteuid()), let dir = entry.pointee.pw_dir else { return nil }
+        return String(cString: dir)
+    }
+
+    /// The system page size.
+    static let pageSize: Int = Int(sysconf(Int32(_SC_PAGESIZE)))
+}

@@ -1,1 +1,0 @@
-// PrefsKV: a memory-mapped, append-only, crash-safe key-value store. (Being built: see issue 3.)

@@ -1,0 +1,94 @@
+public import Logging
+
+extension PrefsStore {
+    /// How a store is opened: durability, sharing between processes, recovery policy, sealing and logging.
+    ///
+    /// ```swift
+    /// var configuration = PrefsStore.Configuration()
+    /// configuration.durability = .synchronous
+    /// let store = try PrefsStore(id: "vault", configuration: configuration)
+    /// ```
+    public struct Configuration: Sendable {
+        /// When a write reaches the disk. The default is ``Durability/buffered``.
+        public var durability: Durability = .buffered
+        /// Whether other processes may open the store at the same time. The default is
+        /// ``Sharing/multiProcess``.
+        public var sharing: Sharing = .multiProcess
+        /// What an open does with a damaged file. The default is ``RecoveryPolicy/salvage``.
+        public var recovery: RecoveryPolicy = .salvage
+        /// Seals keys and values on disk. The default is `nil`: a plain store.
+        public var sealer: (any PrefsSealer)? = nil
+        /// Compacts on its own after a write when garbage is at least half the log and the file is larger
+        /// than this many bytes; `nil` turns automatic compaction off. The default is 64 KiB.
+        public var autoCompactionThreshold: Int? = 64 * 1024
+        /// Where recovery reports and compaction failures are logged. Values are never logged. The default
+        /// is a logger labelled "prefskv".
+        public var logger: Logger = Logger(label: "prefskv")
+
+        /// A configuration with every default.
+        ///
+        /// ```swift
+        /// let store = try PrefsStore(id: "ui", configuration: .init())
+        /// ```
+        public init() {}
+    }
+
+    /// When a write reaches the disk.
+    ///
+    /// ```swift
+    /// configuration.durability = .synchronous   // fsync before every write returns
+    /// ```
+    public struct Durability: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: String { case buffered, synchronous }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+
+        /// A write is acknowledged once it is in the shared mapping: it survives the process being killed
+        /// at any instant; a power loss keeps what was written before the last ``PrefsStore/sync()``.
+        public static let buffered = Durability(.buffered)
+        /// Records are flushed, then the log end is published and flushed, before a write returns: a power
+        /// loss keeps every acknowledged write. Costs two `fdatasync` per write.
+        public static let synchronous = Durability(.synchronous)
+
+        public var description: String { value.rawValue }
+    }
+
+    /// Whether other processes may use the store at the same time.
+    ///
+    /// ```swift
+    /// configuration.sharing = .singleProcess   // no lock per write; a second opener gets `busy`
+    /// ```
+    public struct Sharing: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: String { case multiProcess, singleProcess }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+
+        /// Several processes and handles may open the store; each write transaction takes the writer lock
+        /// (`flock` on `<id>.prefs.lock`) and first reads what others appended.
+        public static let multiProcess = Sharing(.multiProcess)
+        /// This handle holds the store exclusively for its lifetime, so writes take no lock. Any other
+        /// open of the store, in this process or another, fails with ``PrefsError/Code/busy``.
+        public static let singleProcess = Sharing(.singleProcess)
+
+        public var description: String { value.rawValue }
+    }
+
+    /// What an open does when the file is damaged.
+    ///
+    /// ```swift
+    /// configuration.recovery = .fail   // let the app decide; the file stays untouched
+    /// ```
+    public struct RecoveryPolicy: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: String { case salvage, fail }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+
+        /// Keeps every record that verifies, copies the damaged original to `<id>.prefs.corrupt-<UTC time>`
+        /// (mode 0400), writes a fresh image, logs one error and reports it in ``PrefsStore/lastRecovery``.
+        public static let salvage = RecoveryPolicy(.salvage)
+        /// Throws ``PrefsError/Code/corrupted`` describing the damage and leaves the file untouched.
+        public static let fail = RecoveryPolicy(.fail)
+
+        public var description: String { value.rawValue }
+    }
+}

@@ -1,0 +1,146 @@
+extension PrefsStore {
+    /// Flushes the store file to the disk (`fdatasync`): every write made before survives a power loss.
+    ///
+    /// ```swift
+    /// try store.set(token, forKey: "session")
+    /// try store.sync()
+    /// ```
+    public func sync() throws {
+        try engine.withLock { e throws(PrefsError) in
+            try e.refreshIfNeeded()
+            guard e.file.writable else { return }
+            try e.file.syncData()
+        }
+    }
+
+    /// Rewrites the live records into a new file (written, flushed, renamed over the old one, directory
+    /// flushed) sized at most twice the live bytes plus the header page. Other handles and processes pick
+    /// the new file up on their next access. Runs on its own after writes that leave garbage at half the
+    /// log or more (see ``Configuration/autoCompactionThreshold``). A failure (a full disk) leaves the
+    /// store as it was.
+    ///
+    /// ```swift
+    /// try store.compact()
+    /// ```
+    public func compact() throws {
+        checkNotInsideTransaction()
+        let deliver = try gate.withLock { _ throws(PrefsError) in
+            try engine.withLock { e throws(PrefsError) in
+                try e.beginWrite()
+                defer { e.endWrite() }
+                try e.compactLocked()
+                return e.hasPendingEvents
+            }
+        }
+        if deliver { deliverEvents() }
+    }
+
+    /// Sizes and counts of the store.
+    ///
+    /// ```swift
+    /// let stats = try store.stats()
+    /// print(stats.garbageRatio)
+    /// ```
+    public func stats() throws -> PrefsStats {
+        try read { e throws(PrefsError) in
+            let now = Sys.nowMilliseconds()
+            var keys = 0
+            var live = 0
+            for entry in e.index.values where !entry.isExpired(now: now) {
+                keys += 1
+                live += entry.recordLength
+            }
+            let log = e.knownEnd - Format.logStart
+            return PrefsStats(
+                keyCount: keys, liveBytes: live, logBytes: log, fileBytes: try e.file.currentSize(),
+                recordCount: e.recordCount, garbageRatio: log == 0 ? 0 : Double(log - live) / Double(log),
+                generation: e.header.generation, lastRecovery: e.lastRecovery)
+        }
+    }
+
+    /// Scans the whole log (and, in a sealed store, opens every sealed value) and reports any damage.
+    /// Changes nothing.
+    ///
+    /// ```swift
+    /// let report = try store.verify()
+    /// assert(report.isClean)
+    /// ```
+    public func verify() throws -> PrefsVerifyReport {
+        try read { e throws(PrefsError) in
+            Engine.verify(file: e.file, header: e.header, sealer: e.sealer, path: e.paths.data)
+        }
+    }
+
+    /// Scans the store file `<directory>/<id>.prefs` without opening the store: takes no lock, never
+    /// creates, recovers or modifies anything. Without a sealer, a sealed store's records are checked by
+    /// checksum only. Throws for an absent file or an unreadable header.
+    ///
+    /// ```swift
+    /// let report = try PrefsStore.verify(id: "ui", directory: dir)
+    /// for damage in report.damage { print(damage) }
+    /// ```
+    public static func verify(
+        id: String, directory: String = PrefsStore.defaultDirectory, sealer: (any PrefsSealer)? = nil
+    ) throws -> PrefsVerifyReport {
+        try Engine.validate(storeID: id)
+        let paths = StorePaths(id: id, directory: directory)
+        let fd = try Sys.open(paths.data, .readOnly).orThrow("open", "cannot open the store file", path: paths.data)
+        let header: Header
+        do {
+            // Without a sealer a sealed store is checked by checksum only, so its key check is not compared.
+            header = try Engine.readHeader(fd: fd, path: paths.data, sealer: sealer, checkSealer: sealer != nil)
+        } catch {
+            Sys.close(fd)
+            throw error
+        }
+        let file = try MappedFile(fd: fd, path: paths.data, writable: false)
+        return Engine.verify(file: file, header: header, sealer: sealer, path: paths.data)
+    }
+
+    /// Writes a compacted image of the store to `path` atomically (temporary file, flush, rename, directory
+    /// flush). Restore it with ``restore(from:)``.
+    ///
+    /// ```swift
+    /// try store.backup(to: "/home/me/ui-backup.prefs")
+    /// ```
+    public func backup(to path: String) throws {
+        try read { e throws(PrefsError) in try e.backup(to: path) }
+    }
+
+    /// Replaces the store's contents with a backup made by ``backup(to:)``, after checking every record of
+    /// it; a damaged backup, or one sealed with another key, is refused and the store is left as it was.
+    /// The swap is atomic; other handles and processes pick it up on their next access.
+    ///
+    /// ```swift
+    /// try store.restore(from: "/home/me/ui-backup.prefs")
+    /// ```
+    public func restore(from path: String) throws {
+        checkNotInsideTransaction()
+        let deliver = try gate.withLock { _ throws(PrefsError) in
+            try engine.withLock { e throws(PrefsError) in
+                try e.beginWrite()
+                defer { e.endWrite() }
+                try e.restore(from: path)
+                return e.hasPendingEvents
+            }
+        }
+        if deliver { deliverEvents() }
+    }
+
+    /// Re-seals every value with `sealer` (or stores them in clear when nil) in a new image with the new key
+    /// check, swapped in atomically. Other handles must reopen with the new sealer.
+    ///
+    /// ```swift
+    /// try vault.rekey(to: newSealer)
+    /// ```
+    public func rekey(to sealer: (any PrefsSealer)?) throws {
+        checkNotInsideTransaction()
+        try gate.withLock { _ throws(PrefsError) in
+            try engine.withLock { e throws(PrefsError) in
+                try e.beginWrite()
+                defer { e.endWrite() }
+                try e.rekey(to: sealer)
+            }
+        }
+    }
+}

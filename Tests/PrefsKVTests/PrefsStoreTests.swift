@@ -1,0 +1,362 @@
+import Foundation
+import Synchronization
+import Testing
+
+@testable import PrefsKV
+
+struct Layout: Codable, Equatable {
+    var columns: Int
+    var title: String
+}
+
+@Suite struct PrefsStoreTests {
+    @Test func everyTypeRoundTripsAndSurvivesReopen() throws {
+        let dir = try TempDir()
+        let bigData = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        do {
+            let store = try openStore(dir)
+            try store.set(true, forKey: "bool")
+            try store.set(false, forKey: "boolFalse")
+            try store.set(42, forKey: "int")
+            try store.set(Int64.min, forKey: "int64min")
+            try store.set(Int64.max, forKey: "int64max")
+            try store.set(-0.0, forKey: "negativeZero")
+            try store.set(Double.nan, forKey: "nan")
+            try store.set(-Double.infinity, forKey: "minusInfinity")
+            try store.set(0.1, forKey: "double")
+            try store.set("", forKey: "emptyString")
+            try store.set("dark ☾ 🌙", forKey: "string")
+            try store.set(Data(), forKey: "emptyData")
+            try store.set(bigData, forKey: "data")
+            try store.set([String](), forKey: "noStrings")
+            try store.set(["a", "", "ünïcødé", String(repeating: "x", count: 1000)], forKey: "strings")
+            try store.setCodable(Layout(columns: 3, title: "main"), forKey: "layout")
+            try store.set("ключ", forKey: "ключ 🔑")
+        }
+        let store = try openStore(dir)
+        #expect(try store.bool(forKey: "bool") == true)
+        #expect(try store.bool(forKey: "boolFalse") == false)
+        #expect(try store.int(forKey: "int") == 42)
+        #expect(try store.int64(forKey: "int64min") == Int64.min)
+        #expect(try store.int64(forKey: "int64max") == Int64.max)
+        #expect(try store.double(forKey: "negativeZero")?.bitPattern == (-0.0).bitPattern)
+        #expect(try store.double(forKey: "nan")?.isNaN == true)
+        #expect(try store.double(forKey: "minusInfinity") == -Double.infinity)
+        #expect(try store.double(forKey: "double") == 0.1)
+        #expect(try store.string(forKey: "emptyString") == "")
+        #expect(try store.string(forKey: "string") == "dark ☾ 🌙")
+        #expect(try store.data(forKey: "emptyData") == Data())
+        #expect(try store.data(forKey: "data") == bigData)
+        #expect(try store.strings(forKey: "noStrings") == [])
+        #expect(try store.strings(forKey: "strings") == ["a", "", "ünïcødé", String(repeating: "x", count: 1000)])
+        #expect(try store.decode(Layout.self, forKey: "layout") == Layout(columns: 3, title: "main"))
+        #expect(try store.string(forKey: "ключ 🔑") == "ключ")
+        #expect(try store.count == 17)
+        let keys = try store.allKeys
+        #expect(keys == keys.sorted())
+        #expect(try store.verify().isClean)
+    }
+
+    @Test func absentKeysReadAsNil() throws {
+        let dir = try TempDir()
+        let store = try openStore(dir)
+        #expect(try store.bool(forKey: "missing") == nil)
+        #expect(try store.int64(forKey: "missing") == nil)
+        #expect(try store.string(forKey: "missing") == nil)
+        #expect(try store.decode(Layout.self, forKey: "missing") == nil)
+        #expect(try store.contains("missing") == false)
+        #expect(try store.count == 0)
+    }
+
+    @Test func readingAnotherTypeThrowsTypeMismatch() throws {
+        let dir = try TempDir()
+        let store = try openStore(dir)
+        try store.set("dark", forKey: "theme")
+        try store.set(1, forKey: "n")
+        expectError(.typeMismatch) { try store.int64(forKey: "theme") }
+        expectError(.typeMismatch) { try store.bool(forKey: "n") }
+        expectError(.typeMismatch) { try store.double(forKey: "n") }
+        expectError(.typeMismatch) { try store.decode(Layout.self, forKey: "theme") }
+        try store.setCodable(["x": 1], forKey: "json")
+        expectError(.typeMismatch) { try store.decode(Layout.self, forKey: "json") }
+        do {
+            _ = try store.string(forKey: "n")
+            Issue.record("no error")
+        } catch let error as PrefsError {
+            #expect(error.message.contains("\"n\"") && error.message.contains("int"))
+        }
+    }
+
+    @Test func invalidKeysIdsAndOversizedValuesAreRejected() throws {
+        let dir = try TempDir()
+        let store = try openStore(dir)
+        expectError(.invalidKey) { try store.set(1, forKey: "") }
+        expectError(.invalidKey) {
+            try store.set(1, forKey: String(repeating: "k", count: 16 * 1024 + 1))
+        }
+        try store.set(1, forKey: String(repeating: "k", count: 16 * 1024))
+        expectError(.valueTooLarge) {
+            try store.set(Data(count: 64 * 1024 * 1024 + 1), forKey: "big")
+        }
+        for id in ["", "..", ".", "a/b", "../x", "a..b", String(repeating: "i", count: 129), "sp ace"] {
+            expectError(.invalidKey) { try openStore(dir, id: id) }
+        }
+        #expect(try store.count == 1)
+    }
+
+    @Test func filesAreCreatedPrivateRegardlessOfUmask() throws {
+        let dir = try TempDir()
+        let old = umask(0)
+        defer { umask(old) }
+        let nested = dir.file("a/b")
+        _ = try PrefsStore(id: "ui", directory: nested)
+        #expect(fileMode(dir.file("a")) == 0o700)
+        #expect(fileMode(nested) == 0o700)
+        #expect(fileMode(nested + "/ui.prefs") == 0o600)
+        #expect(fileMode(nested + "/ui.prefs.lock") == 0o600)
+    }
+
+    @Test func defaultDirectoryFollowsXDGDataHome() {
+        let saved = ProcessInfo.processInfo.environment["XDG_DATA_HOME"]
+        setenv("XDG_DATA_HOME", "/srv/data", 1)
+        defer {
+            if let saved { setenv("XDG_DATA_HOME", saved, 1) } else { unsetenv("XDG_DATA_HOME") }
+        }
+        #expect(PrefsStore.defaultDirectory == "/srv/data/prefskv")
+    }
+
+    @Test func expiredValuesReadAsAbsentAndCountAsGarbage() throws {
+        let dir = try TempDir()
+        let store = try openStore(dir)
+        try store.set("soon", forKey: "short", expiresAfter: .milliseconds(150))
+        try store.set("later", forKey: "long", expiresAfter: .seconds(3600))
+        try store.set("gone", forKey: "already", expiresAfter: .zero)
+        #expect(try store.string(forKey: "short") == "soon")
+        #expect(try store.string(forKey: "already") == nil)
+        #expect(try store.contains("already") == false)
+        usleep(250_000)
+        #expect(try store.string(forKey: "short") == nil)
+        #expect(try store.string(forKey: "long") == "later")
+        #expect(try store.count == 1)
+        #expect(try store.allKeys == ["long"])
+        let stats = try store.stats()
+        #expect(stats.keyCount == 1)
+        #expect(stats.liveBytes < stats.logBytes)
+        // Setting an expired key's old value again writes it again (it must become visible).
+        try store.set("gone", forKey: "already")
+        #expect(try store.string(forKey: "already") == "gone")
+        // Expiry survives reopening, and compaction drops expired records.
+        let reopened = try openStore(dir)
+        #expect(try reopened.string(forKey: "short") == nil)
+        #expect(try reopened.string(forKey: "long") == "later")
+        try reopened.compact()
+        let stats2 = try reopened.stats()
+        #expect(stats2.logBytes == stats2.liveBytes)
+    }
+
+    @Test func settingAnUnchangedValueWritesNothing() throws {
+        let dir = try TempDir()
+        let store = try openStore(dir)
+        let notified = Mutex(0)
+        let observation = store.observe { _ in notified.withLock { $0 += 1 } }
+        try store.set("dark", forKey: "theme")
+        try store.setCodable(Layout(columns: 2, title: "t"), forKey: "layout")
+        try store.set(["a", "b"], forKey: "tags")
+        let before = try store.stats()
+        let fileBefore = try readBytes(store.path)
+        try store.set("dark", forKey: "theme")
+        try store.setCodable(Layout(columns: 2, title: "t"), forKey: "layout")
+        try store.set(["a", "b"], forKey: "tags")
+        try store.write { tx in try tx.set("dark", forKey: "theme") }
+        try store.removeValue(forKey: "never-set")
+        #expect(try store.stats().logBytes == before.logBytes)
+        #expect(try readBytes(store.path) == fileBefore)
+        #expect(notified.withLock { $0 } == 3)
+        // A changed value, type or expiry does write.
+        try store.set("light", forKey: "theme")
+        #expect(try store.stats().logBytes > before.logBytes)
+        let mid = try store.stats().logBytes
+        try store.set("light", forKey: "theme", expiresAfter: .seconds(60))
+        #expect(try store.stats().logBytes > mid)
+        #expect(notified.withLock { $0 } == 5)
+        observation.cancel()
+    }
+
+    @Test func aTransactionCommitsAllItsChangesAsOneUnit() throws {
+        let dir = try TempDir()
+        let store = try openStore(dir)
+        try store.set("old", forKey: "legacy")
+        try store.write { tx in
+            try tx.set("dark", forKey: "theme")
+            try tx.set(true, forKey: "sidebar")
+            try tx.set(3, forKey: "columns")
+            tx.removeValue(forKey: "legacy")
+            // Reads inside see the state before the transaction.
+            #expect(try tx.string(forKey: "theme") == nil)
+            #expect(try tx.string(forKey: "legacy") == "old")
+        }
+        #expect(try store.string(forKey: "theme") == "dark")
+        #expect(try store.bool(forKey: "sidebar") == true)
+        #expect(try store.int(forKey: "columns") == 3)
+        #expect(try store.string(forKey: "legacy") == nil)
+        // 1 single set + 4 members + 1 commit record.
+        #expect(try store.stats().recordCount == 6)
+
+        struct Abort: Error {}
+        let before = try readBytes(store.path)
+        #expect(throws: Abort.self) {
+            try store.write { tx in
+                try tx.set("light", forKey: "theme")
+                throw Abort()
+            }
+        }
+        #expect(try store.string(forKey: "theme") == "dark")
+        #expect(try readBytes(store.path) == before)
+
+        try store.write { tx in
+            try tx.set("x", forKey: "gone-before-clear")
+            tx.removeAll()
+            try tx.set(7, forKey: "kept")
+        }
+        #expect(try store.allKeys == ["kept"])
+        let reopened = try openStore(dir)
+        #expect(try reopened.allKeys == ["kept"])
+        #expect(try reopened.int(forKey: "kept") == 7)
+    }
+
+    @Test func removeIsIdempotentAndRemoveAllEmptiesTheStore() throws {
+        let dir = try TempDir()
+        let store = try openStore(dir)
+        for i in 0..<10 { try store.set(i, forKey: "k\(i)") }
+        try store.removeValue(forKey: "k3")
+        try store.removeValue(forKey: "k3")
+        #expect(try store.count == 9)
+        #expect(try store.contains("k3") == false)
+        try store.removeAll()
+        #expect(try store.count == 0)
+        try store.removeAll()
+        try store.set(1, forKey: "after")
+        #expect(try openStore(dir).allKeys == ["after"])
+    }
+
+    @Test func observersHearEveryChangeAfterTheLockIsReleased() async throws {
+        let dir = try TempDir()
+        let store = try openStore(dir)
+        try store.set(1, forKey: "a")
+        let seen = Mutex<[PrefsChange]>([])
+        let observation = store.observe { change in
+            // Using the store from the callback must not deadlock.
+            _ = try? store.count
+            seen.withLock { $0.append(change) }
+        }
+        try store.set(2, forKey: "a")
+        try store.write { tx in
+            try tx.set(1, forKey: "b")
+            try tx.set(1, forKey: "c")
+        }
+        try store.removeValue(forKey: "b")
+        try store.removeAll()
+        observation.cancel()
+        try store.set(3, forKey: "after-cancel")
+        let changes = seen.withLock { $0 }
+        #expect(changes.map(\.keys) == [["a"], ["b", "c"], ["b"], ["a", "c"]])
+        #expect(changes.allSatisfy { !$0.isExternal })
+
+        var iterator = store.changes().makeAsyncIterator()
+        try store.set("v", forKey: "streamed")
+        let change = await iterator.next()
+        #expect(change?.keys == ["streamed"])
+    }
+
+    @Test func twoHandlesInOneProcessSeeEachOthersWrites() throws {
+        let dir = try TempDir()
+        let a = try openStore(dir)
+        let b = try openStore(dir)
+        try a.set("from a", forKey: "k")
+        #expect(try b.string(forKey: "k") == "from a")
+        try b.write { tx in try tx.set("from b", forKey: "k") }
+        #expect(try a.string(forKey: "k") == "from b")
+        try a.compact()
+        try a.set("after compaction", forKey: "k2")
+        #expect(try b.string(forKey: "k2") == "after compaction")
+        #expect(try b.string(forKey: "k") == "from b")
+        try b.set("b writes after a compacted", forKey: "k3")
+        #expect(try a.string(forKey: "k3") == "b writes after a compacted")
+    }
+
+    @Test func threadsWritingAndReadingOneHandleLoseNoUpdate() async throws {
+        let dir = try TempDir("threads")
+        let store = try openStore(dir)
+        let other = try openStore(dir)
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<8 {
+                group.addTask {
+                    let handle = worker % 2 == 0 ? store : other
+                    for i in 0..<250 {
+                        try? handle.write { tx in
+                            try tx.set((try tx.int64(forKey: "counter") ?? 0) + 1, forKey: "counter")
+                        }
+                        try? handle.set(Int64(i), forKey: "w\(worker)")
+                        _ = try? handle.int64(forKey: "w\((worker + 1) % 8)")
+                    }
+                }
+            }
+        }
+        #expect(try store.int64(forKey: "counter") == 2000)
+        #expect(try other.int64(forKey: "counter") == 2000)
+        for worker in 0..<8 { #expect(try store.int64(forKey: "w\(worker)") == 249) }
+        #expect(try store.verify().isClean)
+    }
+
+    @Test func synchronousDurabilityAndSyncKeepEveryValue() throws {
+        let dir = try TempDir("sync")
+        let store = try openStore(dir) { $0.durability = .synchronous }
+        for i in 0..<20 { try store.set(i, forKey: "k\(i % 5)") }
+        try store.write { tx in try tx.set("x", forKey: "tx") }
+        try store.sync()
+        let buffered = try openStore(dir)
+        try buffered.set("y", forKey: "b")
+        try buffered.sync()
+        let reopened = try openStore(dir)
+        #expect(try reopened.int(forKey: "k4") == 19)
+        #expect(try reopened.string(forKey: "tx") == "x")
+        #expect(try reopened.string(forKey: "b") == "y")
+    }
+
+    @Test func singleProcessHandleExcludesEveryOtherOpener() throws {
+        let dir = try TempDir()
+        let single = try openStore(dir) { $0.sharing = .singleProcess }
+        try single.set(1, forKey: "x")
+        expectError(.busy) { try openStore(dir) }
+        expectError(.busy) { try openStore(dir) { $0.sharing = .singleProcess } }
+        let child = try Child(["prefs-hold", dir.path, "ui", "multi"])
+        #expect(child.waitForLine { _ in true } == "error busy")
+    }
+}
+
+@Suite struct AllocationTests {
+    /// Runs the helper's read loop under valgrind and returns the number of heap allocations it made.
+    static func allocations(reads: Int, in dir: TempDir) throws -> Int {
+        let log = dir.file("valgrind-\(reads).log")
+        let storeDir = dir.file("store-\(reads)")  // each run creates its own store: same setup work
+        let status = run([
+            "valgrind", "--tool=memcheck", "--log-file=\(log)", helperPath, "prefs-read-loop", storeDir, "\(reads)",
+        ])
+        guard status == 0 else { throw TestFailure("valgrind (from Debian's valgrind package) failed: \(status)") }
+        let text = try String(contentsOfFile: log, encoding: .utf8)
+        guard let line = text.split(separator: "\n").first(where: { $0.contains("total heap usage:") }),
+            let allocs = line.split(separator: ":").last?.split(separator: " ").first.flatMap({
+                Int($0.replacingOccurrences(of: ",", with: ""))
+            })
+        else { throw TestFailure("no heap summary in valgrind's output:\n\(text)") }
+        return allocs
+    }
+
+    /// 5,000 more reads of Bool, Int64, Double and `contains` must not add a single heap allocation.
+    @Test func readingFixedSizeValuesDoesNotAllocate() throws {
+        let dir = try TempDir("alloc")
+        let few = try Self.allocations(reads: 10, in: dir)
+        let many = try Self.allocations(reads: 5010, in: dir)
+        #expect(many - few == 0, "\(many - few) allocations for 25,000 more reads")
+    }
+}

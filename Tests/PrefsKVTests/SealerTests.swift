@@ -1,0 +1,160 @@
+import Foundation
+import Testing
+
+@testable import PrefsKV
+
+func openSealed(_ dir: TempDir, key: UInt64 = 1) throws -> PrefsStore {
+    try openStore(dir) { $0.sealer = TestSealer(key: key) }
+}
+
+/// Whether `needle` occurs in `haystack`.
+func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
+    let n = Array(needle.utf8)
+    guard n.count <= haystack.count else { return false }
+    return (0...(haystack.count - n.count)).contains { haystack[$0..<$0 + n.count].elementsEqual(n) }
+}
+
+@Suite struct SealerTests {
+    @Test func aSealedStoreKeepsKeysAndValuesOffTheDisk() throws {
+        let dir = try TempDir("sealed")
+        do {
+            let store = try openSealed(dir)
+            try store.set("token-value-0123456789", forKey: "session-token")
+            try store.set(Int64(0x0102_0304_0506_0708), forKey: "user-id")
+            try store.write { tx in
+                try tx.set(["alpha-secret", "beta-secret"], forKey: "recovery-codes")
+                try tx.setCodable(Layout(columns: 9, title: "private-title"), forKey: "layout")
+            }
+            try store.set("old-value", forKey: "removed-key")
+            try store.removeValue(forKey: "removed-key")
+            #expect(try store.allKeys == ["layout", "recovery-codes", "session-token", "user-id"])
+        }
+        let bytes = try readBytes(dir.file("ui.prefs"))
+        for secret in [
+            "token-value", "session-token", "user-id", "alpha-secret", "recovery-codes", "private-title",
+            "layout", "old-value", "removed-key",
+        ] {
+            #expect(!contains(bytes, secret), "\(secret) is readable on disk")
+        }
+        #expect(!contains(bytes, String(decoding: [8, 7, 6, 5, 4, 3, 2, 1], as: UTF8.self)))
+        let store = try openSealed(dir)
+        #expect(try store.string(forKey: "session-token") == "token-value-0123456789")
+        #expect(try store.int64(forKey: "user-id") == 0x0102_0304_0506_0708)
+        #expect(try store.strings(forKey: "recovery-codes") == ["alpha-secret", "beta-secret"])
+        #expect(try store.decode(Layout.self, forKey: "layout") == Layout(columns: 9, title: "private-title"))
+        #expect(try store.string(forKey: "removed-key") == nil)
+        #expect(try store.count == 4)
+        #expect(try store.allKeys == ["layout", "recovery-codes", "session-token", "user-id"])
+        expectError(.typeMismatch) { try store.int64(forKey: "session-token") }
+        #expect(try store.verify().isClean)
+    }
+
+    @Test func aWrongKeyOrAMissingSealerIsAnErrorThatLeavesTheFileByteIdentical() throws {
+        let dir = try TempDir("wrong-key")
+        do {
+            let store = try openSealed(dir, key: 1)
+            try store.set("secret", forKey: "token")
+        }
+        let plainDir = try TempDir("plain")
+        _ = try openStore(plainDir)
+        let sealedBytes = try readBytes(dir.file("ui.prefs"))
+        let plainBytes = try readBytes(plainDir.file("ui.prefs"))
+        expectError(.wrongKey) { try openSealed(dir, key: 2) }
+        expectError(.encrypted) { try openStore(dir) }
+        expectError(.notEncrypted) { try openSealed(plainDir) }
+        #expect(try readBytes(dir.file("ui.prefs")) == sealedBytes)
+        #expect(try readBytes(plainDir.file("ui.prefs")) == plainBytes)
+        #expect(dir.files == ["ui.prefs", "ui.prefs.lock"])
+        #expect(try openSealed(dir, key: 1).string(forKey: "token") == "secret")
+    }
+
+    /// Rewrites a record's value (or expiry) with another's and repairs the CRC: only the sealer can tell.
+    @Test func aCiphertextMovedUnderAnotherKeyOrRedatedFailsToOpen() throws {
+        let dir = try TempDir("tamper")
+        do {
+            let store = try openSealed(dir)
+            try store.set("aaaaaaaa", forKey: "first")
+            try store.set("bbbbbbbb", forKey: "second")
+        }
+        let original = try readBytes(dir.file("ui.prefs"))
+        let tagLength = 16
+        let length = recordLength(key: tagLength, value: 4 + 6 + 8 + 16)
+        let first = 4096
+        let second = 4096 + length
+        func repairCRC(_ b: inout [UInt8], _ offset: Int, _ length: Int) {
+            let crc = CRC32C.checksum(Array(b[offset..<offset + length - 4]))
+            withUnsafeBytes(of: crc.littleEndian) { for i in 0..<4 { b[offset + length - 4 + i] = $0[i] } }
+        }
+        // The second key's sealed value moved under the first key's tag.
+        var moved = original
+        let valueStart = 32 + tagLength
+        moved.replaceSubrange(
+            first + valueStart..<first + length - 4, with: original[second + valueStart..<second + length - 4])
+        repairCRC(&moved, first, length)
+        try writeBytes(moved, to: dir.file("ui.prefs"))
+        let store = try openSealed(dir)
+        #expect(store.lastRecovery == nil)
+        expectError(.tampered) { try store.string(forKey: "first") }
+        #expect(try store.string(forKey: "second") == "bbbbbbbb")
+        let report = try store.verify()
+        #expect(report.damage.map(\.range) == [first..<first + length])
+        // An expiry pushed into the future.
+        var redated = original
+        redated[first + 24 + 6] = 0x01  // 2^48 ms: far in the future
+        repairCRC(&redated, first, length)
+        try writeBytes(redated, to: dir.file("ui.prefs"))
+        expectError(.tampered) { try openSealed(dir).string(forKey: "first") }
+        #expect(try PrefsStore.verify(id: "ui", directory: dir.path, sealer: TestSealer(key: 1)).damage.count == 1)
+        #expect(try PrefsStore.verify(id: "ui", directory: dir.path).isClean)  // checksums alone cannot tell
+    }
+
+    @Test func settingAnUnchangedSealedValueWritesNothing() throws {
+        let dir = try TempDir("sealed-cbs")
+        let store = try openSealed(dir)
+        try store.set("same", forKey: "k")
+        let before = try store.stats().logBytes
+        try store.set("same", forKey: "k")
+        #expect(try store.stats().logBytes == before)
+        let reopened = try openSealed(dir)  // no cached plaintext checksum: compares by opening
+        try reopened.set("same", forKey: "k")
+        #expect(try reopened.stats().logBytes == before)
+        try reopened.set("different", forKey: "k")
+        #expect(try reopened.stats().logBytes > before)
+    }
+
+    @Test func rekeyRewritesEveryValueAtomically() throws {
+        let dir = try TempDir("rekey")
+        let store = try openSealed(dir, key: 1)
+        for i in 0..<50 { try store.set("value-\(i)", forKey: "key-\(i)") }
+        try store.rekey(to: TestSealer(key: 2))
+        #expect(try store.string(forKey: "key-7") == "value-7")
+        expectError(.wrongKey) { try openSealed(dir, key: 1) }
+        let reopened = try openSealed(dir, key: 2)
+        #expect(try reopened.count == 50)
+        #expect(try reopened.string(forKey: "key-49") == "value-49")
+        try reopened.rekey(to: nil)
+        let plain = try openStore(dir)
+        #expect(try plain.string(forKey: "key-0") == "value-0")
+        #expect(contains(try readBytes(dir.file("ui.prefs")), "value-0"))
+        try plain.rekey(to: TestSealer(key: 3))
+        #expect(!contains(try readBytes(dir.file("ui.prefs")), "value-0"))
+        #expect(try openSealed(dir, key: 3).string(forKey: "key-3") == "value-3")
+    }
+
+    @Test func aDamagedSealedStoreIsSalvagedWithoutItsKeyNames() throws {
+        let dir = try TempDir("sealed-damage", memory: true)
+        do {
+            let store = try openSealed(dir)
+            for i in 0..<5 { try store.set("v\(i)", forKey: "k\(i)") }
+        }
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let length = recordLength(key: 16, value: 4 + 2 + 2 + 16)
+        bytes[4096 + 2 * length + 50] ^= 0x40
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        let store = try openSealed(dir)
+        let report = try #require(store.lastRecovery)
+        #expect(report.recordsLost == 1 && report.lostKeys.isEmpty)
+        #expect(try store.allKeys == ["k0", "k1", "k3", "k4"])
+        #expect(try store.verify().isClean)
+    }
+}

@@ -1,0 +1,81 @@
+import Foundation
+
+@testable import PrefsKV
+
+/// A sealer for tests only: a keyed XOR keystream with a keyed 64-bit authenticator. Not cryptography; it
+/// exercises the seam (tags, associated data, overhead, tamper detection) the way SecureVault's will.
+struct TestSealer: PrefsSealer {
+    let key: UInt64
+
+    init(key: UInt64) { self.key = key }
+
+    var keyCheck: [UInt8] { bytes(mix(key ^ 0x6B65_7963_6865_636B)) }
+
+    func tag(forKey name: String) -> [UInt8] {
+        let h = hash(Array(name.utf8), seed: key ^ 0x7461_67)
+        return bytes(h) + bytes(mix(h ^ key))
+    }
+
+    var overhead: Int { 16 }
+
+    func seal(
+        _ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
+        into output: UnsafeMutableRawBufferPointer
+    ) throws {
+        precondition(output.count == plaintext.count + overhead)
+        var generator = SystemRandomNumberGenerator()
+        let nonce = UInt64.random(in: 0...UInt64.max, using: &generator)
+        withUnsafeBytes(of: nonce.littleEndian) { output.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: 8) }
+        var stream = mix(key ^ nonce)
+        for i in 0..<plaintext.count {
+            if i % 8 == 0 { stream = mix(stream) }
+            output[8 + i] = plaintext[i] ^ UInt8(truncatingIfNeeded: stream >> ((i % 8) * 8))
+        }
+        let mac = authenticator(UnsafeRawBufferPointer(rebasing: output[0..<8 + plaintext.count]), associatedData)
+        withUnsafeBytes(of: mac.littleEndian) {
+            (output.baseAddress! + 8 + plaintext.count).copyMemory(from: $0.baseAddress!, byteCount: 8)
+        }
+    }
+
+    struct AuthenticationFailed: Error {}
+
+    func open<R>(
+        _ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
+        guard sealed.count >= overhead else { throw AuthenticationFailed() }
+        let count = sealed.count - overhead
+        let mac = UInt64(littleEndian: sealed.loadUnaligned(fromByteOffset: 8 + count, as: UInt64.self))
+        guard mac == authenticator(UnsafeRawBufferPointer(rebasing: sealed[0..<8 + count]), associatedData) else {
+            throw AuthenticationFailed()
+        }
+        let nonce = UInt64(littleEndian: sealed.loadUnaligned(as: UInt64.self))
+        var plain = [UInt8](repeating: 0, count: count)
+        var stream = mix(key ^ nonce)
+        for i in 0..<count {
+            if i % 8 == 0 { stream = mix(stream) }
+            plain[i] = sealed[8 + i] ^ UInt8(truncatingIfNeeded: stream >> ((i % 8) * 8))
+        }
+        defer { for i in plain.indices { plain[i] = 0 } }
+        return try plain.withUnsafeBytes(body)
+    }
+
+    private func authenticator(_ data: UnsafeRawBufferPointer, _ ad: UnsafeRawBufferPointer) -> UInt64 {
+        mix(hash(Array(data), seed: key ^ 0x6D61_63) ^ mix(hash(Array(ad), seed: key ^ 0x6164)) ^ UInt64(ad.count))
+    }
+
+    private func hash(_ bytes: [UInt8], seed: UInt64) -> UInt64 {
+        var h = mix(seed)
+        for b in bytes { h = mix(h ^ UInt64(b)) }
+        return mix(h ^ UInt64(bytes.count))
+    }
+
+    private func mix(_ x: UInt64) -> UInt64 {
+        var z = x &+ 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    private func bytes(_ x: UInt64) -> [UInt8] { withUnsafeBytes(of: x.littleEndian) { Array($0) } }
+}

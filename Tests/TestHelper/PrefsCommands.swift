@@ -1,0 +1,188 @@
+// PrefsKV commands of the test helper. Each prints its results on stdout, one line each, and flushes after
+// every line so that a parent reading a pipe sees a line as soon as the operation it reports is done.
+import FoundationEssentials
+import Glibc
+import PrefsKV
+
+enum PrefsCommands {
+    static func fail(_ message: String, status: Int32 = 1) -> Never {
+        say("vault-test-helper: \(message)", fd: 2)
+        exit(status)
+    }
+
+    static func say(_ line: String, fd: Int32 = 1) {
+        // One write(2) per line, no stdio buffering: what the parent read is exactly what was said.
+        let bytes = Array((line + "\n").utf8)
+        var done = 0
+        while done < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + done, bytes.count - done) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                exit(1)
+            }
+            done += n
+        }
+    }
+
+    static func open(_ directory: String, _ id: String, synchronous: Bool = false) -> PrefsStore {
+        var configuration = PrefsStore.Configuration()
+        if synchronous { configuration.durability = .synchronous }
+        do {
+            return try PrefsStore(id: id, directory: directory, configuration: configuration)
+        } catch {
+            fail("open failed: \(error)")
+        }
+    }
+
+    /// A small deterministic generator (SplitMix64), so a run can be described by its seed.
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    /// `prefs-crash-writer DIR ID SEED START buffered|synchronous`
+    ///
+    /// Writes forever. Before operation n it prints `B n <op>`, after it returns `A n`. Ops:
+    /// `int KEY` (value n), `str KEY` (value "s<n>-" + n % 97 dashes), `data KEY` (n % 300 bytes of n),
+    /// `tx KEY,KEY,...` (each set to int n), `del KEY`, `clear`, `compact`.
+    static func crashWriter(_ args: [String]) {
+        guard args.count == 5, let seed = UInt64(args[2]), let start = Int(args[3]) else {
+            fail("usage: prefs-crash-writer DIR ID SEED START buffered|synchronous")
+        }
+        let store = open(args[0], args[1], synchronous: args[4] == "synchronous")
+        var rng = SplitMix(state: seed)
+        var n = start
+        while true {
+            let key = "k\(Int.random(in: 0..<40, using: &rng))"
+            let roll = Int.random(in: 0..<1000, using: &rng)
+            do {
+                switch roll {
+                case 0..<300:
+                    say("B \(n) int \(key)")
+                    try store.set(Int64(n), forKey: key)
+                case 300..<550:
+                    say("B \(n) str \(key)")
+                    try store.set("s\(n)-" + String(repeating: "-", count: n % 97), forKey: key)
+                case 550..<700:
+                    say("B \(n) data \(key)")
+                    try store.set(Data(repeating: UInt8(truncatingIfNeeded: n), count: n % 300), forKey: key)
+                case 700..<900:
+                    let keys = (0..<Int.random(in: 2...5, using: &rng)).map { _ in
+                        "k\(Int.random(in: 0..<40, using: &rng))"
+                    }
+                    say("B \(n) tx \(keys.joined(separator: ","))")
+                    try store.write { tx in
+                        for k in keys { try tx.set(Int64(n), forKey: k) }
+                    }
+                case 900..<985:
+                    say("B \(n) del \(key)")
+                    try store.removeValue(forKey: key)
+                case 985..<988:
+                    say("B \(n) clear")
+                    try store.removeAll()
+                default:
+                    say("B \(n) compact")
+                    try store.compact()
+                }
+            } catch {
+                fail("operation \(n) failed: \(error)")
+            }
+            say("A \(n)")
+            n += 1
+        }
+    }
+
+    /// `prefs-mp-writer DIR ID WORKER COUNT`: COUNT transactions, each incrementing `counter` and setting
+    /// `w<WORKER>-<i>` to i; worker 0 also compacts every 500 transactions. Prints `done`.
+    static func multiProcessWriter(_ args: [String]) {
+        guard args.count == 4, let worker = Int(args[2]), let count = Int(args[3]) else {
+            fail("usage: prefs-mp-writer DIR ID WORKER COUNT")
+        }
+        let store = open(args[0], args[1])
+        do {
+            for i in 0..<count {
+                try store.write { tx in
+                    let counter = try tx.int64(forKey: "counter") ?? 0
+                    try tx.set(counter + 1, forKey: "counter")
+                    try tx.set(Int64(i), forKey: "w\(worker)-\(i)")
+                }
+                if worker == 0 && i % 500 == 499 { try store.compact() }
+            }
+        } catch {
+            fail("worker \(worker) failed: \(error)")
+        }
+        say("done")
+    }
+
+    /// `prefs-set DIR ID KEY VALUE`: sets a string and prints `ok`.
+    static func set(_ args: [String]) {
+        guard args.count == 4 else { fail("usage: prefs-set DIR ID KEY VALUE") }
+        let store = open(args[0], args[1])
+        do {
+            try store.set(args[3], forKey: args[2])
+        } catch {
+            fail("set failed: \(error)")
+        }
+        say("ok")
+    }
+
+    /// `prefs-open-as UID DIR ID`: drops to user UID, opens the store and prints `ok` or `error CODE`.
+    static func openAs(_ args: [String]) {
+        guard args.count == 3, let uid = UInt32(args[0]) else { fail("usage: prefs-open-as UID DIR ID") }
+        guard setgid(uid) == 0, setuid(uid) == 0 else { fail("cannot become user \(uid)") }
+        do {
+            _ = try PrefsStore(id: args[2], directory: args[1])
+            say("ok")
+        } catch let error as PrefsError {
+            say("error \(error.code)")
+        } catch {
+            say("error \(error)")
+        }
+    }
+
+    /// `prefs-hold DIR ID single|multi`: opens the store, prints `open`, and waits to be killed.
+    static func hold(_ args: [String]) {
+        guard args.count == 3 else { fail("usage: prefs-hold DIR ID single|multi") }
+        var configuration = PrefsStore.Configuration()
+        if args[2] == "single" { configuration.sharing = .singleProcess }
+        do {
+            let store = try PrefsStore(id: args[1], directory: args[0], configuration: configuration)
+            say("open")
+            while true { sleep(60) }
+            _ = store
+        } catch let error as PrefsError {
+            say("error \(error.code)")
+        } catch {
+            fail("\(error)")
+        }
+    }
+
+    /// `prefs-read-loop DIR N`: writes a Bool, an Int64 and a Double, then reads each N times (for counting
+    /// allocations under valgrind: the count must not grow with N). Prints the sum of what it read.
+    static func readLoop(_ args: [String]) {
+        guard args.count == 2, let n = Int(args[1]) else { fail("usage: prefs-read-loop DIR N") }
+        let store = open(args[0], "reads")
+        do {
+            try store.set(true, forKey: "flag")
+            try store.set(Int64(7), forKey: "number")
+            try store.set(0.5, forKey: "ratio")
+            var sum = 0.0
+            for _ in 0..<n {
+                if try store.bool(forKey: "flag") == true { sum += 1 }
+                sum += Double(try store.int64(forKey: "number") ?? 0)
+                sum += try store.double(forKey: "ratio") ?? 0
+                sum += Double(try store.int(forKey: "number") ?? 0)
+                if try store.contains("flag") { sum += 1 }
+            }
+            say("sum \(sum)")
+        } catch {
+            fail("read loop failed: \(error)")
+        }
+    }
+}
