@@ -55,7 +55,7 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Shared by the test targets: running child processes, finding build products and scripts.
-        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: swiftSettings),
+        .target(name: "TestSupport", dependencies: [], path: "Tests/TestSupport", swiftSettings: swiftSettings),
         .testTarget(
             name: "PrefsKVTests",
             dependencies: ["PrefsKV", "vault-test-helper"],

@@ -5,7 +5,7 @@
 #   scripts/bootstrap.sh --check  # only report what is missing; exit 1 if anything is
 set -euo pipefail
 
-packages=(libsodium-dev libsecret-1-dev gnome-keyring dbus dbus-x11 libsecret-tools pkg-config)
+packages=(libsodium-dev libsecret-1-dev gnome-keyring dbus dbus-x11 libsecret-tools pkg-config valgrind)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,4 +1,60 @@
+import ArgumentParser
+import Glibc
+
+/// vaultctl: inspect, verify, repair and wipe PrefsKV stores and SecureVault vaults.
 @main
-struct VaultCtl {
-    static func main() {}
+struct VaultCtl: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vaultctl",
+        abstract: "Inspect, verify, repair and wipe preference stores and secret vaults.",
+        discussion: """
+            Secrets are read from stdin only, never from arguments, and printed only with --reveal.
+            With --json every answer, errors included, is one JSON document on stdout with sorted keys;
+            errors are {"error": {"code": "...", "message": "..."}}.
+
+            \(ExitStatus.table)
+            """,
+        version: VaultCtlVersion.string,
+        subcommands: [Doctor.self]
+    )
+
+    @OptionGroup var options: GlobalOptions
+
+    /// Parses, runs, and maps every failure to the contract: one JSON document with `--json`, an exit code
+    /// from the table either way.
+    static func main() {
+        disableCoreDumps()
+        do {
+            var command = try parseAsRoot()
+            try command.run()
+        } catch let exit as ExitCode {
+            Glibc.exit(exit.rawValue)
+        } catch {
+            let code = exitCode(for: error)
+            if code == .success {
+                // --help and --version: their text on stdout.
+                writeOut(fullMessage(for: error) + "\n")
+                Glibc.exit(0)
+            }
+            let message = fullMessage(for: error)
+            if CommandLine.arguments.contains("--json") {
+                let failure = ReportedFailure(code: "usage", message: message, exitCode: ExitStatus.usage)
+                writeOut(failure.json.text + "\n")
+            } else {
+                writeError(message + "\n")
+            }
+            // Argument parsing failures are bad usage: 64, as the table says.
+            Glibc.exit(code.rawValue == 1 ? ExitStatus.usage : code.rawValue)
+        }
+    }
+
+    /// Secrets pass through this process: never let a crash write them to a core file.
+    private static func disableCoreDumps() {
+        var limit = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit)
+    }
+}
+
+enum VaultCtlVersion {
+    static let string = "0.1.0"
 }

@@ -264,23 +264,7 @@ package enum LibSecret {
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
             var error: UnsafeMutablePointer<GError>?
-            if secret_service_load_collections_sync(service, cancellable, &error) == 0 {
-                throw failure(taking: error, fallback: "listing the collections failed")
-            }
-            var collections: [CollectionInfo] = []
-            let list = secret_service_get_collections(service)
-            defer { g_list_free_full(list, g_object_unref) }
-            var node = list
-            while let current = node {
-                let collection = current.pointee.data.assumingMemoryBound(to: SecretCollection.self)
-                let label = secret_collection_get_label(collection)
-                defer { g_free(label) }
-                collections.append(CollectionInfo(
-                    path: objectPath(collection) ?? "?",
-                    label: label.map { String(cString: $0) } ?? "",
-                    locked: try lockedProperty(of: objectPath(collection), interface: "org.freedesktop.Secret.Collection", service: service, cancellable)))
-                node = current.pointee.next
-            }
+            // ReadAlias is the first real call to the service: a missing service fails here, with its error.
             var defaultPath: String?
             if let collection = secret_collection_for_alias_sync(
                 service, "default", SECRET_COLLECTION_NONE, cancellable, &error)
@@ -289,6 +273,20 @@ package enum LibSecret {
                 g_object_unref(collection)
             } else if error != nil {
                 throw failure(taking: error, fallback: "reading the 'default' alias failed")
+            }
+            // Collections, labels and lock states straight from the service's properties: fresh, prompt-free.
+            var collections: [CollectionInfo] = []
+            let paths = try property(
+                "Collections", of: "/org/freedesktop/secrets", interface: "org.freedesktop.Secret.Service",
+                service: service, cancellable, decode: Variant.objectPaths) ?? []
+            for path in paths {
+                let collection = "org.freedesktop.Secret.Collection"
+                collections.append(CollectionInfo(
+                    path: path,
+                    label: try property("Label", of: path, interface: collection, service: service, cancellable,
+                                        decode: Variant.string) ?? "",
+                    locked: try property("Locked", of: path, interface: collection, service: service, cancellable,
+                                         decode: Variant.bool) ?? true))
             }
             return ServiceProbe(busAddress: address, collections: collections, defaultCollectionPath: defaultPath)
         }
@@ -408,34 +406,66 @@ package enum LibSecret {
         return locked ? .locked : .unlocked
     }
 
-    /// Reads the `Locked` property of an object with a fresh D-Bus call.
+    /// Reads the `Locked` property of an object with a fresh D-Bus call; anything unreadable counts as locked.
     private static func lockedProperty(
         of path: String?, interface: String, service: UnsafeMutablePointer<SecretService>,
         _ cancellable: UnsafeMutablePointer<GCancellable>
     ) throws(SecretServiceFailure) -> Bool {
         guard let path else { return true }
+        return try property("Locked", of: path, interface: interface, service: service, cancellable,
+                            decode: Variant.bool) ?? true
+    }
+
+    /// Reads one D-Bus property with `org.freedesktop.DBus.Properties.Get` on the service's own connection
+    /// (libsecret's proxies cache properties that only a main loop would refresh).
+    ///
+    /// - Returns: the decoded value, or `nil` when the reply does not have the expected type.
+    private static func property<Value>(
+        _ name: String, of path: String, interface: String, service: UnsafeMutablePointer<SecretService>,
+        _ cancellable: UnsafeMutablePointer<GCancellable>, decode: (OpaquePointer) -> Value?
+    ) throws(SecretServiceFailure) -> Value? {
         let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
-        let connection = g_dbus_proxy_get_connection(proxy)
-        let name = g_dbus_proxy_get_name(proxy)
         var error: UnsafeMutablePointer<GError>?
-        // ("org.freedesktop.Secret.Collection", "Locked"), built without glib's variadic constructors.
-        var arguments: [OpaquePointer?] = [g_variant_new_string(interface), g_variant_new_string("Locked")]
-        let parameters = g_variant_new_tuple(&arguments, 2)
+        // (interface, name), built without glib's variadic constructors.
+        var arguments: [OpaquePointer?] = [g_variant_new_string(interface), g_variant_new_string(name)]
         let reply = g_dbus_connection_call_sync(
-            connection, name, path, "org.freedesktop.DBus.Properties", "Get", parameters,
+            g_dbus_proxy_get_connection(proxy), g_dbus_proxy_get_name(proxy), path,
+            "org.freedesktop.DBus.Properties", "Get", g_variant_new_tuple(&arguments, 2),
             nil, G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, cancellable, &error)
         guard let reply else {
-            throw failure(taking: error, fallback: "reading the lock state of \(path) failed")
+            throw failure(taking: error, fallback: "reading \(name) of \(path) failed")
         }
         defer { g_variant_unref(reply) }
-        // The reply is "(v)" holding a boolean; anything else is a broken service: treat it as locked.
-        guard String(cString: g_variant_get_type_string(reply)) == "(v)", let boxed = g_variant_get_child_value(reply, 0)
-        else { return true }
+        // The reply is "(v)".
+        guard Variant.type(reply) == "(v)", let boxed = g_variant_get_child_value(reply, 0) else { return nil }
         defer { g_variant_unref(boxed) }
-        guard let inner = g_variant_get_variant(boxed) else { return true }
+        guard let inner = g_variant_get_variant(boxed) else { return nil }
         defer { g_variant_unref(inner) }
-        guard String(cString: g_variant_get_type_string(inner)) == "b" else { return true }
-        return g_variant_get_boolean(inner) != 0
+        return decode(inner)
+    }
+
+    /// Decoders for the GVariant shapes the Secret Service uses.
+    private enum Variant {
+        static func type(_ value: OpaquePointer) -> String {
+            String(cString: g_variant_get_type_string(value))
+        }
+
+        static func bool(_ value: OpaquePointer) -> Bool? {
+            type(value) == "b" ? g_variant_get_boolean(value) != 0 : nil
+        }
+
+        static func string(_ value: OpaquePointer) -> String? {
+            type(value) == "s" ? String(cString: g_variant_get_string(value, nil)) : nil
+        }
+
+        static func objectPaths(_ value: OpaquePointer) -> [String]? {
+            guard type(value) == "ao" else { return nil }
+            return (0..<g_variant_n_children(value)).compactMap { index in
+                guard let child = g_variant_get_child_value(value, index) else { return nil }
+                defer { g_variant_unref(child) }
+                return String(cString: g_variant_get_string(child, nil))
+            }
+        }
     }
 
     private static func objectPath<T>(_ proxy: UnsafeMutablePointer<T>) -> String? {

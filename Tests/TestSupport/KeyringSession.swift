@@ -1,12 +1,11 @@
 import Foundation
-import Testing
-import TestSupport
+public import Testing
 
-/// The private keyring session these tests need, and scenarios run in throwaway sessions of their own.
-enum KeyringSession {
+/// The private keyring session tests need, and scenarios run in throwaway sessions of their own.
+public enum KeyringSession {
     /// Fails the calling test (it does not skip) when the tests were not started by `make test`
     /// (scripts/with-keyring.sh), which provides a private bus with an unlocked gnome-keyring.
-    static func require(sourceLocation: SourceLocation = #_sourceLocation) throws {
+    public static func require(sourceLocation: SourceLocation = #_sourceLocation) throws {
         let environment = ProcessInfo.processInfo.environment
         guard environment["VAULT_TEST_KEYRING"] == "1", environment["DBUS_SESSION_BUS_ADDRESS"] != nil else {
             Issue.record(
@@ -18,18 +17,22 @@ enum KeyringSession {
         }
     }
 
-    struct MissingSession: Error {}
+    public struct MissingSession: Error {}
 
-    static var helper: String { BuildProducts.executable("vault-test-helper") }
+    public static var helper: String { BuildProducts.executable("vault-test-helper") }
 
     /// Runs `script` with bash inside a fresh private session of the given kind. In the script, `$H` is the
-    /// helper, `$LOCK` locks the default collection through the D-Bus `Lock` method, `$UNLOCK` unlocks it again
+    /// helper, `$VAULTCTL` the built vaultctl, `$LOCK` locks the default collection through the D-Bus `Lock` method, `$UNLOCK` unlocks it again
     /// by replacing the daemon, `$DAEMON_PID` prints the keyring daemon's pid.
-    static func scenario(_ mode: Mode = .keyring, script: String, deadlineMilliseconds: Int = 2000) throws
+    public static func scenario(
+        _ mode: Mode = .keyring, script: String, deadlineMilliseconds: Int = 2000,
+        environment: [String: String?] = [:]
+    ) throws
         -> ChildResult
     {
         let prelude = """
             H=\(shellQuote(helper))
+            VAULTCTL=\(shellQuote(BuildProducts.executable("vaultctl")))
             export VAULT_TEST_DEADLINE_MS=\(deadlineMilliseconds)
             LOCK() { gdbus call --session --dest org.freedesktop.secrets --object-path /org/freedesktop/secrets \
               --method org.freedesktop.Secret.Service.Lock "['/org/freedesktop/secrets/collection/login']" >/dev/null; }
@@ -45,12 +48,14 @@ enum KeyringSession {
         if let flag = mode.flag { arguments.append(flag) }
         arguments += ["/bin/bash", "-c", prelude + script]
         // A scenario gets a session of its own: drop the outer one so nothing leaks between them.
-        return try ChildProcess.run(
-            "/usr/bin/env", arguments,
-            environment: ["DBUS_SESSION_BUS_ADDRESS": nil, "_VAULT_IN_PRIVATE_BUS": nil, "VAULT_TEST_KEYRING": nil])
+        var env: [String: String?] = [
+            "DBUS_SESSION_BUS_ADDRESS": nil, "_VAULT_IN_PRIVATE_BUS": nil, "VAULT_TEST_KEYRING": nil,
+        ]
+        env.merge(environment) { $1 }
+        return try ChildProcess.run("/usr/bin/env", arguments, environment: env)
     }
 
-    enum Mode {
+    public enum Mode: Sendable {
         /// A private bus with an unlocked gnome-keyring.
         case keyring
         /// A private bus with no Secret Service and nothing to activate.
@@ -67,17 +72,17 @@ enum KeyringSession {
         }
     }
 
-    static func shellQuote(_ text: String) -> String {
+    public static func shellQuote(_ text: String) -> String {
         "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 
     /// A random attribute value, so tests never see each other's items.
-    static func randomID() -> String {
+    public static func randomID() -> String {
         (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
     }
 }
 
 extension ChildResult {
     /// The helper's outcome line for each command, in order ("found ...", "absent", "failure locked ...").
-    var outcomes: [String] { lines }
+    public var outcomes: [String] { lines }
 }

@@ -1,0 +1,223 @@
+import ArgumentParser
+import FoundationEssentials
+import Glibc
+import PrefsKV
+import SecureVault
+
+/// `vaultctl doctor`: is this machine able to keep secrets, and if not, what to do about it.
+struct Doctor: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check libraries, the session bus, the Secret Service, keyrings and store directories.",
+        discussion: """
+            Never prompts and works with a locked keyring. Ends with a one-line diagnosis and its fix.
+            Exits 0 when vaults can be used, 69 when no Secret Service is reachable, 75 when the default \
+            keyring is locked or the service hangs, 77 when a store directory has insecure permissions.
+            """)
+
+    @OptionGroup var options: GlobalOptions
+
+    func run() throws {
+        let console = Console(options: options)
+        try console.run {
+            let report = DoctorReport.gather(directory: options.dir)
+            console.answer(json: report.json, human: report.human)
+            if report.exitCode != ExitStatus.success { throw ExitCode(report.exitCode) }
+        }
+    }
+}
+
+/// What `doctor` found.
+struct DoctorReport {
+    struct Directory {
+        var kind: String
+        var path: String
+        var exists: Bool
+        var mode: Int?
+        var owner: Int?
+        /// Owned by us and closed to group and others (or not created yet).
+        var secure: Bool
+    }
+
+    var libsodium: String
+    var libsecret: String
+    var busAddress: String?
+    var probe: LibSecret.ServiceProbe?
+    var failure: SecretServiceFailure?
+    var directories: [Directory]
+    var diagnosis: String
+    var fix: String?
+    var exitCode: Int32
+
+    static func gather(directory: String?) -> DoctorReport {
+        let busAddress = ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"]
+        var probe: LibSecret.ServiceProbe?
+        var failure: SecretServiceFailure?
+        do {
+            probe = try LibSecret.probe(deadline: VaultDefaults.deadline)
+        } catch {
+            failure = error
+        }
+        let directories = [
+            inspect(kind: "prefs", path: directory ?? PrefsStore.defaultDirectory),
+            inspect(kind: "vault", path: directory ?? VaultDefaults.directory),
+        ]
+        var report = DoctorReport(
+            libsodium: Sodium.versionString, libsecret: LibSecret.versionString, busAddress: busAddress,
+            probe: probe, failure: failure, directories: directories, diagnosis: "", fix: nil, exitCode: 0)
+        report.diagnose()
+        return report
+    }
+
+    private static func inspect(kind: String, path: String) -> Directory {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            return Directory(kind: kind, path: path, exists: false, mode: nil, owner: nil, secure: true)
+        }
+        let mode = Int(info.st_mode & 0o7777)
+        let owner = Int(info.st_uid)
+        let secure = mode & 0o077 == 0 && owner == Int(getuid())
+        return Directory(kind: kind, path: path, exists: true, mode: mode, owner: owner, secure: secure)
+    }
+
+    private static let unlockCommand =
+        "printf '%s' \"$KEYRING_PASSWORD\" | gnome-keyring-daemon --replace --unlock --components=secrets"
+
+    private mutating func diagnose() {
+        if let failure {
+            switch failure.kind {
+            case .noSessionBus:
+                diagnosis = "No Secret Service is reachable: there is no D-Bus session bus in this environment."
+                fix = "Run inside a desktop session, or start one headless: dbus-run-session -- sh -c "
+                    + "'printf %s \"$KEYRING_PASSWORD\" | gnome-keyring-daemon --unlock --components=secrets; exec YOUR-COMMAND'"
+                exitCode = ExitStatus.unavailable
+            case .noSecretService:
+                diagnosis = "No Secret Service is reachable: the session bus has no org.freedesktop.secrets provider."
+                fix = "Install and start a provider: apt-get install gnome-keyring, then "
+                    + "printf '%s' \"$KEYRING_PASSWORD\" | gnome-keyring-daemon --unlock --components=secrets"
+                exitCode = ExitStatus.unavailable
+            case .noDefaultCollection:
+                diagnosis = "The Secret Service has no default keyring to keep vault keys in."
+                fix = "Create and unlock the login keyring: " + Self.unlockCommand
+                exitCode = ExitStatus.unavailable
+            case .locked:
+                diagnosis = "The default keyring is locked."
+                fix = "Unlock it in your desktop's keyring app (Passwords and Keys), or headless: " + Self.unlockCommand
+                exitCode = ExitStatus.tryAgain
+            case .timeout:
+                diagnosis = "The Secret Service did not answer within \(VaultDefaults.deadline): its daemon is hung or stopped."
+                fix = "Restart it: pkill -CONT gnome-keyring-daemon, or " + Self.unlockCommand
+                exitCode = ExitStatus.tryAgain
+            case .other:
+                diagnosis = "The Secret Service failed: \(failure.message)"
+                fix = "Check the keyring daemon's log (journalctl --user) and restart it."
+                exitCode = ExitStatus.ioError
+            }
+            return
+        }
+        guard let probe else { return }
+        guard let defaultPath = probe.defaultCollectionPath else {
+            diagnosis = "The Secret Service has no default keyring to keep vault keys in."
+            fix = "Create and unlock the login keyring: " + Self.unlockCommand
+            exitCode = ExitStatus.unavailable
+            return
+        }
+        if probe.collections.first(where: { $0.path == defaultPath })?.locked ?? true {
+            diagnosis = "The default keyring is locked: vaults answer \"locked\" until it is unlocked."
+            fix = "Unlock it in your desktop's keyring app (Passwords and Keys), or headless: " + Self.unlockCommand
+            exitCode = ExitStatus.tryAgain
+            return
+        }
+        if let insecure = directories.first(where: { !$0.secure }) {
+            diagnosis = "The \(insecure.kind) directory \(insecure.path) is open to other users or not owned by you."
+            fix = "chmod 700 \(insecure.path), and make sure you own it"
+            exitCode = ExitStatus.permission
+            return
+        }
+        diagnosis = "Ready: the Secret Service is reachable and the default keyring is unlocked."
+        fix = nil
+        exitCode = ExitStatus.success
+    }
+
+    var json: JSONValue {
+        let service: JSONValue
+        if let failure {
+            service = [
+                "reachable": .bool(failure.kind != .noSessionBus && failure.kind != .noSecretService
+                    && failure.kind != .timeout),
+                "error": [
+                    "kind": .string(String(describing: failure.kind)),
+                    "domain": .optional(failure.domain), "code": .optional(failure.code.map(Int64.init)),
+                    "message": .string(failure.message),
+                ],
+            ]
+        } else {
+            service = ["reachable": true, "error": nil]
+        }
+        let collections: [JSONValue] = (probe?.collections ?? []).map { collection in
+            [
+                "label": .string(collection.label), "path": .string(collection.path),
+                "locked": .bool(collection.locked), "default": .bool(collection.path == probe?.defaultCollectionPath),
+            ]
+        }
+        let directories: [JSONValue] = self.directories.map { directory in
+            [
+                "kind": .string(directory.kind), "path": .string(directory.path), "exists": .bool(directory.exists),
+                "mode": .optional(directory.mode.map { "0" + String($0, radix: 8) }),
+                "owner": .optional(directory.owner.map(Int64.init)), "secure": .bool(directory.secure),
+            ]
+        }
+        return [
+            "libraries": ["libsodium": .string(libsodium), "libsecret": .string(libsecret)],
+            "bus": [
+                "address": .optional(busAddress),
+                "reachable": .bool(failure?.kind != .noSessionBus),
+            ],
+            "secretService": service,
+            "collections": .array(collections),
+            "defaultCollection": .optional(probe?.defaultCollectionPath),
+            "directories": .array(directories),
+            "diagnosis": .string(diagnosis),
+            "fix": .optional(fix),
+            "ok": .bool(exitCode == ExitStatus.success),
+        ]
+    }
+
+    var human: String {
+        var lines: [String] = []
+        lines.append("libsodium        \(libsodium)")
+        lines.append("libsecret        \(libsecret)")
+        let busState = failure?.kind == .noSessionBus ? "unreachable" : "reachable"
+        lines.append("session bus      \(busState)\(busAddress.map { " (\($0))" } ?? " (DBUS_SESSION_BUS_ADDRESS unset)")")
+        let serviceState: String
+        switch failure?.kind {
+        case nil: serviceState = "reachable"
+        case .noSessionBus?, .noSecretService?: serviceState = "not reachable"
+        case .timeout?: serviceState = "not answering"
+        default: serviceState = "reachable, but: \(failure!.message)"
+        }
+        lines.append("secret service   \(serviceState)")
+        for collection in probe?.collections ?? [] {
+            let isDefault = collection.path == probe?.defaultCollectionPath ? " (default)" : ""
+            let label = collection.label.isEmpty ? collection.path : collection.label
+            lines.append("keyring          \(label)\(isDefault): \(collection.locked ? "locked" : "unlocked")")
+        }
+        if probe != nil && probe?.defaultCollectionPath == nil {
+            lines.append("keyring          no default keyring")
+        }
+        for directory in directories {
+            let state: String
+            if !directory.exists {
+                state = "not created yet"
+            } else {
+                let mode = directory.mode.map { "0" + String($0, radix: 8) } ?? "?"
+                state = "mode \(mode), \(directory.secure ? "private" : "INSECURE")"
+            }
+            let label = "\(directory.kind) directory"
+            lines.append(label + String(repeating: " ", count: max(1, 17 - label.count)) + "\(directory.path) (\(state))")
+        }
+        lines.append("")
+        lines.append(diagnosis)
+        if let fix { lines.append("Fix: \(fix)") }
+        return lines.joined(separator: "\n")
+    }
+}

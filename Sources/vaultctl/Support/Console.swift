@@ -1,0 +1,78 @@
+import ArgumentParser
+import Glibc
+
+/// Where a command's answer goes: stdout for the answer (a table or one JSON document), stderr for diagnostics.
+struct Console {
+    var options: GlobalOptions
+
+    /// Prints the answer: the JSON document with `--json`, otherwise the human text.
+    func answer(json: @autoclosure () -> JSONValue, human: @autoclosure () -> String) {
+        if options.json {
+            writeOut(json().text + "\n")
+        } else {
+            let text = human()
+            if !text.isEmpty { writeOut(text.hasSuffix("\n") ? text : text + "\n") }
+        }
+    }
+
+    /// A diagnostic line on stderr, only with `--verbose`.
+    func verbose(_ text: @autoclosure () -> String) {
+        if options.verbose { writeError("vaultctl: " + text() + "\n") }
+    }
+
+    /// A warning on stderr (never with `--json` on stdout, so the document stays the only stdout output).
+    func warn(_ text: String) {
+        writeError("vaultctl: " + text + "\n")
+    }
+
+    /// Reports `error` per the contract and returns the exit code to end with.
+    func report(_ error: any Error) -> ExitCode {
+        let failure = ReportedFailure(error)
+        if options.json {
+            writeOut(failure.json.text + "\n")
+        } else {
+            writeError("vaultctl: \(failure.code): \(failure.message)\n")
+        }
+        return ExitCode(failure.exitCode)
+    }
+
+    /// Runs a command body: errors become the contract's output and exit code.
+    func run(_ body: () throws -> Void) throws {
+        do {
+            try body()
+        } catch let exit as ExitCode {
+            throw exit
+        } catch {
+            throw report(error)
+        }
+    }
+}
+
+func writeOut(_ text: String) { writeAll(1, text) }
+func writeError(_ text: String) { writeAll(2, text) }
+
+private func writeAll(_ fd: Int32, _ text: String) {
+    var copy = text
+    copy.withUTF8 { bytes in
+        var offset = 0
+        while offset < bytes.count {
+            let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+            if written < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            offset += written
+        }
+    }
+}
+
+/// Renders rows as aligned columns.
+func table(_ header: [String], _ rows: [[String]]) -> String {
+    let all = [header] + rows
+    let widths = header.indices.map { column in all.map { $0[column].count }.max() ?? 0 }
+    return all.map { row in
+        row.enumerated().map { index, cell in
+            index == row.count - 1 ? cell : cell + String(repeating: " ", count: widths[index] - cell.count)
+        }.joined(separator: "  ")
+    }.joined(separator: "\n")
+}

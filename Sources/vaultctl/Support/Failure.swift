@@ -1,0 +1,99 @@
+import ArgumentParser
+import PrefsKV
+import SecureVault
+
+/// A failure of vaultctl itself (bad input, a refused destructive command), with its contract code.
+struct CLIFailure: Error {
+    var code: String
+    var message: String
+    var exitCode: Int32
+
+    /// Bad usage or input: exit 64.
+    static func usage(_ message: String) -> CLIFailure {
+        CLIFailure(code: "usage", message: message, exitCode: ExitStatus.usage)
+    }
+}
+
+/// The exit codes of DESIGN.md section 5 (sysexits.h values).
+enum ExitStatus {
+    static let success: Int32 = 0
+    static let usage: Int32 = 64
+    static let dataError: Int32 = 65
+    static let notFound: Int32 = 66
+    static let unavailable: Int32 = 69
+    static let ioError: Int32 = 74
+    static let tryAgain: Int32 = 75
+    static let permission: Int32 = 77
+    static let keyProblem: Int32 = 78
+
+    /// The table printed by `--help`.
+    static let table = """
+        Exit codes:
+          0   success
+          64  bad usage or invalid input (invalidKey, valueTooLarge, usage)
+          65  data damaged, or verify found damage (corrupted, tampered)
+          66  no such store or key (notFound)
+          69  Secret Service unavailable (unavailable)
+          74  I/O failure: disk full, read-only (io, diskFull)
+          75  keyring locked, or timed out: try again (locked, timeout)
+          77  permission denied or insecure permissions (permissionDenied)
+          78  master key missing or wrong for existing data (keyMissing, wrongKey)
+        """
+}
+
+/// An error as the contract reports it: `{"error": {"code": ..., "message": ...}}` and an exit code.
+struct ReportedFailure {
+    var code: String
+    var message: String
+    var exitCode: Int32
+
+    init(_ error: any Error) {
+        switch error {
+        case let failure as CLIFailure:
+            self.init(code: failure.code, message: failure.message, exitCode: failure.exitCode)
+        case let error as VaultError:
+            self.init(code: error.code.description, message: error.message, exitCode: Self.exitCode(for: error.code))
+        case let error as PrefsError:
+            self.init(code: error.code.description, message: error.message, exitCode: Self.exitCode(for: error.code))
+        default:
+            self.init(code: "internal", message: String(describing: error), exitCode: 70)
+        }
+    }
+
+    init(code: String, message: String, exitCode: Int32) {
+        self.code = code
+        self.message = message
+        self.exitCode = exitCode
+    }
+
+    static func exitCode(for code: VaultError.Code) -> Int32 {
+        switch code {
+        case .invalidKey, .valueTooLarge, .unsupported: return ExitStatus.usage
+        case .corrupted, .tampered: return ExitStatus.dataError
+        case .notFound: return ExitStatus.notFound
+        case .unavailable: return ExitStatus.unavailable
+        case .io, .diskFull: return ExitStatus.ioError
+        case .locked, .timeout: return ExitStatus.tryAgain
+        case .permissionDenied: return ExitStatus.permission
+        case .keyMissing, .wrongKey: return ExitStatus.keyProblem
+        default: return ExitStatus.ioError
+        }
+    }
+
+    static func exitCode(for code: PrefsError.Code) -> Int32 {
+        switch code {
+        case .invalidKey, .valueTooLarge, .invalidInput, .typeMismatch, .notEncrypted: return ExitStatus.usage
+        case .corrupted, .tampered, .notAStore, .unsupportedVersion: return ExitStatus.dataError
+        case .notFound: return ExitStatus.notFound
+        case .io, .diskFull, .readOnly: return ExitStatus.ioError
+        case .busy: return ExitStatus.tryAgain
+        case .permissionDenied: return ExitStatus.permission
+        case .wrongKey, .encrypted: return ExitStatus.keyProblem
+        default: return ExitStatus.ioError
+        }
+    }
+
+    var json: JSONValue {
+        ["error": ["code": .string(code), "message": .string(message)]]
+    }
+}
