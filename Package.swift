@@ -63,7 +63,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SecureVaultTests",
-            dependencies: ["SecureVault", "PrefsKV", "CSodium"],
+            dependencies: ["SecureVault", "PrefsKV", "CSodium", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // Needs the real Secret Service: runs inside scripts/with-keyring.sh and fails without it.

@@ -420,6 +420,8 @@ public final class PrefsStore: Sendable {
                 if e.isSealed {
                     var value = [UInt8](repeating: 0, count: length)
                     value.withUnsafeMutableBytes { fill($0) }
+                    // Wiped when this scope ends: by then the committed change list that shared it is released.
+                    defer { value.withUnsafeMutableBytes { Sys.zero($0) } }
                     try e.commit([.set(name: key, type: type, value: value, expiresAt: expiresAt)])
                 } else {
                     try e.setOne(name: key, type: type, expiresAt: expiresAt, valueLength: length, fill: fill)

@@ -76,11 +76,14 @@ public struct VaultError: Error, Sendable {
         case errno(Int32)
         /// libsecret reported this GError (domain as `g_quark_to_string` gives it, e.g. `g-dbus-error-quark`).
         case secretService(domain: String, code: Int32, message: String)
+        /// The vault's file (no errno: the file's contents were the problem).
+        case file(path: String)
 
         public var description: String {
             switch self {
             case .errno(let value): return "errno \(value)"
             case .secretService(let domain, let code, let message): return "\(domain) \(code): \(message)"
+            case .file(let path): return path
             }
         }
     }

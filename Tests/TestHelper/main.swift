@@ -17,6 +17,9 @@ case "prefs-hold": PrefsCommands.hold(rest)
 case "prefs-read-loop": PrefsCommands.readLoop(rest)
 case "secret-store", "secret-lookup", "secret-clear", "secret-state", "secret-lock", "secret-probe":
     exit(SecretCommands.run(arguments[0], rest))
+case "vault-set", "vault-get", "vault-token-set", "vault-token", "vault-read-lock-read", "vault-identity",
+    "vault-rotate", "vault-wipe", "vault-status":
+    exit(VaultCommands.run(arguments[0], rest))
 default:
     PrefsCommands.fail("unknown command \(arguments.first ?? "(none)")", status: 2)
 }

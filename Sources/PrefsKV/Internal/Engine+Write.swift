@@ -212,6 +212,8 @@ extension Engine {
                             ) { out in
                                 if let sealer {
                                     var plain = [UInt8]()
+                                    // The plaintext copy is wiped once sealed: freed heap must not keep it.
+                                    defer { plain.withUnsafeMutableBytes { Sys.zero($0) } }
                                     plain.reserveCapacity(4 + name.utf8.count + value.count)
                                     withUnsafeBytes(of: UInt32(name.utf8.count).littleEndian) {
                                         plain.append(contentsOf: $0)

@@ -250,6 +250,13 @@ enum Sys {
     }
 
     // See: man 2 clock_gettime. CLOCK_REALTIME in milliseconds since the Unix epoch (a vDSO call).
+    /// Overwrites `buffer` with zeros in a way the optimiser may not remove (plaintext of sealed values).
+    // See: man 3 explicit_bzero
+    static func zero(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+        explicit_bzero(base, buffer.count)
+    }
+
     static func nowMilliseconds() -> Int64 {
         var ts = timespec()
         _ = clock_gettime(CLOCK_REALTIME, &ts)

@@ -1,0 +1,76 @@
+/// What can be read of a store without its key and without changing it: for tools and for the vault, which
+/// must learn which key a sealed store needs before it can open it.
+package struct PrefsInspection: Sendable, Equatable {
+    /// The data file.
+    package var path: String
+    /// Whether values and key names are sealed.
+    package var isSealed: Bool
+    /// The store's random UUID (kept across compaction and rekey).
+    package var storeUUID: [UInt8]
+    /// The key check the sealer wrote at creation (empty for a plain store).
+    package var keyCheck: [UInt8]
+    /// Number of compactions, restores and rekeys the file has seen.
+    package var generation: UInt64
+    /// Creation time, milliseconds since the Unix epoch.
+    package var createdAt: Int64
+    /// Live (not deleted, not expired) keys, counted by checksum alone.
+    package var liveKeyCount: Int
+    /// Bytes of the data file.
+    package var fileBytes: Int
+    /// Damaged ranges found by the scan (empty when clean).
+    package var damage: [PrefsDamage]
+}
+
+extension PrefsStore {
+    /// Reads the header and scans the log of the store `id` without a sealer, without a lock and without
+    /// creating, recovering or modifying anything.
+    ///
+    /// - Returns: nil when the store's data file does not exist.
+    /// - Throws: for a file that is not a store, a newer format or an unreadable header.
+    package static func inspect(id: String, directory: String = PrefsStore.defaultDirectory) throws
+        -> PrefsInspection?
+    {
+        try Engine.validate(storeID: id)
+        let paths = StorePaths(id: id, directory: directory)
+        let fd: Int32
+        switch Sys.open(paths.data, .readOnly) {
+        case .success(let opened): fd = opened
+        case .failure(let error) where error == .noEntry: return nil
+        case .failure(let error): throw PrefsError.system(error, "open", "cannot open the store file", path: paths.data)
+        }
+        let header: Header
+        do throws(PrefsError) {
+            header = try Engine.readHeader(fd: fd, path: paths.data, sealer: nil, checkSealer: false)
+        } catch {
+            Sys.close(fd)
+            throw error
+        }
+        let file = try MappedFile(fd: fd, path: paths.data, writable: false)
+        var snapshot = Snapshot(file: file, header: header)
+        Engine.scan(into: &snapshot)
+        let now = Sys.nowMilliseconds()
+        return PrefsInspection(
+            path: paths.data, isSealed: header.isEncrypted, storeUUID: header.uuid, keyCheck: header.keyCheck,
+            generation: header.generation, createdAt: header.createdAt,
+            liveKeyCount: snapshot.index.values.filter { !$0.isExpired(now: now) }.count,
+            fileBytes: file.mappedLength, damage: snapshot.damage)
+    }
+}
+
+extension PrefsStore {
+    /// Passes the bytes stored under `key` to `body` without copying them into a `Data`: for a sealed store the
+    /// plaintext stays in the sealer's memory, which it wipes after `body` returns.
+    ///
+    /// - Returns: nil when the key is absent or expired.
+    package func withBytes<R: Sendable>(forKey key: String, _ body: (UnsafeRawBufferPointer) -> R) throws -> R? {
+        try readFixed(key, .bytes, body)
+    }
+
+    /// Stores `bytes` under `key` as `set(_: Data, forKey:)` does, from a buffer the caller
+    /// owns (and may wipe afterwards).
+    package func setBytes(_ bytes: UnsafeRawBufferPointer, forKey key: String) throws {
+        try writeOne(key, .bytes, nil, length: bytes.count) { out in
+            if !bytes.isEmpty { out.copyMemory(from: bytes) }
+        }
+    }
+}

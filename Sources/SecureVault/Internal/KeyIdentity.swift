@@ -1,0 +1,100 @@
+/// Which master key a sealed store needs, stored in the store's header (PrefsKV's 64-byte key check): the
+/// vault reads it before it has any key, to ask the right key store for the right key.
+///
+/// Layout (little-endian, 64 bytes):
+///
+/// | offset | size | field |
+/// |---|---|---|
+/// | 0 | 1 | format (1) |
+/// | 1 | 1 | key store kind: 1 Secret Service, 2 passphrase, 3 in-memory, 4 a vault item |
+/// | 2 | 2 | Argon2id passes (passphrase), else 0 |
+/// | 4 | 4 | Argon2id memory in KiB (passphrase), else 0 |
+/// | 8 | 16 | vault id (random) |
+/// | 24 | 8 | key id (random, new on every rotation) |
+/// | 32 | 16 | Argon2id salt (passphrase), else zeros |
+/// | 48 | 16 | key check value: keyed BLAKE2b-128 of bytes 0..<48 under a subkey of the master key |
+///
+/// The key check value tells a wrong key (or passphrase) from damage before any record is read.
+struct KeyIdentity: Equatable, Sendable {
+    enum Kind: UInt8, Sendable {
+        case secretService = 1
+        case passphrase = 2
+        case inMemory = 3
+        case vaultItem = 4
+
+        var name: String {
+            switch self {
+            case .secretService: return "secretService"
+            case .passphrase: return "passphrase"
+            case .inMemory: return "inMemory"
+            case .vaultItem: return "vaultItem"
+            }
+        }
+    }
+
+    static let format: UInt8 = 1
+    static let encodedLength = 64
+
+    var kind: Kind
+    var vaultID: [UInt8]
+    var keyID: [UInt8]
+    var argonPasses: UInt16 = 0
+    var argonMemoryKiB: UInt32 = 0
+    var salt: [UInt8] = Array(repeating: 0, count: 16)
+
+    /// A new identity with random ids.
+    static func random(kind: Kind, vaultID: [UInt8]? = nil) -> KeyIdentity {
+        KeyIdentity(kind: kind, vaultID: vaultID ?? Sodium.randomBytes(count: 16), keyID: Sodium.randomBytes(count: 8))
+    }
+
+    /// The same vault with a fresh key id (rotation).
+    func rotated() -> KeyIdentity {
+        var next = self
+        next.keyID = Sodium.randomBytes(count: 8)
+        if kind == .passphrase { next.salt = Sodium.randomBytes(count: 16) }
+        return next
+    }
+
+    var vaultIDHex: String { hex(vaultID) }
+    var keyIDHex: String { hex(keyID) }
+
+    /// Bytes 0..<48: everything but the check value.
+    var body: [UInt8] {
+        var bytes: [UInt8] = [Self.format, kind.rawValue]
+        withUnsafeBytes(of: argonPasses.littleEndian) { bytes.append(contentsOf: $0) }
+        withUnsafeBytes(of: argonMemoryKiB.littleEndian) { bytes.append(contentsOf: $0) }
+        bytes += vaultID + keyID + salt
+        precondition(bytes.count == 48)
+        return bytes
+    }
+
+    /// Parses a header's key check; nil when it is not one of ours.
+    init?(encoded bytes: [UInt8]) {
+        guard bytes.count == Self.encodedLength, bytes[0] == Self.format, let kind = Kind(rawValue: bytes[1]) else {
+            return nil
+        }
+        self.kind = kind
+        argonPasses = UInt16(bytes[2]) | UInt16(bytes[3]) << 8
+        argonMemoryKiB = bytes[4..<8].reversed().reduce(0) { $0 << 8 | UInt32($1) }
+        vaultID = Array(bytes[8..<24])
+        keyID = Array(bytes[24..<32])
+        salt = Array(bytes[32..<48])
+    }
+
+    init(kind: Kind, vaultID: [UInt8], keyID: [UInt8]) {
+        precondition(vaultID.count == 16 && keyID.count == 8)
+        self.kind = kind
+        self.vaultID = vaultID
+        self.keyID = keyID
+    }
+}
+
+func hex(_ bytes: some Sequence<UInt8>) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out: [UInt8] = []
+    for byte in bytes {
+        out.append(digits[Int(byte >> 4)])
+        out.append(digits[Int(byte & 0xF)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}

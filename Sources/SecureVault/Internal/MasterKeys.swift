@@ -1,0 +1,110 @@
+/// Loads, creates and deletes master keys in the configured key store, and answers "may I use it now?".
+///
+/// Every failure is a `VaultError` naming the vault; a key that is simply not there is `nil`.
+struct MasterKeys: Sendable {
+    let store: KeyStore
+    let service: String
+    let deadline: Duration
+
+    private var operation: String { "the master key of vault '\(service)'" }
+
+    /// The key for `identity`, or nil when the key store does not have it.
+    func load(_ identity: KeyIdentity) throws(VaultError) -> SecretBytes? {
+        switch store.storage {
+        case .secretService:
+            do {
+                return try LibSecret.lookup(
+                    schema: .vaultMasterKey, attributes: attributes(identity), deadline: deadline)?.bytes
+            } catch {
+                throw VaultError(error, operation: "reading \(operation)")
+            }
+        case .passphrase(let passphrase, _):
+            return try derive(passphrase, identity)
+        case .inMemory(let keys):
+            return keys.load(name(identity))
+        }
+    }
+
+    /// Creates a key for `identity` (filling in a passphrase's salt and cost) and saves it.
+    func create(_ identity: inout KeyIdentity) throws(VaultError) -> SecretBytes {
+        switch store.storage {
+        case .secretService:
+            let key = SecretBytes.random(count: 32)
+            do {
+                try LibSecret.store(
+                    schema: .vaultMasterKey, attributes: attributes(identity),
+                    label: "SecureVault master key for '\(service)'", secret: key, deadline: deadline)
+            } catch {
+                throw VaultError(error, operation: "saving \(operation)")
+            }
+            return key
+        case .passphrase(let passphrase, let cost):
+            identity.salt = Sodium.randomBytes(count: Sodium.passwordSaltBytes)
+            identity.argonPasses = cost.passes
+            identity.argonMemoryKiB = cost.memoryKiB
+            return try derive(passphrase, identity)
+        case .inMemory(let keys):
+            let key = SecretBytes.random(count: 32)
+            keys.save(key, as: name(identity))
+            return key
+        }
+    }
+
+    /// Deletes the key for `identity`; deleting an absent key succeeds.
+    func delete(_ identity: KeyIdentity) throws(VaultError) {
+        switch store.storage {
+        case .secretService:
+            do {
+                try LibSecret.clear(schema: .vaultMasterKey, attributes: attributes(identity), deadline: deadline)
+            } catch {
+                throw VaultError(error, operation: "deleting \(operation)")
+            }
+        case .passphrase:
+            break  // nothing is stored: the salt goes with the file
+        case .inMemory(let keys):
+            keys.delete(name(identity))
+        }
+    }
+
+    /// For `whenUnlocked`: throws `locked` when the keyring holding the key is locked now, even if the key is
+    /// already in memory.
+    func checkUnlocked() throws(VaultError) {
+        guard case .secretService = store.storage else { return }
+        let state: LibSecret.CollectionState
+        do {
+            state = try LibSecret.collectionState(deadline: deadline)
+        } catch {
+            throw VaultError(error, operation: "checking the keyring of vault '\(service)'")
+        }
+        switch state {
+        case .unlocked: return
+        case .locked:
+            throw VaultError(SecretServiceFailure(.locked, message: "locked"), operation: "using vault '\(service)'")
+        case .missing:
+            throw VaultError(
+                SecretServiceFailure(.noDefaultCollection, message: "no default collection"),
+                operation: "using vault '\(service)'")
+        }
+    }
+
+    private func attributes(_ identity: KeyIdentity) -> [String: String] {
+        ["vault": identity.vaultIDHex, "key": identity.keyIDHex, "format": "1"]
+    }
+
+    private func name(_ identity: KeyIdentity) -> String {
+        identity.vaultIDHex + "/" + identity.keyIDHex
+    }
+
+    private func derive(_ passphrase: SecretBytes, _ identity: KeyIdentity) throws(VaultError) -> SecretBytes {
+        let cost = Sodium.PasswordHashCost(
+            operations: UInt64(identity.argonPasses), memoryBytes: Int(identity.argonMemoryKiB) * 1024)
+        do {
+            return try Sodium.argon2id(password: passphrase, salt: identity.salt, cost: cost)
+        } catch {
+            throw VaultError(
+                code: .io,
+                message: "deriving \(operation) from the passphrase failed: Argon2id could not get "
+                    + "\(identity.argonMemoryKiB) KiB of memory or its cost is out of range")
+        }
+    }
+}

@@ -1,0 +1,44 @@
+public import Logging
+
+extension Vault {
+    /// How a vault is opened. The defaults suit an app on a Linux desktop.
+    ///
+    /// ```swift
+    /// var configuration = Vault.Configuration(directory: "/var/lib/myapp/vault")
+    /// configuration.keyStore = .passphrase(SecretBytes(utf8: passphrase))
+    /// configuration.deadline = .seconds(1)
+    /// ```
+    public struct Configuration: Sendable {
+        /// The directory holding vault files, created 0700 when absent. A directory or vault file that other
+        /// users can read, or that another user owns, is refused with ``VaultError/Code/permissionDenied``.
+        /// The default is ``Vault/defaultDirectory``.
+        public var directory: String
+        /// Where the master key lives. The default is ``KeyStore/secretService``; there is never a fallback.
+        public var keyStore: KeyStore = .secretService
+        /// When the key may be used. The default is ``Accessibility/afterFirstUnlock``.
+        public var accessibility: Accessibility = .afterFirstUnlock
+        /// How long any one Secret Service call may take before it fails with ``VaultError/Code/timeout``.
+        /// The default is 2 seconds.
+        public var deadline: Duration = VaultDefaults.deadline
+        /// Where failures are logged (once each, at error level, never with a value). The default logs under
+        /// the label "securevault" through whatever backend the app bootstrapped.
+        public var logger: Logger = Logger(label: "securevault")
+
+        /// A configuration for vaults in `directory`.
+        public init(directory: String = Vault.defaultDirectory) {
+            self.directory = directory
+        }
+    }
+
+    /// When the master key may be used, in the spirit of the Keychain's accessibility classes.
+    ///
+    /// The vault never shows an unlock prompt: a locked keyring is reported as ``VaultError/Code/locked``.
+    public enum Accessibility: String, Sendable {
+        /// Once read, the key stays in this process's guarded memory: locking the keyring later does not
+        /// break a running app. The default.
+        case afterFirstUnlock
+        /// The keyring's lock state is checked before every access (one D-Bus round trip, about 1 ms): a
+        /// locked keyring answers `locked` even though the key is in memory.
+        case whenUnlocked
+    }
+}

@@ -1,0 +1,107 @@
+public import PrefsKV
+
+extension Vault {
+    /// Opens a PrefsKV store whose keys and values are sealed with a key held in this vault: MMKV's `cryptKey`,
+    /// but authenticated, and with the key kept in the keyring rather than in the app.
+    ///
+    /// The store's 256-bit key is created on first use and kept as the vault item `prefskv.<id>`. A store whose
+    /// key is gone is ``VaultError/Code/keyMissing``, a wrong key ``VaultError/Code/wrongKey``: never an empty
+    /// store that the next write would overwrite.
+    ///
+    /// ```swift
+    /// let secrets = try vault.encryptedPreferences(id: "account")
+    /// try secrets.set("alice@example.com", forKey: "email")
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - id: the store id (`[A-Za-z0-9._-]`, at most 120 characters).
+    ///   - directory: where the store's file lives. The default is `PrefsStore.defaultDirectory`.
+    ///   - configuration: the store's configuration; its `sealer` is set by the vault.
+    public func encryptedPreferences(
+        id: String, directory: String = PrefsStore.defaultDirectory,
+        configuration: PrefsStore.Configuration = PrefsStore.Configuration()
+    ) throws -> PrefsStore {
+        let itemName = Self.encryptedPreferencesKeyName(id)
+        try Self.validate(name: itemName, what: "encrypted store id")
+        return try perform("opening encrypted preferences '\(id)'") { () throws(VaultError) -> PrefsStore in
+            let lock = try lockVault()
+            defer { VaultSys.unlock(lock) }
+            let inspection: PrefsInspection?
+            do {
+                inspection = try PrefsStore.inspect(id: id, directory: directory)
+            } catch {
+                throw VaultError.wrapping(error, vault: service)
+            }
+            let sealer: VaultSealer
+            if let inspection {
+                guard inspection.isSealed, let identity = KeyIdentity(encoded: inspection.keyCheck),
+                    identity.kind == .vaultItem
+                else {
+                    throw VaultError(
+                        code: .corrupted,
+                        message: "store '\(id)' at \(inspection.path) is not sealed by a vault; it was left untouched",
+                        cause: .file(path: inspection.path))
+                }
+                guard let key = try secretForPreferences(itemName) else {
+                    throw VaultError(
+                        code: .keyMissing,
+                        message: "encrypted store '\(id)' exists at \(inspection.path) but its key '\(itemName)' is not "
+                            + "in vault '\(service)'; the file was left untouched", cause: .file(path: inspection.path))
+                }
+                sealer = VaultSealer(masterKey: key, identity: identity)
+                guard sealer.keyCheck == inspection.keyCheck else {
+                    throw VaultError(
+                        code: .wrongKey,
+                        message: "the key '\(itemName)' in vault '\(service)' does not open store '\(id)'; "
+                            + "the file was left untouched", cause: .file(path: inspection.path))
+                }
+            } else {
+                let key: SecretBytes
+                if let existing = try secretForPreferences(itemName) {
+                    key = existing
+                } else {
+                    key = SecretBytes.random(count: 32)
+                    do {
+                        try key.withUnsafeBytes { try store(kind: .secret, payload: $0, for: itemName, expiresAt: 0) }
+                    } catch {
+                        throw VaultError.wrapping(error, vault: service)
+                    }
+                }
+                sealer = VaultSealer(masterKey: key, identity: .random(kind: .vaultItem))
+            }
+            var storeConfiguration = configuration
+            storeConfiguration.sealer = sealer
+            do {
+                return try PrefsStore(id: id, directory: directory, configuration: storeConfiguration)
+            } catch {
+                throw VaultError.wrapping(error, vault: service)
+            }
+        }
+    }
+
+    /// Deletes an encrypted store made by ``encryptedPreferences(id:directory:configuration:)`` and its key.
+    ///
+    /// ```swift
+    /// try vault.removeEncryptedPreferences(id: "account")    // logout
+    /// ```
+    public func removeEncryptedPreferences(id: String, directory: String = PrefsStore.defaultDirectory) throws {
+        let itemName = Self.encryptedPreferencesKeyName(id)
+        try Self.validate(name: itemName, what: "encrypted store id")
+        try remove(itemName)
+        try perform("removing encrypted preferences '\(id)'") { () throws(VaultError) in
+            _ = try prefs { try PrefsStore.destroy(id: id, directory: directory) }
+        }
+    }
+
+    static func encryptedPreferencesKeyName(_ id: String) -> String { "prefskv." + id }
+
+    private func secretForPreferences(_ itemName: String) throws(VaultError) -> SecretBytes? {
+        do {
+            return try secret(for: itemName)
+        } catch let error as VaultError {
+            throw error
+        } catch {
+            throw VaultError.wrapping(error, vault: service)
+        }
+    }
+}

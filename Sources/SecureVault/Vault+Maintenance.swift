@@ -1,0 +1,184 @@
+package import FoundationEssentials
+public import PrefsKV
+
+extension Vault {
+    /// Re-encrypts every item under a new master key, atomically (a new file image swapped in), then deletes
+    /// the old key from the key store. Other processes pick the new key up on their next access.
+    ///
+    /// ```swift
+    /// try vault.rotateKey()
+    /// ```
+    ///
+    /// A vault with no file has nothing to rotate and returns at once.
+    public func rotateKey() throws {
+        try perform("rotating the master key of vault '\(service)'") { () throws(VaultError) in
+            let lock = try lockVault()
+            defer { VaultSys.unlock(lock) }
+            guard let store = try openStore(create: false), let old = opened.withLock({ $0?.sealer }) else { return }
+            var next = old.identity.rotated()
+            let masterKey = try keys.create(&next)
+            let sealer = VaultSealer(masterKey: masterKey, identity: next)
+            do throws(VaultError) {
+                try prefs { try store.rekey(to: sealer) }
+            } catch {
+                // The file still needs the old key: drop the unused new one.
+                try? keys.delete(next)
+                throw error
+            }
+            forgetKey()
+            let cacheKey = path + "|" + next.vaultIDHex + "|" + next.keyIDHex
+            Self.sealers.withLock { $0[cacheKey] = sealer }
+            opened.withLock { $0 = OpenVault(store: store, sealer: sealer) }
+            do throws(VaultError) {
+                try keys.delete(old.identity)
+            } catch {
+                // The data is safe under the new key; the old one only lingers. Say so, do not fail.
+                logger.error(
+                    "SecureVault: vault '\(service)' was re-keyed, but deleting its old master key failed: \(error.description)")
+            }
+        }
+    }
+
+    /// Removes everything: the master key from the key store first (so nothing left on disk can ever be
+    /// decrypted), then the vault's files. Works when the key is already gone (a keyring reset).
+    ///
+    /// ```swift
+    /// try vault.wipe()     // logout: nothing of the vault remains
+    /// ```
+    public func wipe() throws {
+        try perform("wiping vault '\(service)'") { () throws(VaultError) in
+            let lock = try lockVault()
+            defer { VaultSys.unlock(lock) }
+            let inspection: PrefsInspection?
+            do {
+                inspection = try PrefsStore.inspect(id: service, directory: storeDirectory)
+            } catch {
+                // An unreadable file has no key we can name: remove the file all the same.
+                inspection = nil
+            }
+            if let inspection, let identity = KeyIdentity(encoded: inspection.keyCheck) {
+                try keys.delete(identity)
+            }
+            forgetKey()
+            _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
+        }
+    }
+
+    /// Salvages a damaged vault file: keeps every item whose record still verifies, moves the damaged original
+    /// aside read-only, and reports what was kept and lost. A clean vault is left as it is.
+    ///
+    /// ```swift
+    /// if case .unavailable(.corrupted) = vault.sessionToken() {
+    ///     let report = try vault.recover()
+    ///     print(report?.recordsLost ?? 0, "items lost")
+    /// }
+    /// ```
+    ///
+    /// - Returns: the recovery report, or nil when there was nothing to recover.
+    @discardableResult
+    public func recover() throws -> PrefsRecoveryReport? {
+        try perform("recovering vault '\(service)'") { () throws(VaultError) -> PrefsRecoveryReport? in
+            forgetKey()
+            guard let identity = try existingIdentity() else { return nil }
+            guard let masterKey = try keys.load(identity) else {
+                throw VaultError(
+                    code: .keyMissing,
+                    message: "vault '\(service)' cannot be recovered: its master key is not in the key store",
+                    cause: .file(path: path))
+            }
+            var storeConfiguration = PrefsStore.Configuration()
+            storeConfiguration.sealer = VaultSealer(masterKey: masterKey, identity: identity)
+            storeConfiguration.durability = .synchronous
+            storeConfiguration.recovery = .salvage
+            storeConfiguration.logger = logger
+            let store = try prefs {
+                try PrefsStore(id: service, directory: storeDirectory, configuration: storeConfiguration)
+            }
+            return store.lastRecovery
+        }
+    }
+
+    /// The identity in the header of the vault's file, nil when there is no file.
+    func existingIdentity() throws(VaultError) -> KeyIdentity? {
+        let inspection: PrefsInspection?
+        do {
+            inspection = try PrefsStore.inspect(id: service, directory: storeDirectory)
+        } catch {
+            throw VaultError.wrapping(error, vault: service)
+        }
+        guard let inspection else { return nil }
+        guard let identity = KeyIdentity(encoded: inspection.keyCheck) else {
+            throw VaultError(
+                code: .corrupted, message: "vault '\(service)': \(path) is not a SecureVault file",
+                cause: .file(path: path))
+        }
+        return identity
+    }
+
+    /// Takes the vault's lock file (creation, rotation and wipe hold it).
+    func lockVault() throws(VaultError) -> Int32 {
+        try checkDirectory(create: true)
+        switch VaultSys.lockFile(lockPath) {
+        case .success(let fd): return fd
+        case .failure(let error): throw fileError(error, "cannot lock", lockPath)
+        }
+    }
+}
+
+/// One item as `vaultctl vault list` shows it: never its value.
+package struct VaultItemInfo: Sendable, Equatable {
+    package var key: String
+    package var kind: String
+    package var size: Int
+    package var createdAt: Date
+    package var updatedAt: Date
+    package var expiresAt: Date?
+}
+
+/// What `verify` found.
+package struct VaultVerifyReport: Sendable {
+    package var itemsOpened: Int
+    package var failures: [(key: String, error: VaultError)]
+    package var damage: [PrefsDamage]
+    package var isClean: Bool { failures.isEmpty && damage.isEmpty }
+}
+
+extension Vault {
+    /// Every item's metadata (opening each item, never returning its value).
+    package func items() throws -> [VaultItemInfo] {
+        try allKeys().compactMap { key in
+            try read(key, "reading item '\(key)'") { envelope, payload in
+                VaultItemInfo(
+                    key: key, kind: envelope.kind.name, size: payload.count,
+                    createdAt: Date(timeIntervalSince1970: Double(envelope.createdAt) / 1000),
+                    updatedAt: Date(timeIntervalSince1970: Double(envelope.updatedAt) / 1000),
+                    expiresAt: envelope.expiresAt == 0 ? nil : Date(timeIntervalSince1970: Double(envelope.expiresAt) / 1000))
+            }
+        }
+    }
+
+    /// Checks every record's checksum and opens every item with the key.
+    package func verify() throws -> VaultVerifyReport {
+        guard let store = try openStore(create: false), let sealer = opened.withLock({ $0?.sealer }) else {
+            throw VaultError(code: .notFound, message: "vault '\(service)' has no file at \(path)")
+        }
+        let damage: [PrefsDamage]
+        do {
+            damage = try PrefsStore.verify(id: service, directory: storeDirectory, sealer: sealer).damage
+        } catch {
+            throw VaultError.wrapping(error, vault: service)
+        }
+        var opened = 0
+        var failures: [(key: String, error: VaultError)] = []
+        let names = try prefs { try store.allKeys.sorted() }
+        for key in names {
+            do {
+                _ = try read(key, "verifying item '\(key)'") { _, payload in payload.count }
+                opened += 1
+            } catch let error as VaultError {
+                failures.append((key, error))
+            }
+        }
+        return VaultVerifyReport(itemsOpened: opened, failures: failures, damage: damage)
+    }
+}

@@ -1,0 +1,172 @@
+import PrefsKV
+import Synchronization
+
+extension Vault {
+    /// The vault's store, opened with its master key; nil when the vault has no file and `create` is false.
+    ///
+    /// Never mints a key over existing data: a file whose key is gone is ``VaultError/Code/keyMissing`` and is
+    /// left untouched. Creation happens under the vault's lock file, so two processes creating the same vault
+    /// at once end up sharing one file and one key.
+    func openStore(create: Bool) throws(VaultError) -> PrefsStore? {
+        if configuration.accessibility == .whenUnlocked { try keys.checkUnlocked() }
+        if let open = opened.withLock({ $0 }) { return open.store }
+
+        try checkDirectory(create: create)
+        if let existing = try openExisting() { return existing }
+        guard create else { return nil }
+
+        let lock: Int32
+        switch VaultSys.lockFile(lockPath) {
+        case .success(let fd): lock = fd
+        case .failure(let error): throw fileError(error, "cannot lock", lockPath)
+        }
+        defer { VaultSys.unlock(lock) }
+        // Another process may have created it while we waited for the lock.
+        if let existing = try openExisting() { return existing }
+
+        var identity = KeyIdentity.random(kind: configuration.keyStore.kind)
+        let masterKey = try keys.create(&identity)
+        let sealer = VaultSealer(masterKey: masterKey, identity: identity)
+        return try adopt(sealer: sealer)
+    }
+
+    /// Opens the vault file if there is one: reads which key it needs from its header, asks the key store.
+    private func openExisting() throws(VaultError) -> PrefsStore? {
+        let inspection: PrefsInspection
+        do {
+            guard let found = try PrefsStore.inspect(id: service, directory: storeDirectory) else { return nil }
+            inspection = found
+        } catch let error as PrefsError {
+            throw VaultError(error, vault: service)
+        } catch {
+            throw VaultError.wrapping(error, vault: service)
+        }
+        try checkFile()
+        guard inspection.isSealed, let identity = KeyIdentity(encoded: inspection.keyCheck) else {
+            throw VaultError(
+                code: .corrupted,
+                message: "vault '\(service)': \(path) is not a SecureVault file (its header names no vault key); "
+                    + "it was left untouched", cause: .file(path: path))
+        }
+        guard identity.kind == configuration.keyStore.kind else {
+            throw VaultError(
+                code: .wrongKey,
+                message: "vault '\(service)' was created with the \(identity.kind.name) key store, not "
+                    + "\(configuration.keyStore.kind.name); the file was left untouched", cause: .file(path: path))
+        }
+        let cacheKey = path + "|" + identity.vaultIDHex + "|" + identity.keyIDHex
+        let sealer: VaultSealer
+        if let cached = Self.sealers.withLock({ $0[cacheKey] }) {
+            sealer = cached
+        } else {
+            guard let masterKey = try keys.load(identity) else {
+                throw VaultError(
+                    code: .keyMissing,
+                    message: "vault '\(service)' has data in \(path) but its master key is not in the "
+                        + "\(identity.kind.name) key store (deleted, or the keyring was reset); the file was left "
+                        + "untouched: restore the key, or wipe the vault to start over", cause: .file(path: path))
+            }
+            sealer = VaultSealer(masterKey: masterKey, identity: identity)
+            guard sealer.keyCheck == inspection.keyCheck else {
+                throw VaultError(
+                    code: .wrongKey,
+                    message: "vault '\(service)': the \(identity.kind.name) key store returned a key that does not "
+                        + "match the vault's key check (a wrong passphrase?); the file was left untouched",
+                    cause: .file(path: path))
+            }
+        }
+        return try adopt(sealer: sealer)
+    }
+
+    /// Opens (or creates) the PrefsKV store with `sealer` and keeps it for later calls.
+    private func adopt(sealer: VaultSealer) throws(VaultError) -> PrefsStore {
+        var storeConfiguration = PrefsStore.Configuration()
+        storeConfiguration.sealer = sealer
+        storeConfiguration.durability = .synchronous
+        // A vault never salvages silently: a damaged item would read as absent ("no token"), which is the
+        // one answer it must not give. Damage is reported as corrupted; `recover()` salvages on request.
+        storeConfiguration.recovery = .fail
+        storeConfiguration.logger = logger
+        let store = try prefs { try PrefsStore(id: service, directory: storeDirectory, configuration: storeConfiguration) }
+        let cacheKey = path + "|" + sealer.identity.vaultIDHex + "|" + sealer.identity.keyIDHex
+        Self.sealers.withLock { $0[cacheKey] = sealer }
+        return opened.withLock { open in
+            if let existing = open { return existing.store }
+            open = OpenVault(store: store, sealer: sealer)
+            return store
+        }
+    }
+
+    /// Forgets the open store and this process's cached key for the vault (after a rotation or a wipe).
+    func forgetKey() {
+        opened.withLock { $0 = nil }
+        let prefix = path + "|"
+        Self.sealers.withLock { cache in
+            for key in cache.keys where key.hasPrefix(prefix) { cache.removeValue(forKey: key) }
+        }
+    }
+
+    /// Master keys read in this process, by vault file and key id: read once per process.
+    static let sealers = Mutex<[String: VaultSealer]>([:])
+
+    // MARK: Permissions
+
+    /// The directory must be ours and closed to others; it is created 0700 when absent and `create` is set.
+    func checkDirectory(create: Bool) throws(VaultError) {
+        switch VaultSys.lstat(storeDirectory) {
+        case .success(let info):
+            guard info.isDirectory else {
+                throw VaultError(
+                    code: .permissionDenied, message: "vault directory \(storeDirectory) is not a directory",
+                    cause: .file(path: storeDirectory))
+            }
+            try checkOwnership(info, storeDirectory, what: "vault directory")
+        case .failure(let error) where error.isNotFound:
+            guard create else { return }
+            if case .failure(let error) = VaultSys.makePrivateDirectory(storeDirectory) {
+                throw fileError(error, "cannot create the vault directory", storeDirectory)
+            }
+        case .failure(let error):
+            throw fileError(error, "cannot inspect the vault directory", storeDirectory)
+        }
+    }
+
+    /// The vault file must be a regular file of ours, closed to others.
+    func checkFile() throws(VaultError) {
+        switch VaultSys.lstat(path) {
+        case .success(let info):
+            guard info.isRegular else {
+                throw VaultError(
+                    code: .permissionDenied, message: "vault file \(path) is not a regular file",
+                    cause: .file(path: path))
+            }
+            try checkOwnership(info, path, what: "vault file")
+        case .failure(let error) where error.isNotFound:
+            return
+        case .failure(let error):
+            throw fileError(error, "cannot inspect the vault file", path)
+        }
+    }
+
+    private func checkOwnership(_ info: VaultSys.FileInfo, _ path: String, what: String) throws(VaultError) {
+        guard info.owner == VaultSys.userID else {
+            throw VaultError(
+                code: .permissionDenied,
+                message: "\(what) \(path) belongs to uid \(info.owner), not to this user (uid \(VaultSys.userID)); "
+                    + "refusing to use it", cause: .file(path: path))
+        }
+        guard info.mode & 0o077 == 0 else {
+            throw VaultError(
+                code: .permissionDenied,
+                message: "\(what) \(path) has mode 0\(String(info.mode, radix: 8)): other users may read it; "
+                    + "refusing to use it (chmod go= \(path))", cause: .file(path: path))
+        }
+    }
+
+    func fileError(_ error: Errno, _ what: String, _ path: String) -> VaultError {
+        let code: VaultError.Code = error.isPermission ? .permissionDenied : error.isDiskFull ? .diskFull : .io
+        return VaultError(
+            code: code, message: "vault '\(service)': \(what) \(path): \(error.description)",
+            cause: .errno(error.rawValue))
+    }
+}

@@ -1,0 +1,96 @@
+public import FoundationEssentials
+
+/// What a launch needs to route: the answer of ``Vault/sessionToken(for:)``.
+///
+/// ```swift
+/// switch vault.sessionToken() {
+/// case .valid(let token, _): showDashboard(token)
+/// case .expired, .absent: showSignIn()
+/// case .unavailable(let reason): showSignIn(notice: reason)   // locked keyring, no Secret Service, ...
+/// }
+/// ```
+public enum SessionTokenState: Sendable, Equatable {
+    /// A token that has not expired.
+    case valid(token: String, expiresAt: Date?)
+    /// A token whose expiry has passed.
+    case expired(expiredAt: Date)
+    /// No token is stored.
+    case absent
+    /// Whether a token exists cannot be known now; the reason says why.
+    case unavailable(SessionTokenUnavailableReason)
+}
+
+/// Why a session token cannot be read.
+public enum SessionTokenUnavailableReason: String, Sendable, Equatable {
+    /// The keyring is locked.
+    case locked
+    /// No Secret Service (or no session bus, or no default keyring) is reachable.
+    case noSecretService
+    /// The Secret Service did not answer in time.
+    case timeout
+    /// The vault has data but its master key is gone.
+    case keyMissing
+    /// The key store returned a key that does not open the vault.
+    case wrongKey
+    /// The vault file, or the token's record, is damaged or was tampered with.
+    case corrupted
+    /// The vault file could not be read: permissions, I/O.
+    case storageFailure
+
+    init(_ error: VaultError) {
+        switch error.code {
+        case .locked: self = .locked
+        case .unavailable: self = .noSecretService
+        case .timeout: self = .timeout
+        case .keyMissing: self = .keyMissing
+        case .wrongKey: self = .wrongKey
+        case .corrupted, .tampered: self = .corrupted
+        default: self = .storageFailure
+        }
+    }
+}
+
+extension Vault {
+    /// The item name session tokens use unless told otherwise.
+    public static let defaultSessionTokenKey = "session"
+
+    /// Stores a session token with its expiry, durably (it survives a power cut once this returns).
+    ///
+    /// ```swift
+    /// try vault.setSessionToken(response.token, expiresAt: response.expiry)
+    /// ```
+    public func setSessionToken(_ token: String, expiresAt: Date?, for key: String = Vault.defaultSessionTokenKey)
+        throws
+    {
+        let expiry = expiresAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded(.down)) } ?? 0
+        var copy = token
+        try copy.withUTF8 { utf8 in
+            try store(kind: .sessionToken, payload: UnsafeRawBufferPointer(utf8), for: key, expiresAt: expiry)
+        }
+    }
+
+    /// Reads the session token and says what a launch should do with it. Never throws: when the answer cannot
+    /// be known it is ``SessionTokenState/unavailable(_:)``, and the cause is logged once at error level.
+    ///
+    /// ```swift
+    /// if case .valid(let token, _) = vault.sessionToken() { resume(with: token) }
+    /// ```
+    public func sessionToken(for key: String = Vault.defaultSessionTokenKey) -> SessionTokenState {
+        do {
+            let now = Self.nowMilliseconds()
+            let state = try read(key, "reading session token '\(key)'") { envelope, payload -> SessionTokenState in
+                guard let token = String(validating: payload, as: UTF8.self) else {
+                    return .unavailable(.corrupted)
+                }
+                guard envelope.expiresAt != 0 else { return .valid(token: token, expiresAt: nil) }
+                let expiry = Date(timeIntervalSince1970: Double(envelope.expiresAt) / 1000)
+                return envelope.expiresAt > now ? .valid(token: token, expiresAt: expiry) : .expired(expiredAt: expiry)
+            }
+            return state ?? .absent
+        } catch let error as VaultError {
+            return .unavailable(SessionTokenUnavailableReason(error))
+        } catch {
+            return .unavailable(.storageFailure)
+        }
+    }
+}

@@ -1,0 +1,299 @@
+public import FoundationEssentials
+import Glibc
+import Logging
+import PrefsKV
+import Synchronization
+
+/// A keychain for an app's secrets: values sealed with XChaCha20-Poly1305 under a per-vault master key kept in
+/// the Secret Service (or another explicit ``KeyStore``), stored in a crash-safe PrefsKV file.
+///
+/// The service names the app's vault, like `keychainService` in expo-secure-store. Reads return `nil` when an
+/// item is absent and throw a ``VaultError`` when the answer cannot be known (a locked keyring, no Secret
+/// Service, a missing master key, a damaged file): a locked keyring is never reported as "no item".
+///
+/// ```swift
+/// let vault = try Vault(service: "com.example.app")
+/// try vault.set("s3cr3t", for: "apiToken")
+/// let token = try vault.string(for: "apiToken")       // "s3cr3t"
+/// try vault.remove("apiToken")
+/// ```
+///
+/// The master key is read from the key store once per process (with ``Accessibility/afterFirstUnlock``) and
+/// kept in guarded memory. Writes reach the disk before they return. Item names are not stored in clear.
+/// All methods are thread-safe and block on the key store for at most ``Configuration/deadline``; the
+/// `async` twins run that blocking work off the cooperative thread pool.
+public final class Vault: Sendable {
+    /// The vault's name (`[A-Za-z0-9._-]`, 1 to 128 characters).
+    public let service: String
+    /// The configuration the vault was created with.
+    public let configuration: Configuration
+
+    let keys: MasterKeys
+    let logger: Logger
+    /// The open store and its sealer, once the master key has been read.
+    let opened = Mutex<OpenVault?>(nil)
+
+    /// The largest value an item may hold: 64 KiB.
+    public static let maximumValueSize = 64 * 1024
+
+    /// Where vaults live by default: `$XDG_DATA_HOME/securevault` (or `~/.local/share/securevault`).
+    public static var defaultDirectory: String { VaultDefaults.directory }
+
+    /// Creates a handle on the vault `service`. Touches neither the disk nor the key store: the file is
+    /// created by the first write, and the master key is read by the first access.
+    ///
+    /// ```swift
+    /// var configuration = Vault.Configuration()
+    /// configuration.accessibility = .whenUnlocked
+    /// let vault = try Vault(service: "com.example.app", configuration: configuration)
+    /// ```
+    ///
+    /// - Throws: ``VaultError/Code/invalidKey`` when `service` breaks the naming rule.
+    public init(service: String, configuration: Configuration = Configuration()) throws {
+        try Self.validate(name: service, what: "service name")
+        self.service = service
+        self.configuration = configuration
+        self.logger = configuration.logger
+        self.keys = MasterKeys(store: configuration.keyStore, service: service, deadline: configuration.deadline)
+    }
+
+    /// The vault's data file.
+    public var path: String { storeDirectory + "/" + service + ".prefs" }
+
+    var storeDirectory: String {
+        configuration.directory.hasSuffix("/") && configuration.directory.count > 1
+            ? String(configuration.directory.dropLast()) : configuration.directory
+    }
+
+    var lockPath: String { storeDirectory + "/" + service + ".vault.lock" }
+
+    // MARK: Items
+
+    /// Stores `value` (UTF-8, at most 64 KiB) under `key`, replacing any previous value. Once this returns, the
+    /// value is on disk and no decryptable copy of the previous value remains in the vault file.
+    ///
+    /// ```swift
+    /// try vault.set("s3cr3t", for: "apiToken")
+    /// ```
+    public func set(_ value: String, for key: String) throws {
+        var copy = value
+        try copy.withUTF8 { utf8 in
+            try store(kind: .string, payload: UnsafeRawBufferPointer(utf8), for: key, expiresAt: 0)
+        }
+    }
+
+    /// Stores bytes (at most 64 KiB) under `key`.
+    ///
+    /// ```swift
+    /// try vault.set(Data([1, 2, 3]), for: "deviceKey")
+    /// ```
+    public func set(_ value: Data, for key: String) throws {
+        try value.withUnsafeBytes { try store(kind: .data, payload: $0, for: key, expiresAt: 0) }
+    }
+
+    /// Stores secret bytes (at most 64 KiB) under `key` without copying them out of guarded memory.
+    ///
+    /// ```swift
+    /// try vault.set(SecretBytes.random(count: 32), for: "databaseKey")
+    /// ```
+    public func set(_ value: SecretBytes, for key: String) throws {
+        try value.withUnsafeBytes { try store(kind: .secret, payload: $0, for: key, expiresAt: 0) }
+    }
+
+    /// The string stored under `key`, or nil when there is none.
+    ///
+    /// ```swift
+    /// if let token = try vault.string(for: "apiToken") { authorize(token) }
+    /// ```
+    ///
+    /// - Throws: ``VaultError`` when the answer cannot be known: `locked`, `unavailable`, `timeout`,
+    ///   `keyMissing`, `wrongKey`, `corrupted`, `tampered`; also when the value is not UTF-8.
+    public func string(for key: String) throws -> String? {
+        try read(key, "reading item '\(key)'") { _, payload in
+            String(validating: payload, as: UTF8.self).map { Result<String, VaultError>.success($0) }
+                ?? .failure(VaultError(
+                    code: .corrupted, message: "vault '\(service)': item '\(key)' does not hold UTF-8 text"))
+        }?.get()
+    }
+
+    /// The bytes stored under `key`, or nil when there is none.
+    ///
+    /// ```swift
+    /// let deviceKey = try vault.data(for: "deviceKey")
+    /// ```
+    public func data(for key: String) throws -> Data? {
+        try read(key, "reading item '\(key)'") { _, payload in Data(payload) }
+    }
+
+    /// The bytes stored under `key` in guarded memory, or nil when there is none.
+    ///
+    /// ```swift
+    /// let databaseKey = try vault.secret(for: "databaseKey")
+    /// ```
+    public func secret(for key: String) throws -> SecretBytes? {
+        try read(key, "reading item '\(key)'") { _, payload in
+            SecretBytes(count: payload.count) { $0.copyMemory(from: payload) }
+        }
+    }
+
+    /// Removes `key`. Removing an absent key (or from a vault that has no file yet) succeeds. Once this
+    /// returns, no decryptable copy of the value remains in the vault file.
+    ///
+    /// ```swift
+    /// try vault.remove("apiToken")
+    /// ```
+    public func remove(_ key: String) throws {
+        try Self.validate(name: key, what: "key name")
+        try perform("removing item '\(key)'") { () throws(VaultError) in
+            guard let store = try openStore(create: false) else { return }
+            try prefs {
+                guard try store.contains(key) else { return }
+                try store.removeValue(forKey: key)
+                // Append-only log: the old record is still in the file until the log is rewritten.
+                try store.compact()
+            }
+        }
+    }
+
+    /// Whether `key` holds a value.
+    ///
+    /// ```swift
+    /// if try vault.contains("apiToken") { ... }
+    /// ```
+    public func contains(_ key: String) throws -> Bool {
+        try Self.validate(name: key, what: "key name")
+        return try perform("checking item '\(key)'") { () throws(VaultError) -> Bool in
+            guard let store = try openStore(create: false) else { return false }
+            return try prefs { try store.contains(key) }
+        }
+    }
+
+    /// The names of every item, sorted.
+    ///
+    /// ```swift
+    /// for key in try vault.allKeys() { print(key) }
+    /// ```
+    public func allKeys() throws -> [String] {
+        try perform("listing items") { () throws(VaultError) -> [String] in
+            guard let store = try openStore(create: false) else { return [] }
+            return try prefs { try store.allKeys.sorted() }
+        }
+    }
+
+    /// Removes every item (the vault file and its master key stay; see ``wipe()`` to remove those too).
+    ///
+    /// ```swift
+    /// try vault.removeAll()
+    /// ```
+    public func removeAll() throws {
+        try perform("removing all items") { () throws(VaultError) in
+            guard let store = try openStore(create: false) else { return }
+            try prefs {
+                guard try store.count > 0 else { return }
+                try store.removeAll()
+                try store.compact()
+            }
+        }
+    }
+
+    // MARK: Plumbing
+
+    /// Seals `payload` in an envelope under `key`, keeping the item's creation time.
+    func store(kind: ItemEnvelope.Kind, payload: UnsafeRawBufferPointer, for key: String, expiresAt: Int64) throws {
+        try Self.validate(name: key, what: "key name")
+        guard payload.count <= Self.maximumValueSize else {
+            let error = VaultError(
+                code: .valueTooLarge,
+                message: "vault '\(service)': the value for '\(key)' is \(payload.count) bytes; "
+                    + "the limit is \(Self.maximumValueSize)")
+            logger.error("\(error.description)")
+            throw error
+        }
+        try perform("writing item '\(key)'") { () throws(VaultError) in
+            let store = try openStore(create: true)!
+            try prefs {
+                let now = Self.nowMilliseconds()
+                let previous = try store.withBytes(forKey: key) { bytes in ItemEnvelope.decode(bytes)?.0 }
+                let envelope = ItemEnvelope(
+                    kind: kind, createdAt: previous??.createdAt ?? now, updatedAt: now, expiresAt: expiresAt)
+                try envelope.withEncoded(payload: payload) { try store.setBytes($0, forKey: key) }
+                if previous != nil {
+                    // The replaced value's record stays in the append-only log until it is rewritten.
+                    try store.compact()
+                }
+            }
+        }
+    }
+
+    /// Opens the item `key` and passes its envelope and payload to `body` (the payload is wiped afterwards).
+    func read<R: Sendable>(
+        _ key: String, _ operation: String, _ body: (ItemEnvelope, UnsafeRawBufferPointer) -> R
+    ) throws -> R? {
+        try Self.validate(name: key, what: "key name")
+        return try perform(operation) { () throws(VaultError) -> R? in
+            guard let store = try openStore(create: false) else { return nil }
+            let decoded: R?? = try prefs {
+                try store.withBytes(forKey: key) { bytes -> R? in
+                    guard let (envelope, payload) = ItemEnvelope.decode(bytes) else { return nil }
+                    return body(envelope, payload)
+                }
+            }
+            switch decoded {
+            case .none: return nil
+            case .some(.none):
+                throw VaultError(
+                    code: .corrupted, message: "vault '\(service)': item '\(key)' opened but its contents are not "
+                        + "a SecureVault item", cause: .file(path: path))
+            case .some(.some(let value)): return value
+            }
+        }
+    }
+
+    /// Runs a vault operation, logging its failure once at error level (never a value: messages hold none).
+    func perform<R>(_ operation: String, _ body: () throws(VaultError) -> R) throws(VaultError) -> R {
+        do {
+            return try body()
+        } catch {
+            logger.error("SecureVault: \(operation) failed: \(error.description)")
+            throw error
+        }
+    }
+
+    /// Runs PrefsKV calls, turning their errors into vault errors. A store that another process re-keyed
+    /// (rotation) answers `wrongKey` to this handle: the cached handle is dropped so the next call reopens.
+    func prefs<R>(_ body: () throws -> R) throws(VaultError) -> R {
+        do {
+            return try body()
+        } catch let error as PrefsError where error.code == .wrongKey || error.code == .encrypted {
+            opened.withLock { $0 = nil }
+            throw VaultError(error, vault: service)
+        } catch {
+            throw VaultError.wrapping(error, vault: service)
+        }
+    }
+
+    static func validate(name: String, what: String) throws(VaultError) {
+        let utf8 = name.utf8
+        let allowed = !utf8.isEmpty && utf8.count <= 128 && utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == 0x2E || byte == 0x5F || byte == 0x2D
+        }
+        guard allowed, name != ".", name != ".." else {
+            throw VaultError(
+                code: .invalidKey,
+                message: "invalid \(what) '\(name.prefix(140))': use 1 to 128 characters from A-Z a-z 0-9 . _ -")
+        }
+    }
+
+    static func nowMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+}
+
+/// The store of an open vault and the sealer its master key gave.
+struct OpenVault: Sendable {
+    var store: PrefsStore
+    var sealer: VaultSealer
+}

@@ -1,0 +1,408 @@
+import Foundation
+import Glibc
+import Logging
+import Synchronization
+import Testing
+
+@testable import PrefsKV
+@testable import SecureVault
+
+/// A vault directory under /dev/shm (fsync is free there), removed afterwards.
+final class VaultDirectory {
+    let path: String
+    let keys = InMemoryKeys()
+
+    init() throws {
+        let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
+        path = base + "/vault-test-" + UUID().uuidString + "/vaults"
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: (path as NSString).deletingLastPathComponent) }
+
+    func configuration(logger: Logger? = nil) -> Vault.Configuration {
+        var configuration = Vault.Configuration(directory: path)
+        configuration.keyStore = .inMemory(keys)
+        if let logger { configuration.logger = logger }
+        return configuration
+    }
+
+    /// A fresh handle, as a new process would have: no key cached.
+    func vault(_ service: String = "app", logger: Logger? = nil) throws -> Vault {
+        let vault = try Vault(service: service, configuration: configuration(logger: logger))
+        vault.forgetKey()
+        return vault
+    }
+
+    func fileBytes(_ service: String = "app") throws -> [UInt8] {
+        [UInt8](try Data(contentsOf: URL(fileURLWithPath: path + "/" + service + ".prefs")))
+    }
+
+    func writeFile(_ bytes: [UInt8], _ service: String = "app") throws {
+        try Data(bytes).write(to: URL(fileURLWithPath: path + "/" + service + ".prefs"))
+    }
+}
+
+@Suite struct VaultItemTests {
+    @Test func valuesOfEveryKindRoundTripAcrossHandles() throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        try vault.set("pässwörd ✓", for: "text")
+        try vault.set(Data([0, 255, 0, 1]), for: "bytes")
+        try vault.set(SecretBytes([9, 8, 7]), for: "key.material")
+        try vault.set("", for: "empty")
+
+        let reopened = try dir.vault()
+        #expect(try reopened.string(for: "text") == "pässwörd ✓")
+        #expect(try reopened.data(for: "bytes") == Data([0, 255, 0, 1]))
+        #expect(try reopened.secret(for: "key.material") == SecretBytes([9, 8, 7]))
+        #expect(try reopened.string(for: "empty") == "")
+        #expect(try reopened.string(for: "absent") == nil)
+        #expect(try reopened.allKeys() == ["bytes", "empty", "key.material", "text"])
+        #expect(try reopened.contains("text"))
+        #expect(try !reopened.contains("absent"))
+    }
+
+    @Test func aVaultWithoutFileAnswersAbsentAndCreatesNothing() throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        #expect(try vault.string(for: "token") == nil)
+        #expect(try vault.allKeys() == [])
+        try vault.remove("token")
+        #expect(vault.sessionToken() == .absent)
+        #expect(!FileManager.default.fileExists(atPath: dir.path))
+        #expect(dir.keys.count == 0)
+    }
+
+    @Test func overwriteRemoveAndRemoveAll() throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        try vault.set("one", for: "a")
+        try vault.set("two", for: "a")
+        try vault.set("x", for: "b")
+        #expect(try vault.string(for: "a") == "two")
+        try vault.remove("a")
+        try vault.remove("a")  // idempotent
+        #expect(try vault.string(for: "a") == nil)
+        try vault.removeAll()
+        #expect(try vault.allKeys() == [])
+        #expect(try dir.vault().allKeys() == [])
+    }
+
+    @Test(arguments: ["", "has space", "slash/name", "ümlaut", String(repeating: "k", count: 129), "..", "."])
+    func invalidKeyNamesAreRefused(_ name: String) throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        expectVaultError(.invalidKey) { try vault.set("v", for: name) }
+        expectVaultError(.invalidKey) { try vault.string(for: name) }
+        expectVaultError(.invalidKey) { try vault.remove(name) }
+    }
+
+    @Test func invalidServiceNameIsRefused() throws {
+        expectVaultError(.invalidKey) { try Vault(service: "../etc") }
+    }
+
+    @Test func valuesUpTo64KiBAreAcceptedAndLargerOnesRefused() throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        let limit = Data(repeating: 0xA5, count: 64 * 1024)
+        try vault.set(limit, for: "big")
+        #expect(try vault.data(for: "big") == limit)
+        expectVaultError(.valueTooLarge) { try vault.set(limit + [0], for: "big") }
+        #expect(try vault.data(for: "big") == limit)
+        #expect(try vault.allKeys() == ["big"])
+        let names = String(repeating: "n", count: 128)
+        try vault.set("ok", for: names)
+        #expect(try vault.string(for: names) == "ok")
+    }
+
+    @Test func namesAndValuesAreNotReadableOnDisk() throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        try vault.set("valueMarkerQwerty", for: "nameMarkerAsdfgh")
+        try vault.setSessionToken("tokenMarkerZxcvb", expiresAt: nil)
+        let bytes = try dir.fileBytes()
+        for marker in ["valueMarkerQwerty", "nameMarkerAsdfgh", "tokenMarkerZxcvb", "session"] {
+            #expect(!contains(bytes, Array(marker.utf8)), "\(marker) is readable in the vault file")
+        }
+    }
+
+    @Test func filesAreCreatedPrivateWhateverTheUmask() throws {
+        let dir = try VaultDirectory()
+        let old = umask(0)
+        defer { umask(old) }
+        try dir.vault().set("v", for: "k")
+        #expect(try mode(dir.path) == 0o700)
+        #expect(try mode(dir.path + "/app.prefs") == 0o600)
+    }
+
+    @Test func asyncTwinsDoTheSameWork() async throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        try await vault.set("async", for: "k")
+        #expect(try await vault.string(for: "k") == "async")
+        #expect(try await vault.allKeys() == ["k"])
+        try await vault.setSessionToken("t", expiresAt: Date(timeIntervalSinceNow: 60))
+        if case .valid(let token, _) = await vault.sessionToken() {
+            #expect(token == "t")
+        } else {
+            Issue.record("expected a valid token")
+        }
+        try await vault.remove("k")
+        #expect(try await vault.contains("k") == false)
+    }
+
+    @Test func twoHandlesOnOneVaultSeeEachOthersWrites() throws {
+        let dir = try VaultDirectory()
+        let first = try dir.vault()
+        let second = try dir.vault()
+        try first.set("from first", for: "a")
+        #expect(try second.string(for: "a") == "from first")
+        try second.set("from second", for: "a")
+        #expect(try first.string(for: "a") == "from second")
+    }
+}
+
+@Suite struct VaultSessionTokenTests {
+    @Test func validExpiredAndAbsentAreTold() throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        #expect(vault.sessionToken() == .absent)
+        let expiry = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 3600).rounded(.down))
+        try vault.setSessionToken("abc", expiresAt: expiry)
+        #expect(try dir.vault().sessionToken() == .valid(token: "abc", expiresAt: expiry))
+
+        let past = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 5).rounded(.down))
+        try vault.setSessionToken("old", expiresAt: past)
+        #expect(try dir.vault().sessionToken() == .expired(expiredAt: past))
+
+        try vault.setSessionToken("forever", expiresAt: nil)
+        #expect(vault.sessionToken() == .valid(token: "forever", expiresAt: nil))
+        try vault.remove(Vault.defaultSessionTokenKey)
+        #expect(vault.sessionToken() == .absent)
+    }
+
+    @Test func missingKeyIsKeyMissingNeverAbsentAndTheFileIsUntouched() throws {
+        let dir = try VaultDirectory()
+        try dir.vault().setSessionToken("abc", expiresAt: nil)
+        let before = try dir.fileBytes()
+        dir.keys.removeAll()
+        let vault = try dir.vault()
+        #expect(vault.sessionToken() == .unavailable(.keyMissing))
+        expectVaultError(.keyMissing) { try vault.string(for: "other") }
+        // A write must not mint a new key over the existing data either.
+        expectVaultError(.keyMissing) { try vault.set("new", for: "other") }
+        #expect(try dir.fileBytes() == before)
+        #expect(dir.keys.count == 0)
+    }
+
+    @Test func exactlyOneErrorIsLoggedPerFailedRead() throws {
+        let dir = try VaultDirectory()
+        try dir.vault().setSessionToken("abc", expiresAt: nil)
+        dir.keys.removeAll()
+        let log = CapturedLog()
+        let vault = try dir.vault(logger: log.logger)
+        _ = vault.sessionToken()
+        #expect(log.errors.count == 1, "\(log.errors)")
+        #expect(log.errors.first?.contains("keyMissing") == true)
+        #expect(log.errors.first?.contains("abc") == false)
+    }
+}
+
+@Suite struct VaultKeyStoreTests {
+    @Test func passphraseVaultOpensWithItsPassphraseOnlyAndWrongOneLeavesTheFileIntact() throws {
+        let dir = try VaultDirectory()
+        var configuration = Vault.Configuration(directory: dir.path)
+        configuration.keyStore = .passphrase(SecretBytes(utf8: "correct horse"), cost: .insecureForTesting)
+        try Vault(service: "srv", configuration: configuration).set("secret", for: "k")
+
+        let right = try Vault(service: "srv", configuration: configuration)
+        right.forgetKey()
+        #expect(try right.string(for: "k") == "secret")
+
+        let before = try dir.fileBytes("srv")
+        configuration.keyStore = .passphrase(SecretBytes(utf8: "wrong horse"), cost: .insecureForTesting)
+        let wrong = try Vault(service: "srv", configuration: configuration)
+        wrong.forgetKey()
+        expectVaultError(.wrongKey) { try wrong.string(for: "k") }
+        #expect(wrong.sessionToken() == .unavailable(.wrongKey))
+        #expect(try dir.fileBytes("srv") == before)
+    }
+
+    @Test func aVaultIsNeverOpenedWithAnotherKindOfKeyStore() throws {
+        let dir = try VaultDirectory()
+        try dir.vault().set("secret", for: "k")
+        var configuration = Vault.Configuration(directory: dir.path)
+        configuration.keyStore = .passphrase(SecretBytes(utf8: "pw"), cost: .insecureForTesting)
+        let other = try Vault(service: "app", configuration: configuration)
+        other.forgetKey()
+        expectVaultError(.wrongKey) { try other.string(for: "k") }
+        #expect(other.status().keyStore == "passphrase")
+    }
+
+    @Test func rotationKeepsEveryItemAndDeletesTheOldKey() throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        try vault.set("one", for: "a")
+        try vault.setSessionToken("tok", expiresAt: nil)
+        let oldIdentity = try #require(try vault.existingIdentity())
+        try vault.rotateKey()
+        let newIdentity = try #require(try vault.existingIdentity())
+        #expect(newIdentity.vaultID == oldIdentity.vaultID)
+        #expect(newIdentity.keyID != oldIdentity.keyID)
+        #expect(dir.keys.count == 1)
+        let reopened = try dir.vault()
+        #expect(try reopened.string(for: "a") == "one")
+        #expect(reopened.sessionToken() == .valid(token: "tok", expiresAt: nil))
+        // The handle that rotated keeps working.
+        try vault.set("two", for: "b")
+        #expect(try dir.vault().string(for: "b") == "two")
+    }
+}
+
+@Suite struct VaultPermissionTests {
+    @Test(arguments: [0o750, 0o705, 0o777])
+    func aDirectoryOthersCanReadIsRefused(_ mode: Int) throws {
+        let dir = try VaultDirectory()
+        try dir.vault().set("v", for: "k")
+        chmod(dir.path, mode_t(mode))
+        let vault = try dir.vault()
+        expectVaultError(.permissionDenied) { try vault.string(for: "k") }
+        #expect(vault.sessionToken() == .unavailable(.storageFailure))
+    }
+
+    @Test(arguments: [0o640, 0o604, 0o644])
+    func aFileOthersCanReadIsRefused(_ mode: Int) throws {
+        let dir = try VaultDirectory()
+        try dir.vault().set("v", for: "k")
+        chmod(dir.path + "/app.prefs", mode_t(mode))
+        expectVaultError(.permissionDenied) { try dir.vault().string(for: "k") }
+    }
+
+    @Test func aFileOfAnotherOwnerIsRefused() throws {
+        let dir = try VaultDirectory()
+        try dir.vault().set("v", for: "k")
+        guard getuid() == 0 else { return }  // only root can give a file away; CI runs as root
+        chown(dir.path + "/app.prefs", 65534, 65534)
+        expectVaultError(.permissionDenied) { try dir.vault().string(for: "k") }
+    }
+}
+
+@Suite struct VaultWipeTests {
+    @Test func wipeRemovesFileAndKeyAndTheVaultStartsAfresh() throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        try vault.set("v", for: "k")
+        try vault.wipe()
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/app.prefs"))
+        #expect(dir.keys.count == 0)
+        #expect(try vault.string(for: "k") == nil)
+        try vault.set("again", for: "k")
+        #expect(try dir.vault().string(for: "k") == "again")
+        #expect(dir.keys.count == 1)
+    }
+
+    @Test func wipeWorksWhenTheKeyIsAlreadyGone() throws {
+        let dir = try VaultDirectory()
+        try dir.vault().set("v", for: "k")
+        dir.keys.removeAll()
+        let vault = try dir.vault()
+        #expect(vault.sessionToken() == .unavailable(.keyMissing))
+        try vault.wipe()
+        #expect(vault.sessionToken() == .absent)
+    }
+}
+
+@Suite struct EncryptedPreferencesTests {
+    @Test func storeSealedWithAVaultKeyRoundTripsAndHidesItsContents() throws {
+        let dir = try VaultDirectory()
+        let prefsDirectory = dir.path + "-prefs"
+        let vault = try dir.vault()
+        let store = try vault.encryptedPreferences(id: "account", directory: prefsDirectory)
+        try store.set("alice@example.com", forKey: "emailMarker")
+        #expect(try store.string(forKey: "emailMarker") == "alice@example.com")
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: prefsDirectory + "/account.prefs")))
+        #expect(!contains(bytes, Array("alice@example.com".utf8)))
+        #expect(!contains(bytes, Array("emailMarker".utf8)))
+
+        let reopened = try dir.vault().encryptedPreferences(id: "account", directory: prefsDirectory)
+        #expect(try reopened.string(forKey: "emailMarker") == "alice@example.com")
+    }
+
+    @Test func aMissingKeyIsKeyMissingNeverAnEmptyStore() throws {
+        let dir = try VaultDirectory()
+        let prefsDirectory = dir.path + "-prefs"
+        let vault = try dir.vault()
+        try vault.encryptedPreferences(id: "account", directory: prefsDirectory).set("x", forKey: "k")
+        let before = [UInt8](try Data(contentsOf: URL(fileURLWithPath: prefsDirectory + "/account.prefs")))
+        try vault.remove("prefskv.account")
+        expectVaultError(.keyMissing) {
+            try dir.vault().encryptedPreferences(id: "account", directory: prefsDirectory)
+        }
+        let after = [UInt8](try Data(contentsOf: URL(fileURLWithPath: prefsDirectory + "/account.prefs")))
+        #expect(after == before)
+    }
+
+    @Test func aWrongKeyIsWrongKey() throws {
+        let dir = try VaultDirectory()
+        let prefsDirectory = dir.path + "-prefs"
+        let vault = try dir.vault()
+        try vault.encryptedPreferences(id: "account", directory: prefsDirectory).set("x", forKey: "k")
+        try vault.set(SecretBytes.random(count: 32), for: "prefskv.account")
+        expectVaultError(.wrongKey) {
+            try dir.vault().encryptedPreferences(id: "account", directory: prefsDirectory)
+        }
+    }
+}
+
+/// Captures what a logger was asked to log.
+final class CapturedLog: Sendable {
+    private let lines = Mutex<[(Logger.Level, String)]>([])
+
+    var logger: Logger {
+        Logger(label: "test") { _ in Handler(log: self) }
+    }
+
+    var errors: [String] { lines.withLock { $0.filter { $0.0 >= .error }.map { $0.1 } } }
+
+    func append(_ level: Logger.Level, _ message: String) { lines.withLock { $0.append((level, message)) } }
+
+    struct Handler: LogHandler {
+        let log: CapturedLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            log.append(event.level, event.message.description)
+        }
+    }
+}
+
+func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+    guard needle.count <= haystack.count else { return false }
+    return (0...(haystack.count - needle.count)).contains { start in
+        haystack[start..<start + needle.count].elementsEqual(needle)
+    }
+}
+
+func mode(_ path: String) throws -> Int {
+    var info = stat()
+    guard stat(path, &info) == 0 else { throw CocoaError(.fileNoSuchFile) }
+    return Int(info.st_mode & 0o777)
+}
+
+/// Expects `body` to throw a ``VaultError`` with `code`.
+func expectVaultError<R>(
+    _ code: VaultError.Code, sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> R
+) {
+    do {
+        _ = try body()
+        Issue.record("expected VaultError \(code), but the call succeeded", sourceLocation: sourceLocation)
+    } catch let error as VaultError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+    } catch {
+        Issue.record("expected VaultError \(code), got \(error)", sourceLocation: sourceLocation)
+    }
+}

@@ -1,0 +1,95 @@
+// Vault commands: one Vault operation per process (a real app launch), its outcome as one line on stdout.
+//
+//   vault-set SERVICE KEY             stores stdin (one line) as a string; prints "ok"
+//   vault-get SERVICE KEY             prints "value <text>" or "absent"
+//   vault-token-set SERVICE TOKEN EXPIRES_IN_SECONDS   ("none" for no expiry); prints "ok"
+//   vault-token SERVICE               prints the session token state: "valid <token>", "expired", "absent",
+//                                     "unavailable <reason>"
+//   vault-read-lock-read SERVICE      reads the token, locks the default collection (D-Bus Lock, through
+//                                     gdbus), reads again in the same process; prints both states
+//   vault-identity SERVICE            prints the vault id and key id of the file's header
+//   vault-rotate SERVICE / vault-wipe SERVICE / vault-status SERVICE
+//
+// Environment: VAULT_TEST_DIR (vault directory), VAULT_TEST_DEADLINE_MS, VAULT_TEST_ACCESSIBILITY
+// (afterFirstUnlock | whenUnlocked). A failure prints "error <code> <elapsed-ms>" and exits 1; the message goes
+// to stderr.
+import FoundationEssentials
+import Glibc
+@testable import PrefsKV
+@testable import SecureVault
+
+enum VaultCommands {
+    static func run(_ command: String, _ arguments: [String]) -> Int32 {
+        let environment = { (name: String) in getenv(name).map { String(cString: $0) } }
+        var configuration = Vault.Configuration(directory: environment("VAULT_TEST_DIR") ?? Vault.defaultDirectory)
+        configuration.deadline = .milliseconds(Int(environment("VAULT_TEST_DEADLINE_MS") ?? "") ?? 2000)
+        if environment("VAULT_TEST_ACCESSIBILITY") == "whenUnlocked" { configuration.accessibility = .whenUnlocked }
+        let start = ContinuousClock.now
+        func elapsed() -> Int {
+            let d = ContinuousClock.now - start
+            return Int(d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)
+        }
+        guard let service = arguments.first else { return 64 }
+        do {
+            let vault = try Vault(service: service, configuration: configuration)
+            let line: String
+            switch command {
+            case "vault-set":
+                try vault.set(readLine() ?? "", for: arguments[1])
+                line = "ok"
+            case "vault-get":
+                line = try vault.string(for: arguments[1]).map { "value \($0)" } ?? "absent"
+            case "vault-token-set":
+                let expiry = arguments[2] == "none" ? nil : Date(timeIntervalSinceNow: Double(arguments[2])!)
+                try vault.setSessionToken(arguments[1], expiresAt: expiry)
+                line = "ok"
+            case "vault-token":
+                line = describe(vault.sessionToken()) + " \(elapsed())"
+            case "vault-read-lock-read":
+                let before = describe(vault.sessionToken())
+                let status = system(
+                    "gdbus call --session --dest org.freedesktop.secrets --object-path /org/freedesktop/secrets "
+                        + "--method org.freedesktop.Secret.Service.Lock \"['/org/freedesktop/secrets/collection/login']\" "
+                        + ">/dev/null")
+                guard status == 0 else { return 70 }
+                line = before + " | " + describe(vault.sessionToken())
+            case "vault-identity":
+                let identity = try vault.existingIdentity()
+                line = identity.map { "\($0.vaultIDHex) \($0.keyIDHex)" } ?? "none"
+            case "vault-rotate":
+                try vault.rotateKey()
+                line = "ok"
+            case "vault-wipe":
+                try vault.wipe()
+                line = "ok"
+            case "vault-status":
+                let s = vault.status()
+                line = "file=\(s.fileExists) items=\(s.itemCount.map(String.init) ?? "-") "
+                    + "bus=\(s.sessionBusReachable.map(String.init) ?? "-") "
+                    + "service=\(s.secretServiceReachable.map(String.init) ?? "-") "
+                    + "locked=\(s.keyringLocked.map(String.init) ?? "-")"
+            default:
+                return 64
+            }
+            print(line)
+            return 0
+        } catch let error as VaultError {
+            print("error \(error.code) \(elapsed())")
+            writeToStandardError("message \(error.description)\n")
+            return 1
+        } catch {
+            print("error other \(elapsed())")
+            writeToStandardError("message \(error)\n")
+            return 1
+        }
+    }
+
+    static func describe(_ state: SessionTokenState) -> String {
+        switch state {
+        case .valid(let token, _): return "valid \(token)"
+        case .expired: return "expired"
+        case .absent: return "absent"
+        case .unavailable(let reason): return "unavailable \(reason.rawValue)"
+        }
+    }
+}
