@@ -108,6 +108,11 @@ extension PrefsStore {
         }
     }
 
+    /// Throws ``PrefsError/Code/invalidKey`` for a key no store accepts (empty, or over 16 KiB of UTF-8).
+    package static func validate(key: String) throws {
+        try ValueCodec.validate(key: key)
+    }
+
     /// The data file of the store `id` in `directory`, `<directory>/<id>.prefs`, after checking the id.
     package static func dataPath(id: String, directory: String) throws -> String {
         try Engine.validate(storeID: id)
