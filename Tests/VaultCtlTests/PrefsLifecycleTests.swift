@@ -138,6 +138,30 @@ import Testing
         #expect(sandbox.files == ["ui.prefs.lock"])
     }
 
+    @Test func wipeWhileAProcessHoldsTheStoreExclusivelyExits75AndRemovesNothing() throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.makeStore()
+        let before = try sandbox.snapshot()
+        let script = """
+            coproc HOLDER { exec "$HELPER" prefs-hold "$DIR" ui single; }
+            read -r line <&"${HOLDER[0]}"
+            echo "holder: $line"
+            "$VAULTCTL" --dir "$DIR" --json prefs wipe ui --yes
+            echo "exit $?"
+            kill "$HOLDER_PID"
+            """
+        let result = try ChildProcess.bash(
+            script,
+            environment: [
+                "HELPER": BuildProducts.executable("vault-test-helper"), "VAULTCTL": PrefsSandbox.vaultctl,
+                "DIR": sandbox.directory,
+            ])
+        #expect(result.lines.first == "holder: open", "\(result)")
+        #expect(result.lines.last == "exit 75", "\(result)")
+        #expect(result.standardOutput.contains(#""code" : "busy""#), "\(result)")
+        #expect(try sandbox.snapshot() == before)
+    }
+
     @Test func lsShowsEachStoresSizeRecordsHealthAndQuarantineCopies() throws {
         let sandbox = try PrefsSandbox()
         try sandbox.makeStore("clean")

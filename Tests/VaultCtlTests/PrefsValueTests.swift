@@ -70,6 +70,20 @@ import Testing
         #expect(try sandbox.succeed(["prefs", "get", "ui", "empty"]).standardOutput == "\n")
     }
 
+    @Test func aValueStartingWithADashGoesAfterDoubleDashWhileNegativeNumbersNeedNone() throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.succeed(["prefs", "set", "ui", "offset", "-3", "--type", "int"])
+        try sandbox.succeed(["prefs", "set", "--type", "double", "ui", "scale", "-1e-3"])
+        try sandbox.succeed(["prefs", "set", "ui", "flags", "--", "-x"])
+        #expect(try sandbox.succeed(["prefs", "get", "ui", "offset"]).standardOutput == "-3\n")
+        #expect(try sandbox.succeed(["prefs", "get", "ui", "scale"]).standardOutput == "-0.001\n")
+        #expect(try sandbox.succeed(["prefs", "get", "ui", "flags"]).standardOutput == "-x\n")
+        let refused = try sandbox.run(["prefs", "set", "ui", "flags", "-y"])
+        #expect(refused.status == 64, "\(refused)")
+        #expect(refused.standardError.contains("after --"), "\(refused)")
+        #expect(try sandbox.succeed(["prefs", "get", "ui", "flags"]).standardOutput == "-x\n")
+    }
+
     @Test func listShowsKeyTypeSizeAndExpiry() throws {
         let sandbox = try PrefsSandbox()
         try sandbox.succeed(["prefs", "set", "ui", "theme", "dark"])
@@ -169,6 +183,8 @@ import Testing
         BadInput(arguments: ["set", "ui", "k", "{\"unterminated", "--type", "json"], value: "unterminated"),
         BadInput(arguments: ["set", "ui", "k", "[1,2]", "--type", "strings"], value: "[1,2]"),
         BadInput(arguments: ["wipe", "ui"], value: nil),
+        BadInput(arguments: ["set", "ui", "k", "one", "two"], value: nil),
+        BadInput(arguments: ["set", "ui", "k"], value: nil),
     ]
 
     @Test(arguments: badInputs)
