@@ -44,6 +44,24 @@ extension PrefsStore {
     /// try store.importJSON(try Data(contentsOf: exportURL))
     /// ```
     public func importJSON(_ data: Data) throws {
+        let document = try Self.checkedExportDocument(data)
+        var ops: [TransactionOp] = [.removeAll]
+        let now = Sys.nowMilliseconds()
+        for entry in document.entries {
+            if let expiresAt = entry.expiresAt, expiresAt <= now { continue }
+            ops.append(.set(name: entry.key, type: entry.type, value: entry.bytes, expiresAt: entry.expiresAt ?? 0))
+        }
+        try write { tx in tx.operations = ops }
+    }
+
+    /// Checks that `data` is a document ``importJSON(_:)`` accepts, without a store (for vaultctl, which must
+    /// not create a store for a document it would refuse). Throws what `importJSON` would throw.
+    package static func validateExport(_ data: Data) throws {
+        _ = try checkedExportDocument(data)
+    }
+
+    /// Decodes an export document and checks its format, version, keys and value sizes.
+    private static func checkedExportDocument(_ data: Data) throws(PrefsError) -> ExportDocument {
         let document: ExportDocument
         do {
             document = try JSONDecoder().decode(ExportDocument.self, from: data)
@@ -56,15 +74,11 @@ extension PrefsStore {
                 "the document's format is \"\(document.format)\" version \(document.version), "
                     + "expected \"\(ExportDocument.formatName)\" version 1")
         }
-        var ops: [TransactionOp] = [.removeAll]
-        let now = Sys.nowMilliseconds()
         for entry in document.entries {
             try ValueCodec.validate(key: entry.key)
             try ValueCodec.validate(length: entry.bytes.count, key: entry.key)
-            if let expiresAt = entry.expiresAt, expiresAt <= now { continue }
-            ops.append(.set(name: entry.key, type: entry.type, value: entry.bytes, expiresAt: entry.expiresAt ?? 0))
         }
-        try write { tx in tx.operations = ops }
+        return document
     }
 
     /// Every live entry's key, type name, stored value size and expiry, sorted by key (for vaultctl).
@@ -180,7 +194,9 @@ struct ExportEntry: Codable, Sendable {
                 case "nan": bytes = ValueCodec.bytes(Double.nan)
                 case "inf": bytes = ValueCodec.bytes(Double.infinity)
                 case "-inf": bytes = ValueCodec.bytes(-Double.infinity)
-                default: throw Invalid(description: "the double of key \"\(key)\" is \"\(text)\"")
+                default:
+                    // Never the text itself: messages name keys, not values.
+                    throw Invalid(description: "the double of key \"\(key)\" is a string other than nan, inf or -inf")
                 }
             } else {
                 bytes = ValueCodec.bytes(try c.decode(Double.self, forKey: .value))

@@ -65,6 +65,8 @@ public struct PrefsVerifyReport: Sendable, Equatable {
     public var recordsVerified: Int
     /// Every damaged range, transaction or tampered record found.
     public var damage: [PrefsDamage]
+    /// Whether the store is sealed: without its sealer, only checksums were verified.
+    package var isSealed = false
     /// True when nothing is damaged.
     public var isClean: Bool { damage.isEmpty }
 }

@@ -15,7 +15,7 @@ struct VaultCtl: ParsableCommand {
             \(ExitStatus.table)
             """,
         version: VaultCtlVersion.string,
-        subcommands: [Doctor.self]
+        subcommands: [Doctor.self, Prefs.self]
     )
 
     @OptionGroup var options: GlobalOptions

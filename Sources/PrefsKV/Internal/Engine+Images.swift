@@ -382,6 +382,6 @@ extension Engine {
                 }
             }
         }
-        return PrefsVerifyReport(path: path, recordsVerified: verified, damage: damage)
+        return PrefsVerifyReport(path: path, recordsVerified: verified, damage: damage, isSealed: header.isEncrypted)
     }
 }

@@ -142,8 +142,11 @@ final class Engine: @unchecked Sendable {
     // MARK: Open
 
     /// Opens (creating when absent) the store `id` in `directory`.
+    ///
+    /// `attempt` counts the restarts after a wipe (`PrefsStore.destroy`) removed the lock file between this
+    /// open's `open(2)` of it and its presence lock.
     static func open(
-        id: String, directory: String, configuration: PrefsStore.Configuration
+        id: String, directory: String, configuration: PrefsStore.Configuration, attempt: Int = 0
     ) throws(PrefsError) -> Engine {
         try validate(storeID: id)
         let paths = StorePaths(id: id, directory: directory)
@@ -191,6 +194,16 @@ final class Engine: @unchecked Sendable {
             case .failure(let e):
                 throw PrefsError.system(e, "fcntl(F_OFD_SETLK)", "cannot lock the store", path: paths.lock)
             }
+            // A wipe unlinks the lock file while it holds the presence lock exclusively; a lock taken after
+            // that on the unlinked file would exclude nobody. Holding the presence lock now, check that the
+            // path still names our file, and start over with the new one otherwise.
+            if !isCurrentLockFile(lockFD, paths: paths) {
+                guard attempt < 8 else {
+                    throw PrefsError(
+                        .busy, "cannot open the store: its lock file keeps being replaced", path: paths.lock)
+                }
+                return try open(id: id, directory: directory, configuration: configuration, attempt: attempt + 1)
+            }
             try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
         }
         let snapshot: Snapshot
@@ -213,6 +226,14 @@ final class Engine: @unchecked Sendable {
             try engine.recover(from: snapshot)
         }
         return engine
+    }
+
+    /// Whether `lockFD` is the file `paths.lock` names now (not one a wipe unlinked).
+    static func isCurrentLockFile(_ lockFD: Int32, paths: StorePaths) -> Bool {
+        guard case .success(let held) = Sys.fstat(lockFD), case .success(let named) = Sys.lstat(paths.lock) else {
+            return false
+        }
+        return held.inode == named.inode && held.device == named.device
     }
 
     /// Releases the writer lock taken for the open.

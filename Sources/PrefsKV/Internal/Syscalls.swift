@@ -17,6 +17,8 @@ struct Errno: Error, Equatable {
     static let accessDenied = Errno(rawValue: EACCES)
     static let notPermitted = Errno(rawValue: EPERM)
     static let interrupted = Errno(rawValue: EINTR)
+    /// O_NOFOLLOW met a symbolic link.
+    static let symbolicLink = Errno(rawValue: ELOOP)
 
     /// The C library's description, e.g. "No space left on device".
     var text: String { String(cString: strerror(rawValue)) }
@@ -167,6 +169,24 @@ enum Sys {
     // See: man 2 unlink
     static func unlink(_ path: String) -> Result<Void, Errno> {
         retrying { Glibc.unlink(path) }.map { _ in () }
+    }
+
+    // See: man 3 opendir, man 3 readdir. The names in `path` (without "." and ".."), unsorted. readdir
+    // reports an error by returning NULL with errno changed, so errno is cleared before each call.
+    static func directoryEntries(_ path: String) -> Result<[String], Errno> {
+        guard let directory = Glibc.opendir(path) else { return .failure(Errno.current) }
+        defer { _ = Glibc.closedir(directory) }
+        var names: [String] = []
+        while true {
+            errno = 0
+            guard let entry = Glibc.readdir(directory) else {
+                return errno == 0 ? .success(names) : .failure(Errno.current)
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
     }
 
     // See: man 2 flock. The writer lock: LOCK_EX around a write transaction, on the never-replaced lock file.

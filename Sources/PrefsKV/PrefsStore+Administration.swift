@@ -1,0 +1,168 @@
+// What vaultctl needs beyond the public API: typed values without knowing their type, store files by name,
+// and removing a store. `package`, not `public`: apps do not need it.
+
+/// A stored value with its type, as vaultctl reads and writes it.
+package enum PrefsValue: Sendable, Equatable {
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case bytes([UInt8])
+    case strings([String])
+    /// The stored JSON text (see ``PrefsStore/setCodable(_:forKey:expiresAfter:)``).
+    case json(String)
+
+    /// `bool`, `int`, `double`, `string`, `bytes`, `strings` or `json`: the names of exports and of
+    /// ``PrefsEntryInfo/type``.
+    package var typeName: String { valueType.name }
+
+    var valueType: ValueType {
+        switch self {
+        case .bool: .bool
+        case .int: .int64
+        case .double: .double
+        case .string: .string
+        case .bytes: .bytes
+        case .strings: .stringArray
+        case .json: .json
+        }
+    }
+
+    /// Decodes a stored encoding of `type`; nil when the bytes do not fit it.
+    init?(type: ValueType, bytes: UnsafeRawBufferPointer) {
+        switch type {
+        case .bool:
+            guard bytes.count == 1 else { return nil }
+            self = .bool(bytes[0] != 0)
+        case .int64:
+            guard bytes.count == 8 else { return nil }
+            self = .int(Int64(littleEndian: bytes.loadUnaligned(as: Int64.self)))
+        case .double:
+            guard bytes.count == 8 else { return nil }
+            self = .double(Double(bitPattern: UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self))))
+        case .string: self = .string(String(decoding: bytes, as: UTF8.self))
+        case .bytes: self = .bytes(Array(bytes))
+        case .stringArray:
+            guard let strings = ValueCodec.decodeStrings(bytes) else { return nil }
+            self = .strings(strings)
+        case .json: self = .json(String(decoding: bytes, as: UTF8.self))
+        }
+    }
+
+    /// The stored encoding.
+    var encoded: [UInt8] {
+        switch self {
+        case .bool(let value): ValueCodec.bytes(value)
+        case .int(let value): ValueCodec.bytes(value)
+        case .double(let value): ValueCodec.bytes(value)
+        case .string(let text), .json(let text): Array(text.utf8)
+        case .bytes(let bytes): bytes
+        case .strings(let strings): ValueCodec.encode(strings)
+        }
+    }
+}
+
+/// The files of one store in a directory (``PrefsStore/storeFiles(in:)``).
+package struct PrefsStoreFiles: Sendable, Equatable {
+    /// The store id: the data file's name without `.prefs`.
+    package var id: String
+    /// `<directory>/<id>.prefs`.
+    package var dataPath: String
+    /// `<directory>/<id>.prefs.corrupt-<time>[-n]`, sorted.
+    package var quarantinePaths: [String]
+}
+
+/// What ``PrefsStore/destroy(id:directory:)`` removed.
+package struct PrefsDestroyReport: Sendable, Equatable {
+    /// The files removed, in the order they were removed.
+    package var removed: [String]
+    /// True when the lock file was left in place because other handles have the store open; they answer
+    /// ``PrefsError/Code/notFound`` from their next access on.
+    package var lockKept: Bool
+}
+
+extension PrefsStore {
+    /// The value under `key` with its type, or nil when absent or expired.
+    package func value(forKey key: String) throws -> PrefsValue? {
+        try read { e throws(PrefsError) -> PrefsValue? in
+            guard let entry = e.liveEntry(e.indexKey(forName: key)) else { return nil }
+            return try e.withValue(of: entry, name: key) { bytes throws(PrefsError) -> PrefsValue in
+                guard let value = PrefsValue(type: entry.type, bytes: bytes) else {
+                    throw PrefsError(
+                        .corrupted, "the \(entry.type.name) value under key \"\(key)\" has an invalid encoding",
+                        path: e.paths.data)
+                }
+                return value
+            }
+        }
+    }
+
+    /// Stores `value` under `key` with its type. A `.json` value is stored as the text given: the caller
+    /// checks that it is JSON.
+    package func set(_ value: PrefsValue, forKey key: String, expiresAfter: Duration? = nil) throws {
+        let bytes = value.encoded
+        try bytes.withUnsafeBytes { bytes in
+            try writeOne(key, value.valueType, expiresAfter, length: bytes.count) { out in
+                if !bytes.isEmpty { out.copyMemory(from: bytes) }
+            }
+        }
+    }
+
+    /// Throws ``PrefsError/Code/invalidKey`` for a key no store accepts (empty, or over 16 KiB of UTF-8).
+    package static func validate(key: String) throws {
+        try ValueCodec.validate(key: key)
+    }
+
+    /// The data file of the store `id` in `directory`, `<directory>/<id>.prefs`, after checking the id.
+    package static func dataPath(id: String, directory: String) throws -> String {
+        try Engine.validate(storeID: id)
+        return StorePaths(id: id, directory: directory).data
+    }
+
+    /// The quarantine copies of the store `id` in `directory`, sorted.
+    package static func quarantineCopies(id: String, directory: String) throws -> [String] {
+        try Engine.validate(storeID: id)
+        let paths = StorePaths(id: id, directory: directory)
+        let names = try Sys.directoryEntries(directory).orThrow(
+            "opendir", "cannot list the store directory", path: directory)
+        return names.filter { Engine.isQuarantineName($0, dataFileName: paths.dataFileName) }.sorted()
+            .map { join(directory, $0) }
+    }
+
+    /// Every store in `directory`: each regular file named `<id>.prefs`, with its quarantine copies, sorted by
+    /// id. Lock files, temporary images and quarantine copies are not stores. Opens and changes nothing.
+    package static func storeFiles(in directory: String) throws -> [PrefsStoreFiles] {
+        let names = try Sys.directoryEntries(directory).orThrow(
+            "opendir", "cannot list the store directory", path: directory)
+        var stores: [PrefsStoreFiles] = []
+        for name in names where name.hasSuffix(".prefs") && name.utf8.count > ".prefs".utf8.count {
+            let path = join(directory, name)
+            guard case .success(let status) = Sys.lstat(path), status.isRegular else { continue }
+            let quarantined = names.filter { Engine.isQuarantineName($0, dataFileName: name) }.sorted()
+            stores.append(
+                PrefsStoreFiles(
+                    id: String(name.dropLast(".prefs".count)), dataPath: path,
+                    quarantinePaths: quarantined.map { join(directory, $0) }))
+        }
+        return stores.sorted { $0.id < $1.id }
+    }
+
+    /// Removes the store `id` from `directory`: its data file, a leftover temporary image, its quarantine
+    /// copies, and its lock file unless other handles have the store open.
+    ///
+    /// Safe against other handles and processes: under the writer lock the data file is marked superseded
+    /// (as a compaction marks the file it replaces) before it is unlinked, so every open handle notices on
+    /// its next access and answers ``PrefsError/Code/notFound`` rather than using the removed file. Their
+    /// lock file then stays in place (removing it would split the lock between them and a new store). A
+    /// single-process handle holding the store makes this ``PrefsError/Code/busy`` and removes nothing;
+    /// an open racing with the removal may also answer `busy`.
+    package static func destroy(id: String, directory: String) throws -> PrefsDestroyReport {
+        try Engine.validate(storeID: id)
+        let destroyed = try Engine.destroy(paths: StorePaths(id: id, directory: directory))
+        return PrefsDestroyReport(removed: destroyed.removed, lockKept: destroyed.lockKept)
+    }
+
+    private static func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+}

@@ -1,0 +1,31 @@
+import ArgumentParser
+import PrefsKV
+
+extension Prefs {
+    /// `vaultctl prefs export STORE`
+    struct ExportCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "export",
+            abstract: "Print every live entry of a store as a JSON document that `prefs import` restores.",
+            discussion: """
+                The same document with or without --json (it is JSON either way), keys sorted, so a re-export \
+                of an imported store is byte-identical: {"entries": [{"key": "theme", "type": "string", \
+                "value": "dark"}, {"expiresAt": 1767225600000, "key": "token", "type": "bytes", "value": "AQID"}], \
+                "format": "prefskv-export", "store": "ui", "version": 1}. Values are in clear.
+                """)
+
+        @OptionGroup var options: GlobalOptions
+
+        @Argument(help: "The store id.")
+        var store: String
+
+        func run() throws {
+            let console = Console(options: options)
+            try console.run {
+                let target = try StoreTarget(id: store, options: options)
+                let document = try target.run { try target.open().exportJSON() }
+                writeOut(String(decoding: document, as: UTF8.self) + "\n")
+            }
+        }
+    }
+}

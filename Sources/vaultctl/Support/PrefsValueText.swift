@@ -1,0 +1,151 @@
+import ArgumentParser
+import FoundationEssentials
+import Glibc
+import PrefsKV
+
+/// The `--type` of `prefs set`.
+enum ValueTypeArgument: String, CaseIterable, ExpressibleByArgument {
+    case string, int, double, bool, json, data, strings
+
+    init?(argument: String) {
+        // `bytes` is what `list`, `get --json` and exports call `data`.
+        self.init(rawValue: argument == "bytes" ? "data" : argument)
+    }
+
+    static var allValueStrings: [String] { allCases.map(\.rawValue) }
+
+    /// Parses a command-line value of this type. Messages name the key, never the value.
+    func value(from text: String, key: String) throws -> PrefsValue {
+        func invalid(_ what: String) -> CLIFailure {
+            .usage("the value given for key \"\(key)\" is not \(what)")
+        }
+        switch self {
+        case .string:
+            return .string(text)
+        case .int:
+            guard let number = Int64(text) else { throw invalid("an integer (a 64-bit signed decimal)") }
+            return .int(number)
+        case .double:
+            guard let number = Double(text) else { throw invalid("a number (e.g. 1.5, -2e10, nan, inf)") }
+            return .double(number)
+        case .bool:
+            switch text {
+            case "true", "1": return .bool(true)
+            case "false", "0": return .bool(false)
+            default: throw invalid("a bool (true or false)")
+            }
+        case .json:
+            guard (try? JSONDecoder().decode(AnyJSON.self, from: Data(text.utf8))) != nil else {
+                throw invalid("valid JSON")
+            }
+            return .json(text)
+        case .data:
+            guard let bytes = Data(base64Encoded: text) else { throw invalid("valid base64") }
+            return .bytes(Array(bytes))
+        case .strings:
+            guard let strings = try? JSONDecoder().decode([String].self, from: Data(text.utf8)) else {
+                throw invalid("a JSON array of strings")
+            }
+            return .strings(strings)
+        }
+    }
+}
+
+/// Any JSON document: decoding it checks that text is JSON, nothing more.
+private struct AnyJSON: Decodable {
+    init(from decoder: any Decoder) throws {
+        if var array = try? decoder.unkeyedContainer() {
+            while !array.isAtEnd { _ = try array.decode(AnyJSON.self) }
+            return
+        }
+        if let object = try? decoder.container(keyedBy: AnyKey.self) {
+            for key in object.allKeys { _ = try object.decode(AnyJSON.self, forKey: key) }
+            return
+        }
+        let single = try decoder.singleValueContainer()
+        if single.decodeNil() { return }
+        if (try? single.decode(Bool.self)) != nil { return }
+        if (try? single.decode(String.self)) != nil { return }
+        _ = try single.decode(Double.self)
+    }
+
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+}
+
+extension PrefsValue {
+    /// What plain `prefs get` prints: the bare value. Bytes as base64, JSON as its text, string arrays as a
+    /// JSON array text, doubles as Swift prints them (`1.5`, `1e-07`, `nan`, `inf`).
+    var plainText: String {
+        switch self {
+        case .bool(let flag): return flag ? "true" : "false"
+        case .int(let number): return String(number)
+        case .double(let number): return "\(number)"
+        case .string(let text), .json(let text): return text
+        case .bytes(let bytes): return Data(bytes).base64EncodedString()
+        case .strings(let strings):
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.withoutEscapingSlashes]
+            return (try? encoder.encode(strings)).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
+        }
+    }
+
+    /// The value in `prefs get --json`: JSON's own types where they fit, base64 for bytes, and the stored
+    /// text, as a string, for JSON (exact, as in exports).
+    var json: JSONValue {
+        switch self {
+        case .bool(let flag): return .bool(flag)
+        case .int(let number): return .int(number)
+        case .double(let number): return .double(number)
+        case .string(let text), .json(let text): return .string(text)
+        case .bytes(let bytes): return .string(Data(bytes).base64EncodedString())
+        case .strings(let strings): return .array(strings.map(JSONValue.string))
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch as `yyyy-MM-dd'T'HH:mm:ss'Z'` (UTC).
+func utcTimestamp(milliseconds: Int64) -> String {
+    var seconds = time_t(milliseconds / 1000)
+    var parts = tm()
+    guard gmtime_r(&seconds, &parts) != nil else { return "\(milliseconds) ms" }
+    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
+        + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+}
+
+/// Reads all of `path`, or standard input for `-`.
+func readInput(_ path: String) throws -> Data {
+    let fd = path == "-" ? 0 : Glibc.open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else {
+        let error = errno
+        let (code, exitCode): (String, Int32)
+        switch error {
+        case ENOENT: (code, exitCode) = ("notFound", ExitStatus.notFound)
+        case EACCES, EPERM: (code, exitCode) = ("permissionDenied", ExitStatus.permission)
+        default: (code, exitCode) = ("io", ExitStatus.ioError)
+        }
+        throw CLIFailure(
+            code: code, message: "cannot read \(path): \(String(cString: strerror(error)))", exitCode: exitCode)
+    }
+    defer { if fd != 0 { close(fd) } }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
+        if count == 0 { break }
+        if count < 0 {
+            if errno == EINTR { continue }
+            throw CLIFailure(
+                code: "io",
+                message: "cannot read \(path == "-" ? "standard input" : path): "
+                    + String(cString: strerror(errno)), exitCode: ExitStatus.ioError)
+        }
+        bytes += chunk[0..<count]
+    }
+    return Data(bytes)
+}

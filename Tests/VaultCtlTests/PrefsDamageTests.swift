@@ -1,0 +1,194 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// `vaultctl prefs verify/repair` and every other command on damaged stores: real bytes flipped or cut off in
+/// real files, and the files compared byte for byte before and after.
+@Suite struct PrefsDamageTests {
+    @Test func verifyOnACleanStoreExits0AndChangesNothing() throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.makeStore()
+        let before = try sandbox.snapshot()
+
+        let plain = try sandbox.succeed(["prefs", "verify", "ui"])
+        #expect(plain.lines == ["store ui is clean: 3 records verified, \(sandbox.path("ui.prefs"))"], "\(plain)")
+        #expect(plain.standardError.isEmpty)
+
+        let json = try jsonObject(try sandbox.succeed(["--json", "prefs", "verify", "ui"]).standardOutput)
+        #expect(json["clean"] as? Bool == true)
+        #expect(json["sealed"] as? Bool == false)
+        #expect(number(json["recordsVerified"]) == 3)
+        #expect((json["damage"] as? [Any])?.isEmpty == true)
+        #expect(try sandbox.snapshot() == before)
+    }
+
+    @Test func verifyOnAFlippedByteExits65NamingTheDamagedRecordAndChangesNothing() throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.makeDamagedStore()
+        let before = try sandbox.snapshot()
+
+        let plain = try sandbox.run(["prefs", "verify", "ui"])
+        #expect(plain.status == 65, "\(plain)")
+        #expect(
+            plain.lines == [
+                "store ui is DAMAGED: 1 damaged range, 1 record lost, 2 records verified, \(sandbox.path("ui.prefs"))",
+                "OFFSET  LENGTH  RECORDS  KEYS   REASON",
+                "4096    48      1        theme  checksum mismatch",
+            ], "\(plain)")
+        #expect(plain.standardError.contains("prefs repair ui"), "\(plain)")
+
+        let json = try sandbox.run(["--json", "prefs", "verify", "ui"])
+        #expect(json.status == 65, "\(json)")
+        #expect(json.standardError.isEmpty)
+        let report = try jsonObject(json.standardOutput)
+        #expect(report["clean"] as? Bool == false)
+        #expect(number(report["recordsVerified"]) == 2)
+        let damage = try #require(report["damage"] as? [[String: Any]])
+        #expect(damage.count == 1)
+        #expect(number(damage.first?["offset"]) == 4096)
+        #expect(number(damage.first?["length"]) == Int64(PrefsSandbox.themeRecordLength))
+        #expect(number(damage.first?["records"]) == 1)
+        #expect(damage.first?["keys"] as? [String] == ["theme"])
+        #expect(damage.first?["reason"] as? String == "checksum mismatch")
+
+        #expect(try sandbox.snapshot() == before, "verify changed a file")
+    }
+
+    @Test func verifyOnATruncatedFileExits65AndChangesNothing() throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.makeStore()
+        // Cut the file in the middle of the second record: the log end now points past the end of the file.
+        let data = try sandbox.bytes("ui.prefs")
+        try sandbox.write(Array(data[0..<(4096 + PrefsSandbox.themeRecordLength + 20)]), to: "ui.prefs")
+        let before = try sandbox.snapshot()
+
+        let json = try sandbox.run(["--json", "prefs", "verify", "ui"])
+        #expect(json.status == 65, "\(json)")
+        let report = try jsonObject(json.standardOutput)
+        #expect(report["clean"] as? Bool == false)
+        #expect(number(report["recordsVerified"]) == 1)
+        let damage = try #require(report["damage"] as? [[String: Any]])
+        #expect(damage.contains { ($0["reason"] as? String)?.contains("ends before the log end") == true }, "\(report)")
+        #expect(number(damage.first?["offset"]) == Int64(4096 + PrefsSandbox.themeRecordLength))
+
+        let plain = try sandbox.run(["prefs", "verify", "ui"])
+        #expect(plain.status == 65, "\(plain)")
+        #expect(try sandbox.snapshot() == before)
+    }
+
+    static let commandsOnADamagedStore: [[String]] = [
+        ["get", "ui", "width"], ["list", "ui"], ["stats", "ui"], ["export", "ui"], ["compact", "ui"],
+        ["set", "ui", "width", "300", "--type", "int"], ["delete", "ui", "width"], ["import", "ui", "-"],
+    ]
+
+    @Test(arguments: commandsOnADamagedStore)
+    func aDamagedStoreAnswers65PointingAtRepairAndStaysByteIdentical(_ command: [String]) throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.makeStore("other")
+        let document = Data(try sandbox.succeed(["prefs", "export", "other"]).standardOutput.utf8)
+        try sandbox.makeDamagedStore()
+        let before = try sandbox.snapshot()
+
+        let plain = try sandbox.run(["prefs"] + command, input: document)
+        #expect(plain.status == 65, "\(plain)")
+        #expect(plain.standardOutput.isEmpty)
+        #expect(plain.standardError.contains("store \"ui\" (\(sandbox.path("ui.prefs"))) is damaged"), "\(plain)")
+        #expect(plain.standardError.contains("prefs repair ui"), "\(plain)")
+        #expect(plain.standardError.contains("keys: theme"), "\(plain)")
+        #expect(!plain.standardError.contains("dark"), "a value in a message: \(plain)")
+
+        let json = try sandbox.run(["--json", "prefs"] + command, input: document)
+        #expect(json.status == 65, "\(json)")
+        let error = try #require(try jsonObject(json.standardOutput)["error"] as? [String: Any])
+        #expect(error["code"] as? String == "corrupted")
+
+        #expect(try sandbox.snapshot() == before, "no salvage, no quarantine copy, no change")
+    }
+
+    @Test func repairSalvagesQuarantinesTheOriginalReadOnlyAndThenVerifies() throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.makeDamagedStore()
+        let damaged = try sandbox.bytes("ui.prefs")
+
+        let result = try sandbox.succeed(["--json", "prefs", "repair", "ui"])
+        let report = try jsonObject(result.standardOutput)
+        #expect(report["clean"] as? Bool == false)
+        #expect(report["repaired"] as? Bool == true)
+        #expect(number(report["kept"]) == 2)
+        #expect(number(report["lost"]) == 1)
+        #expect(report["lostKeys"] as? [String] == ["theme"])
+        let quarantine = try #require(report["quarantine"] as? String)
+        let name = URL(fileURLWithPath: quarantine).lastPathComponent
+        #expect(quarantine == sandbox.path(name))
+        #expect(name.hasPrefix("ui.prefs.corrupt-"))
+        #expect(sandbox.files == ["ui.prefs", name, "ui.prefs.lock"].sorted())
+        #expect(sandbox.mode(name) == 0o400)
+        #expect(try sandbox.bytes(name) == damaged, "the quarantine copy is the damaged original, byte for byte")
+
+        #expect(try sandbox.succeed(["prefs", "verify", "ui"]).lines.first?.hasPrefix("store ui is clean") == true)
+        #expect(try sandbox.succeed(["prefs", "get", "ui", "width"]).standardOutput == "240\n")
+        #expect(try sandbox.run(["prefs", "get", "ui", "theme"]).status == 66)
+    }
+
+    @Test func repairReportsKeptAndLostInPlainText() throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.makeDamagedStore()
+        let result = try sandbox.succeed(["prefs", "repair", "ui"])
+        let quarantine = try #require(sandbox.files.first { $0.hasPrefix("ui.prefs.corrupt-") })
+        #expect(
+            result.lines.first
+                == "repaired store ui (\(sandbox.path("ui.prefs"))): kept 2 records, lost 1 (keys: theme)")
+        #expect(result.lines.contains("damaged original kept at \(sandbox.path(quarantine))"), "\(result)")
+    }
+
+    @Test func repairOnACleanStoreSaysSoAndChangesNothing() throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.makeStore()
+        let before = try sandbox.snapshot()
+
+        let plain = try sandbox.succeed(["prefs", "repair", "ui"])
+        #expect(plain.lines == ["store ui is clean; nothing was changed (\(sandbox.path("ui.prefs")))"])
+        let json = try jsonObject(try sandbox.succeed(["--json", "prefs", "repair", "ui"]).standardOutput)
+        #expect(json["clean"] as? Bool == true)
+        #expect(json["repaired"] as? Bool == false)
+        #expect(json["quarantine"] is NSNull)
+        #expect(try sandbox.snapshot() == before)
+    }
+
+    @Test func anUnreadableHeaderIsCorruptedEverywhereAndNeverRewritten() throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.makeStore()
+        var data = try sandbox.bytes("ui.prefs")
+        data[20] ^= 0xFF  // inside the store UUID: the header checksum no longer matches
+        try sandbox.write(data, to: "ui.prefs")
+        let before = try sandbox.snapshot()
+
+        for command in [["verify", "ui"], ["repair", "ui"], ["get", "ui", "width"], ["set", "ui", "a", "b"]] {
+            let result = try sandbox.run(["prefs"] + command)
+            #expect(result.status == 65, "\(command): \(result)")
+            #expect(result.standardError.contains("the store header cannot be read"), "\(result)")
+            #expect(result.standardError.contains(sandbox.path("ui.prefs")), "\(result)")
+            #expect(!result.standardError.contains("prefs repair"), "repair cannot help: \(result)")
+        }
+        #expect(try sandbox.snapshot() == before)
+    }
+
+    @Test func aSealedStoreAnswersEncryptedWithoutItsKey() throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.makeStore()
+        try sandbox.markSealed("ui")
+        let before = try sandbox.snapshot()
+
+        let get = try sandbox.run(["--json", "prefs", "get", "ui", "width"])
+        #expect(get.status == 78, "\(get)")
+        let error = try #require(try jsonObject(get.standardOutput)["error"] as? [String: Any])
+        #expect(error["code"] as? String == "encrypted")
+        #expect((error["message"] as? String)?.contains(sandbox.path("ui.prefs")) == true)
+
+        // verify checks a sealed store's checksums without a key.
+        let verify = try jsonObject(try sandbox.succeed(["--json", "prefs", "verify", "ui"]).standardOutput)
+        #expect(verify["sealed"] as? Bool == true)
+        #expect(verify["clean"] as? Bool == true)
+        #expect(try sandbox.snapshot() == before)
+    }
+}
