@@ -78,7 +78,9 @@ extension Vault {
     /// ```swift
     /// try await vault.setSessionToken(token, expiresAt: expiry)
     /// ```
-    public func setSessionToken(_ token: String, expiresAt: Date?, for key: String = Vault.defaultSessionTokenKey)
+    public func setSessionToken(
+        _ token: String, expiresAt: Date?, for key: String = Vault.defaultSessionTokenKey
+    )
         async throws
     {
         try await offloaded { try self.setSessionToken(token, expiresAt: expiresAt, for: key) }

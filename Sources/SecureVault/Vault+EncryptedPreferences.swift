@@ -24,57 +24,62 @@ extension Vault {
         let itemName = Self.encryptedPreferencesKeyName(id)
         try Self.validate(name: itemName, what: "encrypted store id")
         return try perform("opening encrypted preferences '\(id)'") { () throws(VaultError) -> PrefsStore in
-            let lock = try lockVault()
-            defer { VaultSys.unlock(lock) }
-            let inspection: PrefsInspection?
-            do {
-                inspection = try PrefsStore.inspect(id: id, directory: directory)
-            } catch {
-                throw VaultError.wrapping(error, vault: service)
-            }
-            let sealer: VaultSealer
-            if let inspection {
-                guard inspection.isSealed, let identity = KeyIdentity(encoded: inspection.keyCheck),
-                    identity.kind == .vaultItem
-                else {
-                    throw VaultError(
-                        code: .corrupted,
-                        message: "store '\(id)' at \(inspection.path) is not sealed by a vault; it was left untouched",
-                        cause: .file(path: inspection.path))
+            try withVaultLock { () throws(VaultError) -> PrefsStore in
+                let inspection: PrefsInspection?
+                do {
+                    inspection = try PrefsStore.inspect(id: id, directory: directory)
+                } catch {
+                    throw VaultError.wrapping(error, vault: service)
                 }
-                guard let key = try secretForPreferences(itemName) else {
-                    throw VaultError(
-                        code: .keyMissing,
-                        message: "encrypted store '\(id)' exists at \(inspection.path) but its key '\(itemName)' is not "
-                            + "in vault '\(service)'; the file was left untouched", cause: .file(path: inspection.path))
-                }
-                sealer = VaultSealer(masterKey: key, identity: identity)
-                guard sealer.keyCheck == inspection.keyCheck else {
-                    throw VaultError(
-                        code: .wrongKey,
-                        message: "the key '\(itemName)' in vault '\(service)' does not open store '\(id)'; "
-                            + "the file was left untouched", cause: .file(path: inspection.path))
-                }
-            } else {
-                let key: SecretBytes
-                if let existing = try secretForPreferences(itemName) {
-                    key = existing
-                } else {
-                    key = SecretBytes.random(count: 32)
-                    do {
-                        try key.withUnsafeBytes { try store(kind: .secret, payload: $0, for: itemName, expiresAt: 0) }
-                    } catch {
-                        throw VaultError.wrapping(error, vault: service)
+                let sealer: VaultSealer
+                if let inspection {
+                    guard inspection.isSealed, let identity = KeyIdentity(encoded: inspection.keyCheck),
+                        identity.kind == .vaultItem
+                    else {
+                        throw VaultError(
+                            code: .corrupted,
+                            message:
+                                "store '\(id)' at \(inspection.path) is not sealed by a vault; it was left untouched",
+                            cause: .file(path: inspection.path))
                     }
+                    guard let key = try secretForPreferences(itemName) else {
+                        throw VaultError(
+                            code: .keyMissing,
+                            message:
+                                "encrypted store '\(id)' exists at \(inspection.path) but its key '\(itemName)' is not "
+                                + "in vault '\(service)'; the file was left untouched",
+                            cause: .file(path: inspection.path))
+                    }
+                    sealer = VaultSealer(masterKey: key, identity: identity)
+                    guard sealer.keyCheck == inspection.keyCheck else {
+                        throw VaultError(
+                            code: .wrongKey,
+                            message: "the key '\(itemName)' in vault '\(service)' does not open store '\(id)'; "
+                                + "the file was left untouched", cause: .file(path: inspection.path))
+                    }
+                } else {
+                    let key: SecretBytes
+                    if let existing = try secretForPreferences(itemName) {
+                        key = existing
+                    } else {
+                        key = SecretBytes.random(count: 32)
+                        do {
+                            try key.withUnsafeBytes {
+                                try store(kind: .secret, payload: $0, for: itemName, expiresAt: 0)
+                            }
+                        } catch {
+                            throw VaultError.wrapping(error, vault: service)
+                        }
+                    }
+                    sealer = VaultSealer(masterKey: key, identity: .random(kind: .vaultItem))
                 }
-                sealer = VaultSealer(masterKey: key, identity: .random(kind: .vaultItem))
-            }
-            var storeConfiguration = configuration
-            storeConfiguration.sealer = sealer
-            do {
-                return try PrefsStore(id: id, directory: directory, configuration: storeConfiguration)
-            } catch {
-                throw VaultError.wrapping(error, vault: service)
+                var storeConfiguration = configuration
+                storeConfiguration.sealer = sealer
+                do {
+                    return try PrefsStore(id: id, directory: directory, configuration: storeConfiguration)
+                } catch {
+                    throw VaultError.wrapping(error, vault: service)
+                }
             }
         }
     }

@@ -1,5 +1,7 @@
 package import FoundationEssentials
+import Glibc
 public import PrefsKV
+import Synchronization
 
 extension Vault {
     /// Re-encrypts every item under a new master key, atomically (a new file image swapped in), then deletes
@@ -12,29 +14,32 @@ extension Vault {
     /// A vault with no file has nothing to rotate and returns at once.
     public func rotateKey() throws {
         try perform("rotating the master key of vault '\(service)'") { () throws(VaultError) in
-            let lock = try lockVault()
-            defer { VaultSys.unlock(lock) }
-            guard let store = try openStore(create: false), let old = opened.withLock({ $0?.sealer }) else { return }
-            var next = old.identity.rotated()
-            let masterKey = try keys.create(&next)
-            let sealer = VaultSealer(masterKey: masterKey, identity: next)
-            do throws(VaultError) {
-                try prefs { try store.rekey(to: sealer) }
-            } catch {
-                // The file still needs the old key: drop the unused new one.
-                try? keys.delete(next)
-                throw error
-            }
-            forgetKey()
-            let cacheKey = path + "|" + next.vaultIDHex + "|" + next.keyIDHex
-            Self.sealers.withLock { $0[cacheKey] = sealer }
-            opened.withLock { $0 = OpenVault(store: store, sealer: sealer) }
-            do throws(VaultError) {
-                try keys.delete(old.identity)
-            } catch {
-                // The data is safe under the new key; the old one only lingers. Say so, do not fail.
-                logger.error(
-                    "SecureVault: vault '\(service)' was re-keyed, but deleting its old master key failed: \(error.description)")
+            try withVaultLock { () throws(VaultError) in
+                guard let store = try openStore(create: false), let old = opened.withLock({ $0?.sealer }) else {
+                    return
+                }
+                var next = old.identity.rotated()
+                let masterKey = try keys.create(&next)
+                let sealer = VaultSealer(masterKey: masterKey, identity: next)
+                do throws(VaultError) {
+                    try prefs { try store.rekey(to: sealer) }
+                } catch {
+                    // The file still needs the old key: drop the unused new one.
+                    try? keys.delete(next)
+                    throw error
+                }
+                forgetKey()
+                let cacheKey = path + "|" + next.vaultIDHex + "|" + next.keyIDHex
+                Self.sealers.withLock { $0[cacheKey] = sealer }
+                opened.withLock { $0 = OpenVault(store: store, sealer: sealer) }
+                do throws(VaultError) {
+                    try keys.delete(old.identity)
+                } catch {
+                    // The data is safe under the new key; the old one only lingers. Say so, do not fail.
+                    logger.error(
+                        "SecureVault: vault '\(service)' was re-keyed, but deleting its old master key failed: \(error.description)"
+                    )
+                }
             }
         }
     }
@@ -47,20 +52,20 @@ extension Vault {
     /// ```
     public func wipe() throws {
         try perform("wiping vault '\(service)'") { () throws(VaultError) in
-            let lock = try lockVault()
-            defer { VaultSys.unlock(lock) }
-            let inspection: PrefsInspection?
-            do {
-                inspection = try PrefsStore.inspect(id: service, directory: storeDirectory)
-            } catch {
-                // An unreadable file has no key we can name: remove the file all the same.
-                inspection = nil
+            try withVaultLock { () throws(VaultError) in
+                let inspection: PrefsInspection?
+                do {
+                    inspection = try PrefsStore.inspect(id: service, directory: storeDirectory)
+                } catch {
+                    // An unreadable file has no key we can name: remove the file all the same.
+                    inspection = nil
+                }
+                if let inspection, let identity = KeyIdentity(encoded: inspection.keyCheck) {
+                    try keys.delete(identity)
+                }
+                forgetKey()
+                _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
             }
-            if let inspection, let identity = KeyIdentity(encoded: inspection.keyCheck) {
-                try keys.delete(identity)
-            }
-            forgetKey()
-            _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
         }
     }
 
@@ -115,14 +120,27 @@ extension Vault {
         return identity
     }
 
-    /// Takes the vault's lock file (creation, rotation and wipe hold it).
-    func lockVault() throws(VaultError) -> Int32 {
+    /// Runs `body` holding the vault's lock file (creation, rotation, wipe and encrypted-store set-up hold it).
+    /// Re-entrant on one thread: `flock` on a second descriptor of the same file would wait on ourselves.
+    func withVaultLock<R>(_ body: () throws(VaultError) -> R) throws(VaultError) -> R {
+        let thread = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(bitPattern: UInt(pthread_self()))))
+        if Self.lockHolders.withLock({ $0[lockPath] == thread }) { return try body() }
         try checkDirectory(create: true)
+        let fd: Int32
         switch VaultSys.lockFile(lockPath) {
-        case .success(let fd): return fd
+        case .success(let opened): fd = opened
         case .failure(let error): throw fileError(error, "cannot lock", lockPath)
         }
+        Self.lockHolders.withLock { $0[lockPath] = thread }
+        defer {
+            Self.lockHolders.withLock { $0[lockPath] = nil }
+            VaultSys.unlock(fd)
+        }
+        return try body()
     }
+
+    /// Which thread of this process holds each vault lock file.
+    static let lockHolders = Mutex<[String: UInt]>([:])
 }
 
 /// One item as `vaultctl vault list` shows it: never its value.
@@ -152,7 +170,8 @@ extension Vault {
                     key: key, kind: envelope.kind.name, size: payload.count,
                     createdAt: Date(timeIntervalSince1970: Double(envelope.createdAt) / 1000),
                     updatedAt: Date(timeIntervalSince1970: Double(envelope.updatedAt) / 1000),
-                    expiresAt: envelope.expiresAt == 0 ? nil : Date(timeIntervalSince1970: Double(envelope.expiresAt) / 1000))
+                    expiresAt: envelope.expiresAt == 0
+                        ? nil : Date(timeIntervalSince1970: Double(envelope.expiresAt) / 1000))
             }
         }
     }

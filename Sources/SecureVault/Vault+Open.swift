@@ -15,19 +15,14 @@ extension Vault {
         if let existing = try openExisting() { return existing }
         guard create else { return nil }
 
-        let lock: Int32
-        switch VaultSys.lockFile(lockPath) {
-        case .success(let fd): lock = fd
-        case .failure(let error): throw fileError(error, "cannot lock", lockPath)
+        return try withVaultLock { () throws(VaultError) -> PrefsStore in
+            // Another process may have created it while we waited for the lock.
+            if let existing = try openExisting() { return existing }
+            var identity = KeyIdentity.random(kind: configuration.keyStore.kind)
+            let masterKey = try keys.create(&identity)
+            let sealer = VaultSealer(masterKey: masterKey, identity: identity)
+            return try adopt(sealer: sealer)
         }
-        defer { VaultSys.unlock(lock) }
-        // Another process may have created it while we waited for the lock.
-        if let existing = try openExisting() { return existing }
-
-        var identity = KeyIdentity.random(kind: configuration.keyStore.kind)
-        let masterKey = try keys.create(&identity)
-        let sealer = VaultSealer(masterKey: masterKey, identity: identity)
-        return try adopt(sealer: sealer)
     }
 
     /// Opens the vault file if there is one: reads which key it needs from its header, asks the key store.
@@ -87,7 +82,9 @@ extension Vault {
         // one answer it must not give. Damage is reported as corrupted; `recover()` salvages on request.
         storeConfiguration.recovery = .fail
         storeConfiguration.logger = logger
-        let store = try prefs { try PrefsStore(id: service, directory: storeDirectory, configuration: storeConfiguration) }
+        let store = try prefs {
+            try PrefsStore(id: service, directory: storeDirectory, configuration: storeConfiguration)
+        }
         let cacheKey = path + "|" + sealer.identity.vaultIDHex + "|" + sealer.identity.keyIDHex
         Self.sealers.withLock { $0[cacheKey] = sealer }
         return opened.withLock { open in

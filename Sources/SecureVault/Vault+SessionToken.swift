@@ -59,7 +59,9 @@ extension Vault {
     /// ```swift
     /// try vault.setSessionToken(response.token, expiresAt: response.expiry)
     /// ```
-    public func setSessionToken(_ token: String, expiresAt: Date?, for key: String = Vault.defaultSessionTokenKey)
+    public func setSessionToken(
+        _ token: String, expiresAt: Date?, for key: String = Vault.defaultSessionTokenKey
+    )
         throws
     {
         let expiry = expiresAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded(.down)) } ?? 0

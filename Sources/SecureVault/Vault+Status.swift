@@ -78,7 +78,8 @@ extension Vault {
                 default:
                     status.sessionBusReachable = true
                 }
-                status.problem = status.problem ?? VaultError(error, operation: "checking the keyring of vault '\(service)'")
+                status.problem =
+                    status.problem ?? VaultError(error, operation: "checking the keyring of vault '\(service)'")
             }
         }
         return status

@@ -111,8 +111,9 @@ public final class Vault: Sendable {
     public func string(for key: String) throws -> String? {
         try read(key, "reading item '\(key)'") { _, payload in
             String(validating: payload, as: UTF8.self).map { Result<String, VaultError>.success($0) }
-                ?? .failure(VaultError(
-                    code: .corrupted, message: "vault '\(service)': item '\(key)' does not hold UTF-8 text"))
+                ?? .failure(
+                    VaultError(
+                        code: .corrupted, message: "vault '\(service)': item '\(key)' does not hold UTF-8 text"))
         }?.get()
     }
 
@@ -242,7 +243,8 @@ public final class Vault: Sendable {
             case .none: return nil
             case .some(.none):
                 throw VaultError(
-                    code: .corrupted, message: "vault '\(service)': item '\(key)' opened but its contents are not "
+                    code: .corrupted,
+                    message: "vault '\(service)': item '\(key)' opened but its contents are not "
                         + "a SecureVault item", cause: .file(path: path))
             case .some(.some(let value)): return value
             }
@@ -274,10 +276,12 @@ public final class Vault: Sendable {
 
     static func validate(name: String, what: String) throws(VaultError) {
         let utf8 = name.utf8
-        let allowed = !utf8.isEmpty && utf8.count <= 128 && utf8.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                || byte == 0x2E || byte == 0x5F || byte == 0x2D
-        }
+        let allowed =
+            !utf8.isEmpty && utf8.count <= 128
+            && utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == 0x2E || byte == 0x5F || byte == 0x2D
+            }
         guard allowed, name != ".", name != ".." else {
             throw VaultError(
                 code: .invalidKey,

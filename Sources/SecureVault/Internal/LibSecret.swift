@@ -87,7 +87,8 @@ package enum LibSecret {
 
         /// The schema of a vault's master key: `vault` (random id of the vault), `key` (random id of the key),
         /// `format` (version of the key's encoding).
-        package static let vaultMasterKey = Schema(name: "dev.securevault.MasterKey", attributes: ["vault", "key", "format"])
+        package static let vaultMasterKey = Schema(
+            name: "dev.securevault.MasterKey", attributes: ["vault", "key", "format"])
     }
 
     /// A secret read from the service, copied straight into guarded memory.
@@ -134,7 +135,8 @@ package enum LibSecret {
             case .locked:
                 throw SecretServiceFailure(.locked, message: "the '\(alias)' collection is locked")
             case .missing:
-                throw SecretServiceFailure(.noDefaultCollection, message: "the Secret Service has no '\(alias)' collection")
+                throw SecretServiceFailure(
+                    .noDefaultCollection, message: "the Secret Service has no '\(alias)' collection")
             case .unlocked:
                 break
             }
@@ -160,7 +162,9 @@ package enum LibSecret {
     /// - Returns: the secret, or `nil` when no item matches and the collection that would hold it is unlocked.
     /// - Throws: `.locked` when a matching item, or the default collection, is locked (a locked item may be
     ///   invisible, so "absent" cannot be known); the bus/service/timeout kinds otherwise.
-    package static func lookup(schema: Schema, attributes: [String: String], deadline: Duration)
+    package static func lookup(
+        schema: Schema, attributes: [String: String], deadline: Duration
+    )
         throws(SecretServiceFailure) -> Secret?
     {
         checkAttributes(attributes, schema: schema)
@@ -181,7 +185,8 @@ package enum LibSecret {
             case .unlocked: return nil
             case .locked: throw SecretServiceFailure(.locked, message: "the 'default' collection is locked")
             case .missing:
-                throw SecretServiceFailure(.noDefaultCollection, message: "the Secret Service has no 'default' collection")
+                throw SecretServiceFailure(
+                    .noDefaultCollection, message: "the Secret Service has no 'default' collection")
             }
         }
     }
@@ -191,7 +196,9 @@ package enum LibSecret {
     /// - Returns: `true` when something was deleted.
     /// - Throws: `.locked` (nothing deleted) when a matching item is locked.
     @discardableResult
-    package static func clear(schema: Schema, attributes: [String: String], deadline: Duration)
+    package static func clear(
+        schema: Schema, attributes: [String: String], deadline: Duration
+    )
         throws(SecretServiceFailure) -> Bool
     {
         checkAttributes(attributes, schema: schema)
@@ -221,7 +228,9 @@ package enum LibSecret {
     }
 
     /// The lock state of the collection an alias points to, read without prompting.
-    package static func collectionState(alias: String = "default", deadline: Duration)
+    package static func collectionState(
+        alias: String = "default", deadline: Duration
+    )
         throws(SecretServiceFailure) -> CollectionState
     {
         try call(deadline: deadline) { cancellable throws(SecretServiceFailure) in
@@ -240,8 +249,9 @@ package enum LibSecret {
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
             var error: UnsafeMutablePointer<GError>?
-            guard let collection = secret_collection_for_alias_sync(
-                service, alias, SECRET_COLLECTION_NONE, cancellable, &error)
+            guard
+                let collection = secret_collection_for_alias_sync(
+                    service, alias, SECRET_COLLECTION_NONE, cancellable, &error)
             else {
                 if error != nil { throw failure(taking: error, fallback: "reading the '\(alias)' alias failed") }
                 return false
@@ -276,17 +286,21 @@ package enum LibSecret {
             }
             // Collections, labels and lock states straight from the service's properties: fresh, prompt-free.
             var collections: [CollectionInfo] = []
-            let paths = try property(
-                "Collections", of: "/org/freedesktop/secrets", interface: "org.freedesktop.Secret.Service",
-                service: service, cancellable, decode: Variant.objectPaths) ?? []
+            let paths =
+                try property(
+                    "Collections", of: "/org/freedesktop/secrets", interface: "org.freedesktop.Secret.Service",
+                    service: service, cancellable, decode: Variant.objectPaths) ?? []
             for path in paths {
                 let collection = "org.freedesktop.Secret.Collection"
-                collections.append(CollectionInfo(
-                    path: path,
-                    label: try property("Label", of: path, interface: collection, service: service, cancellable,
-                                        decode: Variant.string) ?? "",
-                    locked: try property("Locked", of: path, interface: collection, service: service, cancellable,
-                                         decode: Variant.bool) ?? true))
+                collections.append(
+                    CollectionInfo(
+                        path: path,
+                        label: try property(
+                            "Label", of: path, interface: collection, service: service, cancellable,
+                            decode: Variant.string) ?? "",
+                        locked: try property(
+                            "Locked", of: path, interface: collection, service: service, cancellable,
+                            decode: Variant.bool) ?? true))
             }
             return ServiceProbe(busAddress: address, collections: collections, defaultCollectionPath: defaultPath)
         }
@@ -324,7 +338,9 @@ package enum LibSecret {
     }
 
     /// The process's shared service proxy (a new reference: release it with `g_object_unref`).
-    private static func sharedService(_ cancellable: UnsafeMutablePointer<GCancellable>)
+    private static func sharedService(
+        _ cancellable: UnsafeMutablePointer<GCancellable>
+    )
         throws(SecretServiceFailure) -> UnsafeMutablePointer<SecretService>
     {
         var error: UnsafeMutablePointer<GError>?
@@ -367,7 +383,9 @@ package enum LibSecret {
         return items
     }
 
-    private static func loadSecret(item: UnsafeMutablePointer<SecretItem>, _ cancellable: UnsafeMutablePointer<GCancellable>)
+    private static func loadSecret(
+        item: UnsafeMutablePointer<SecretItem>, _ cancellable: UnsafeMutablePointer<GCancellable>
+    )
         throws(SecretServiceFailure) -> Secret
     {
         var error: UnsafeMutablePointer<GError>?
@@ -392,8 +410,9 @@ package enum LibSecret {
         service: UnsafeMutablePointer<SecretService>, alias: String, _ cancellable: UnsafeMutablePointer<GCancellable>
     ) throws(SecretServiceFailure) -> CollectionState {
         var error: UnsafeMutablePointer<GError>?
-        guard let collection = secret_collection_for_alias_sync(
-            service, alias, SECRET_COLLECTION_NONE, cancellable, &error)
+        guard
+            let collection = secret_collection_for_alias_sync(
+                service, alias, SECRET_COLLECTION_NONE, cancellable, &error)
         else {
             if error != nil { throw failure(taking: error, fallback: "reading the '\(alias)' alias failed") }
             return .missing
@@ -412,8 +431,9 @@ package enum LibSecret {
         _ cancellable: UnsafeMutablePointer<GCancellable>
     ) throws(SecretServiceFailure) -> Bool {
         guard let path else { return true }
-        return try property("Locked", of: path, interface: interface, service: service, cancellable,
-                            decode: Variant.bool) ?? true
+        return try property(
+            "Locked", of: path, interface: interface, service: service, cancellable,
+            decode: Variant.bool) ?? true
     }
 
     /// Reads one D-Bus property with `org.freedesktop.DBus.Properties.Get` on the service's own connection
@@ -496,8 +516,9 @@ package enum LibSecret {
         let domain = String(cString: g_quark_to_string(error.pointee.domain))
         let code = error.pointee.code
         let message = error.pointee.message.map { String(cString: $0) } ?? fallback
-        return SecretServiceFailure(classify(domain: error.pointee.domain, code: code, message: message),
-                                    domain: domain, code: code, message: message)
+        return SecretServiceFailure(
+            classify(domain: error.pointee.domain, code: code, message: message),
+            domain: domain, code: code, message: message)
     }
 
     private static func classify(domain: GQuark, code: Int32, message: String) -> SecretServiceFailure.Kind {

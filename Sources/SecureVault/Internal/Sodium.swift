@@ -103,7 +103,8 @@ package enum Sodium {
             into output: UnsafeMutableRawBufferPointer
         ) {
             precondition(key.count == keyBytes, "an XChaCha20-Poly1305 key is \(keyBytes) bytes, not \(key.count)")
-            precondition(output.count == plaintext.count + overhead, "seal output must be plaintext + \(overhead) bytes")
+            precondition(
+                output.count == plaintext.count + overhead, "seal output must be plaintext + \(overhead) bytes")
             ensureInitialized()
             let out = output.baseAddress!
             let nonce = out.assumingMemoryBound(to: UInt8.self)
@@ -168,7 +169,9 @@ package enum Sodium {
         }
 
         /// Opens a sealed message into guarded memory.
-        static func open(_ sealed: [UInt8], associatedData: [UInt8], key: SecretBytes) throws(OpenFailure)
+        static func open(
+            _ sealed: [UInt8], associatedData: [UInt8], key: SecretBytes
+        ) throws(OpenFailure)
             -> SecretBytes
         {
             guard sealed.count >= overhead else { throw OpenFailure() }
@@ -191,7 +194,9 @@ package enum Sodium {
     // MARK: Key derivation and keyed hashing (BLAKE2b)
 
     /// Derives the subkey number `id` of `length` bytes (16...64) for an 8-character `context` from a 32-byte key.
-    static func deriveSubkey(from key: SecretBytes, id: UInt64, context: StaticString, length: Int = 32)
+    static func deriveSubkey(
+        from key: SecretBytes, id: UInt64, context: StaticString, length: Int = 32
+    )
         -> SecretBytes
     {
         precondition(key.count == Int(crypto_kdf_KEYBYTES), "crypto_kdf needs a \(crypto_kdf_KEYBYTES)-byte key")

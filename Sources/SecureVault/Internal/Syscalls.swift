@@ -20,9 +20,10 @@ enum VaultSys {
             return .failure(Errno(errno))
         }
         let type = info.st_mode & S_IFMT
-        return .success(FileInfo(
-            owner: info.st_uid, mode: info.st_mode & 0o7777, isDirectory: type == S_IFDIR,
-            isRegular: type == S_IFREG, isSymbolicLink: type == S_IFLNK))
+        return .success(
+            FileInfo(
+                owner: info.st_uid, mode: info.st_mode & 0o7777, isDirectory: type == S_IFDIR,
+                isRegular: type == S_IFREG, isSymbolicLink: type == S_IFLNK))
     }
 
     static var userID: uid_t { getuid() }
