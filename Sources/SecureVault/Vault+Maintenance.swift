@@ -19,26 +19,29 @@ extension Vault {
                     return
                 }
                 var next = old.identity.rotated()
+                // Should we die before the re-key, the new key is garbage; after it, the old one is.
+                try recordIntents([VaultIntent(.drop, next)])
                 let masterKey = try keys.create(&next)
                 let sealer = VaultSealer(masterKey: masterKey, identity: next)
                 do throws(VaultError) {
                     try prefs { try store.rekey(to: sealer) }
                 } catch {
-                    // The file still needs the old key: drop the unused new one.
                     try? keys.delete(next)
+                    clearIntents()
                     throw error
                 }
+                try recordIntents([VaultIntent(.drop, old.identity)])
                 forgetKey()
                 let cacheKey = path + "|" + next.vaultIDHex + "|" + next.keyIDHex
                 Self.sealers.withLock { $0[cacheKey] = sealer }
                 opened.withLock { $0 = OpenVault(store: store, sealer: sealer) }
                 do throws(VaultError) {
                     try keys.delete(old.identity)
+                    clearIntents()
                 } catch {
-                    // The data is safe under the new key; the old one only lingers. Say so, do not fail.
+                    // The data is safe under the new key; the old one lingers until the journal is replayed.
                     logger.error(
-                        "SecureVault: vault '\(service)' was re-keyed, but deleting its old master key failed: \(error.description)"
-                    )
+                        "SecureVault: vault '\(service)' was re-keyed, but deleting its old master key failed: \(error.description)")
                 }
             }
         }
@@ -53,6 +56,7 @@ extension Vault {
     public func wipe() throws {
         try perform("wiping vault '\(service)'") { () throws(VaultError) in
             try withVaultLock { () throws(VaultError) in
+                try finishIntents()
                 let inspection: PrefsInspection?
                 do {
                     inspection = try PrefsStore.inspect(id: service, directory: storeDirectory)
@@ -61,10 +65,18 @@ extension Vault {
                     inspection = nil
                 }
                 if let inspection, let identity = KeyIdentity(encoded: inspection.keyCheck) {
-                    try keys.delete(identity)
+                    // Once the key is gone the wipe must finish, even if we die: journal it first.
+                    try recordIntents([VaultIntent(.wipe, identity)])
+                    do throws(VaultError) {
+                        try keys.delete(identity)
+                    } catch {
+                        clearIntents()  // nothing changed: the vault is intact and the caller learns why
+                        throw error
+                    }
                 }
                 forgetKey()
                 _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
+                clearIntents()
             }
         }
     }

@@ -12,6 +12,9 @@ extension Vault {
         if let open = opened.withLock({ $0 }) { return open.store }
 
         try checkDirectory(create: create)
+        if hasPendingIntents {
+            try withVaultLock { () throws(VaultError) in try finishIntents() }
+        }
         if let existing = try openExisting() { return existing }
         guard create else { return nil }
 

@@ -183,6 +183,17 @@ import TestSupport
         #expect(result.lines.last?.hasPrefix("valid tok-1 ") == true, "\(result)")
     }
 
+    @Test func processesCreatingTheSameVaultAtOnceShareOneFileAndOneKey() throws {
+        let result = try Self.run(
+            """
+            for n in 1 2 3 4 5 6; do (echo "value-$n" | $H vault-set app "k$n" > /dev/null) & done
+            wait
+            $H vault-dump app
+            secret-tool search --all format 1 2>&1 | grep -c '^attribute.vault'
+            """)
+        #expect(result.lines == (1...6).map { "k\($0) value-\($0)" } + ["1"], "\(result)")
+    }
+
     @Test func aServiceWithoutDefaultKeyringIsUnavailable() throws {
         let result = try Self.run("echo v | $H vault-set app k", mode: .noKeyring)
         #expect(result.lines.first?.hasPrefix("error unavailable ") == true, "\(result)")

@@ -9,6 +9,10 @@
 //                                     gdbus), reads again in the same process; prints both states
 //   vault-identity SERVICE            prints the vault id and key id of the file's header
 //   vault-rotate SERVICE / vault-wipe SERVICE / vault-status SERVICE
+//   vault-crash-writer SERVICE        runs operations until killed, acknowledging each on stdout once it
+//                                     returned: op i (from 1) is "rotate" when i % 20 == 7, "wipe" when
+//                                     i % 20 == 19, else "set k<i % 5> v<i>"; prints "<i> <op>" per ack
+//   vault-dump SERVICE                prints every item as "<key> <value>", sorted, or "error <code>"
 //
 // Environment: VAULT_TEST_DIR (vault directory), VAULT_TEST_DEADLINE_MS, VAULT_TEST_ACCESSIBILITY
 // (afterFirstUnlock | whenUnlocked). A failure prints "error <code> <elapsed-ms>" and exits 1; the message goes
@@ -62,6 +66,29 @@ enum VaultCommands {
             case "vault-wipe":
                 try vault.wipe()
                 line = "ok"
+            case "vault-crash-writer":
+                var i = 0
+                while true {
+                    i += 1
+                    switch i % 20 {
+                    case 7:
+                        try vault.rotateKey()
+                        acknowledge("\(i) rotate\n")
+                    case 19:
+                        try vault.wipe()
+                        acknowledge("\(i) wipe\n")
+                    default:
+                        try vault.set("v\(i)", for: "k\(i % 5)")
+                        acknowledge("\(i) set k\(i % 5) v\(i)\n")
+                    }
+                }
+            case "vault-dump":
+                let keys = try vault.allKeys()
+                line = try keys.map { "\($0) \(try vault.string(for: $0) ?? "<absent>")" }.joined(separator: "\n")
+                if keys.isEmpty {
+                    print("(empty)")
+                    return 0
+                }
             case "vault-status":
                 let s = vault.status()
                 line = "file=\(s.fileExists) items=\(s.itemCount.map(String.init) ?? "-") "
@@ -81,6 +108,19 @@ enum VaultCommands {
             print("error other \(elapsed())")
             writeToStandardError("message \(error)\n")
             return 1
+        }
+    }
+
+    /// Writes an acknowledgement straight to stdout (a pipe: `print` would buffer it past a SIGKILL).
+    static func acknowledge(_ text: String) {
+        var copy = text
+        copy.withUTF8 { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let n = write(1, bytes.baseAddress! + offset, bytes.count - offset)
+                if n <= 0 { if errno == EINTR { continue }; exit(71) }
+                offset += n
+            }
         }
     }
 

@@ -18,7 +18,7 @@ case "prefs-read-loop": PrefsCommands.readLoop(rest)
 case "secret-store", "secret-lookup", "secret-clear", "secret-state", "secret-lock", "secret-probe":
     exit(SecretCommands.run(arguments[0], rest))
 case "vault-set", "vault-get", "vault-token-set", "vault-token", "vault-read-lock-read", "vault-identity",
-    "vault-rotate", "vault-wipe", "vault-status":
+    "vault-rotate", "vault-wipe", "vault-status", "vault-crash-writer", "vault-dump":
     exit(VaultCommands.run(arguments[0], rest))
 default:
     PrefsCommands.fail("unknown command \(arguments.first ?? "(none)")", status: 2)

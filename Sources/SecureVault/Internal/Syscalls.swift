@@ -75,6 +75,71 @@ enum VaultSys {
         Glibc.unlink(path) == 0 || errno == ENOENT ? .success(()) : .failure(Errno(errno))
     }
 
+    /// Whether anything exists at `path` (a symbolic link counts).
+    static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return Glibc.lstat(path, &info) == 0
+    }
+
+    /// The contents of a small file, nil when it cannot be read.
+    static func readSmallFile(_ path: String, limit: Int = 64 * 1024) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: limit)
+        var total = 0
+        while total < limit {
+            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + total, limit - total) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            if n == 0 { break }
+            total += n
+        }
+        return Array(bytes[0..<total])
+    }
+
+    /// Replaces `path` with `bytes` durably: a temporary file written and flushed, renamed over `path`, and
+    /// the directory flushed, so after a crash the path holds either the old or the new contents.
+    // See: man 2 fsync, man 2 rename
+    static func writeFileDurably(_ path: String, _ bytes: [UInt8], directory: String) -> Result<Void, Errno> {
+        let temporary = path + ".tmp"
+        var fd: Int32
+        repeat {
+            fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        } while fd < 0 && errno == EINTR
+        guard fd >= 0 else { return .failure(Errno(errno)) }
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, bytes.count - offset) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                let error = errno
+                close(fd)
+                return .failure(Errno(error))
+            }
+            offset += n
+        }
+        if fsync(fd) != 0 {
+            let error = errno
+            close(fd)
+            return .failure(Errno(error))
+        }
+        close(fd)
+        guard rename(temporary, path) == 0 else { return .failure(Errno(errno)) }
+        syncDirectory(directory)
+        return .success(())
+    }
+
+    /// Flushes a directory's entries (after a rename or unlink in it).
+    static func syncDirectory(_ directory: String) {
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        close(fd)
+    }
+
     /// Names of the entries of a directory (without "." and "..").
     static func listDirectory(_ path: String) -> [String] {
         guard let dir = opendir(path) else { return [] }

@@ -1,0 +1,110 @@
+/// A small journal that lets a wipe or a key rotation finish after a crash.
+///
+/// `<service>.vault.intent` holds one line per intent, written durably before the step it protects:
+/// - `wipe <vault id> <key id>`: a wipe was under way: delete that key, then the vault file.
+/// - `drop <vault id> <key id>`: that key is garbage (the unused half of a rotation): delete it, unless the
+///   vault file turns out to use it.
+/// The next process to open the vault (under the vault lock) finishes what the journal says, then removes it.
+struct VaultIntent: Equatable {
+    enum Kind: String { case wipe, drop }
+
+    var kind: Kind
+    var vaultIDHex: String
+    var keyIDHex: String
+
+    init(_ kind: Kind, _ identity: KeyIdentity) {
+        self.kind = kind
+        vaultIDHex = identity.vaultIDHex
+        keyIDHex = identity.keyIDHex
+    }
+
+    init?(line: Substring) {
+        let parts = line.split(separator: " ")
+        guard parts.count == 3, let kind = Kind(rawValue: String(parts[0])) else { return nil }
+        self.kind = kind
+        vaultIDHex = String(parts[1])
+        keyIDHex = String(parts[2])
+    }
+
+    var line: String { "\(kind.rawValue) \(vaultIDHex) \(keyIDHex)" }
+
+    func matches(_ identity: KeyIdentity) -> Bool {
+        identity.vaultIDHex == vaultIDHex && identity.keyIDHex == keyIDHex
+    }
+}
+
+extension Vault {
+    var intentPath: String { storeDirectory + "/" + service + ".vault.intent" }
+
+    /// Records `intents` durably (replacing earlier ones).
+    func recordIntents(_ intents: [VaultIntent]) throws(VaultError) {
+        let text = intents.map(\.line).joined(separator: "\n") + "\n"
+        if case .failure(let error) = VaultSys.writeFileDurably(intentPath, Array(text.utf8), directory: storeDirectory) {
+            throw fileError(error, "cannot record an intent in", intentPath)
+        }
+    }
+
+    func clearIntents() {
+        _ = VaultSys.unlink(intentPath)
+        VaultSys.syncDirectory(storeDirectory)
+    }
+
+    /// Whether a crashed wipe or rotation left work to finish (one `lstat`).
+    var hasPendingIntents: Bool { VaultSys.exists(intentPath) }
+
+    /// Finishes what a crashed wipe or rotation left. Call with the vault lock held.
+    func finishIntents() throws(VaultError) {
+        guard let bytes = VaultSys.readSmallFile(intentPath) else { return }
+        let intents = String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap(VaultIntent.init(line:))
+        let current = try? existingIdentity()
+        for intent in intents {
+            guard let identity = KeyIdentity(vaultIDHex: intent.vaultIDHex, keyIDHex: intent.keyIDHex,
+                                             kind: configuration.keyStore.kind)
+            else { continue }
+            switch intent.kind {
+            case .wipe:
+                try keys.delete(identity)
+                forgetKey()
+                if let current = current ?? nil, current.vaultIDHex == intent.vaultIDHex {
+                    _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
+                }
+                logger.notice("SecureVault: finished wiping vault '\(service)' after an interruption")
+            case .drop:
+                if let current = current ?? nil, intent.matches(current) { continue }
+                do throws(VaultError) {
+                    try keys.delete(identity)
+                } catch {
+                    // Only garbage is at stake: keep the journal and try again next time.
+                    logger.warning("SecureVault: vault '\(service)': an unused master key could not be deleted yet: \(error.description)")
+                    return
+                }
+            }
+        }
+        clearIntents()
+    }
+}
+
+import PrefsKV
+
+extension KeyIdentity {
+    /// An identity naming a key by its ids (enough to delete it from a key store).
+    init?(vaultIDHex: String, keyIDHex: String, kind: Kind) {
+        guard let vault = Self.bytes(hex: vaultIDHex), vault.count == 16, let key = Self.bytes(hex: keyIDHex),
+            key.count == 8
+        else { return nil }
+        self.init(kind: kind, vaultID: vault, keyID: key)
+    }
+
+    private static func bytes(hex text: String) -> [UInt8]? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count % 2 == 0 else { return nil }
+        var bytes: [UInt8] = []
+        var index = 0
+        while index < utf8.count {
+            guard let byte = UInt8(String(decoding: utf8[index..<index + 2], as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(byte)
+            index += 2
+        }
+        return bytes
+    }
+}

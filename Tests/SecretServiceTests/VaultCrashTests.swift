@@ -1,0 +1,109 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// Vault writers SIGKILLed at random instants while they set items, rotate the master key and wipe the vault,
+/// against the real gnome-keyring. After every kill a fresh process dumps the vault, which must hold exactly
+/// the acknowledged state, or that state plus the one operation in flight: nothing lost, nothing resurrected,
+/// never a vault left without its key.
+///
+/// Rounds: `VAULT_CRASH_ROUNDS` (default 40; `make torture` runs thousands).
+@Suite struct VaultCrashTests {
+    enum Operation: Equatable {
+        case set(key: String, value: String)
+        case rotate
+        case wipe
+
+        /// The writer's deterministic schedule (see `vault-crash-writer` in Tests/TestHelper).
+        init(_ i: Int) {
+            switch i % 20 {
+            case 7: self = .rotate
+            case 19: self = .wipe
+            default: self = .set(key: "k\(i % 5)", value: "v\(i)")
+            }
+        }
+
+        func apply(to state: inout [String: String]) {
+            switch self {
+            case .set(let key, let value): state[key] = value
+            case .rotate: break
+            case .wipe: state = [:]
+            }
+        }
+
+        var phase: String {
+            switch self {
+            case .set: return "set"
+            case .rotate: return "rotate"
+            case .wipe: return "wipe"
+            }
+        }
+    }
+
+    @Test func killedWritersLoseNoAcknowledgedWriteAndResurrectNothing() throws {
+        let rounds = Int(ProcessInfo.processInfo.environment["VAULT_CRASH_ROUNDS"] ?? "") ?? 40
+        let work = "/dev/shm/vault-crash-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        // One keyring session for all rounds; each round is a writer process killed after 20 to 400 ms, then
+        // a fresh process dumping what the vault holds.
+        let result = try KeyringSession.scenario(
+            script: """
+                export VAULT_TEST_DIR=\(work)/vaults
+                for r in $(seq 1 \(rounds)); do
+                  $H vault-crash-writer app > \(work)/acks.$r 2>/dev/null &
+                  pid=$!
+                  sleep "0.$(printf '%03d' $((RANDOM % 380 + 20)))"
+                  kill -9 "$pid"; wait "$pid" 2>/dev/null
+                  $H vault-dump app > \(work)/dump.$r 2>\(work)/dump-err.$r
+                done
+                echo done
+                """)
+        try #require(result.lines.last == "done", "\(result)")
+
+        var state: [String: String] = [:]
+        var killedIn: [String: Int] = [:]
+        var acknowledged = 0
+        for round in 1...rounds {
+            let acks = try String(contentsOfFile: "\(work)/acks.\(round)", encoding: .utf8)
+                .split(separator: "\n").map(String.init)
+            let dump = try String(contentsOfFile: "\(work)/dump.\(round)", encoding: .utf8)
+                .split(separator: "\n").map(String.init)
+            // Replay what the writer acknowledged, checking it is the schedule.
+            var last = 0
+            for line in acks {
+                let fields = line.split(separator: " ", maxSplits: 1)
+                let i = try #require(Int(fields[0]), "round \(round): bad ack \(line)")
+                try #require(i == last + 1, "round \(round): ack \(i) after \(last)")
+                Operation(i).apply(to: &state)
+                last = i
+            }
+            acknowledged += last
+            let inFlight = Operation(last + 1)
+            killedIn[inFlight.phase, default: 0] += 1
+            var withInFlight = state
+            inFlight.apply(to: &withInFlight)
+
+            let found = try Self.parse(dump)
+            let errors = (try? String(contentsOfFile: "\(work)/dump-err.\(round)", encoding: .utf8)) ?? ""
+            try #require(found != nil, "round \(round): the vault did not open after a kill in \(inFlight.phase): \(dump) \(errors)")
+            #expect(found == state || found == withInFlight,
+                    "round \(round), killed in \(inFlight.phase) after ack \(last): found \(found!), acknowledged \(state)")
+            state = found!  // the next round starts from what is really there
+        }
+        print("vault crash: \(rounds) kills, \(acknowledged) acknowledged operations, in flight at the kill: \(killedIn)")
+    }
+
+    /// Parses `vault-dump` output: nil when the vault could not be read.
+    static func parse(_ lines: [String]) throws -> [String: String]? {
+        if lines == ["(empty)"] { return [:] }
+        if lines.first?.hasPrefix("error ") == true || lines.isEmpty { return nil }
+        var items: [String: String] = [:]
+        for line in lines {
+            let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+            guard parts.count == 2 else { return nil }
+            items[parts[0]] = parts[1]
+        }
+        return items
+    }
+}
