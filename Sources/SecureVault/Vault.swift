@@ -252,23 +252,35 @@ public final class Vault: Sendable {
     }
 
     /// Runs a vault operation, logging its failure once at error level (never a value: messages hold none).
+    /// An operation that met a handle gone stale under another process is retried once with a fresh one.
     func perform<R>(_ operation: String, _ body: () throws(VaultError) -> R) throws(VaultError) -> R {
         do {
-            return try body()
+            do {
+                return try body()
+            } catch where error.isStaleHandle {
+                forgetKey()
+                return try body()
+            }
         } catch {
             logger.error("SecureVault: \(operation) failed: \(error.description)")
             throw error
         }
     }
 
-    /// Runs PrefsKV calls, turning their errors into vault errors. A store that another process re-keyed
-    /// (rotation) answers `wrongKey` to this handle: the cached handle is dropped so the next call reopens.
+    /// Runs PrefsKV calls, turning their errors into vault errors. An open store that another process
+    /// re-keyed (rotation) answers `wrongKey` to this handle, and one it wiped answers `notFound`: those are
+    /// marked stale, so `perform` retries with a fresh handle.
     func prefs<R>(_ body: () throws -> R) throws(VaultError) -> R {
         do {
             return try body()
-        } catch let error as PrefsError where error.code == .wrongKey || error.code == .encrypted {
-            opened.withLock { $0 = nil }
-            throw VaultError(error, vault: service)
+        } catch let error as PrefsError where [.wrongKey, .encrypted, .notFound].contains(error.code) {
+            let stale = opened.withLock { open in
+                defer { open = nil }
+                return open != nil
+            }
+            var vaultError = VaultError(error, vault: service)
+            vaultError.isStaleHandle = stale
+            throw vaultError
         } catch {
             throw VaultError.wrapping(error, vault: service)
         }

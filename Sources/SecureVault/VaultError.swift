@@ -96,6 +96,9 @@ public struct VaultError: Error, Sendable {
     public var unavailableReason: UnavailableReason?
     /// The underlying failure, when there is one.
     public var cause: Cause?
+    /// Set when an open store handle went stale under another process (re-keyed or wiped): retrying with a
+    /// fresh handle gives the real answer.
+    var isStaleHandle = false
 
     /// Creates an error; the vault creates these, apps normally only read them.
     public init(code: Code, message: String, unavailableReason: UnavailableReason? = nil, cause: Cause? = nil) {

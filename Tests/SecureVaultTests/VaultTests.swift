@@ -406,3 +406,31 @@ func expectVaultError<R>(
         Issue.record("expected VaultError \(code), got \(error)", sourceLocation: sourceLocation)
     }
 }
+
+@Suite struct VaultStaleHandleTests {
+    @Test func aHandleOpenDuringAnotherHandlesWipeSeesAnEmptyVault() throws {
+        let dir = try VaultDirectory()
+        let app = try dir.vault()
+        let tool = try dir.vault()
+        try app.setSessionToken("tok", expiresAt: nil)
+        #expect(app.sessionToken() == .valid(token: "tok", expiresAt: nil))
+        try tool.wipe()
+        #expect(app.sessionToken() == .absent)
+        #expect(try app.string(for: "anything") == nil)
+        try app.set("after", for: "k")
+        #expect(try tool.string(for: "k") == "after")
+    }
+
+    @Test func aHandleOpenDuringAnotherHandlesRotationKeepsWorking() throws {
+        let dir = try VaultDirectory()
+        let app = try dir.vault()
+        let tool = try dir.vault()
+        try app.set("before", for: "k")
+        #expect(try tool.string(for: "k") == "before")
+        try tool.rotateKey()
+        #expect(try app.string(for: "k") == "before")
+        try app.set("after", for: "k")
+        #expect(try tool.string(for: "k") == "after")
+        #expect(dir.keys.count == 1)
+    }
+}
