@@ -15,14 +15,14 @@
 /// | 48 | 16 | key check value: keyed BLAKE2b-128 of bytes 0..<48 under a subkey of the master key |
 ///
 /// The key check value tells a wrong key (or passphrase) from damage before any record is read.
-struct KeyIdentity: Equatable, Sendable {
-    enum Kind: UInt8, Sendable {
+package struct KeyIdentity: Equatable, Sendable {
+    package enum Kind: UInt8, Sendable {
         case secretService = 1
         case passphrase = 2
         case inMemory = 3
         case vaultItem = 4
 
-        var name: String {
+        package var name: String {
             switch self {
             case .secretService: return "secretService"
             case .passphrase: return "passphrase"
@@ -35,7 +35,7 @@ struct KeyIdentity: Equatable, Sendable {
     static let format: UInt8 = 1
     static let encodedLength = 64
 
-    var kind: Kind
+    package var kind: Kind
     var vaultID: [UInt8]
     var keyID: [UInt8]
     var argonPasses: UInt16 = 0
@@ -55,8 +55,10 @@ struct KeyIdentity: Equatable, Sendable {
         return next
     }
 
-    var vaultIDHex: String { hex(vaultID) }
-    var keyIDHex: String { hex(keyID) }
+    /// The vault's random id in hex (32 digits): not a secret, it names the master key in the key store.
+    package var vaultIDHex: String { hex(vaultID) }
+    /// The master key's random id in hex (16 digits), new on every rotation: not a secret.
+    package var keyIDHex: String { hex(keyID) }
 
     /// Bytes 0..<48: everything but the check value.
     var body: [UInt8] {
