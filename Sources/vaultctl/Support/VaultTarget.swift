@@ -45,6 +45,11 @@ struct VaultTarget {
         }
     }
 
+    /// `invalidKey` (exit 64) for a name no vault accepts, before anything is read or opened.
+    func validate(key: String) throws {
+        try Vault.validate(name: key, what: "key name")
+    }
+
     /// The `notFound` answer for an item the vault does not hold.
     func noItem(_ key: String) -> CLIFailure {
         CLIFailure(

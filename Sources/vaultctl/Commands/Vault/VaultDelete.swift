@@ -24,6 +24,7 @@ extension VaultGroup {
             let console = Console(options: options)
             try console.run {
                 let target = try VaultTarget(selection, options: options)
+                try target.validate(key: key)
                 try target.requireExisting()
                 guard try target.vault.contains(key) else { throw target.noItem(key) }
                 try target.vault.remove(key)

@@ -33,6 +33,7 @@ extension VaultGroup {
             let console = Console(options: options)
             try console.run {
                 let target = try VaultTarget(selection, options: options)
+                try target.validate(key: key)
                 try target.requireExisting()
                 guard let item = try target.vault.item(key) else { throw target.noItem(key) }
                 guard reveal else {

@@ -58,6 +58,7 @@ extension VaultGroup {
                         "--expires-in must be from 0 to \(Self.maximumLifetime) seconds (100 years), not \(expiresIn)")
                 }
                 let target = try VaultTarget(selection, options: options)
+                try target.validate(key: key)
                 var bytes = try readSecretFromStandardInput(
                     limit: Vault.maximumValueSize + 1, what: "the value of \"\(key)\"")
                 defer { wipe(&bytes) }
