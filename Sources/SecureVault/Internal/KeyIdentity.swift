@@ -16,13 +16,13 @@
 ///
 /// The key check value tells a wrong key (or passphrase) from damage before any record is read.
 package struct KeyIdentity: Equatable, Sendable {
-    package enum Kind: UInt8, Sendable {
+    enum Kind: UInt8, Sendable {
         case secretService = 1
         case passphrase = 2
         case inMemory = 3
         case vaultItem = 4
 
-        package var name: String {
+        var name: String {
             switch self {
             case .secretService: return "secretService"
             case .passphrase: return "passphrase"
@@ -35,7 +35,7 @@ package struct KeyIdentity: Equatable, Sendable {
     static let format: UInt8 = 1
     static let encodedLength = 64
 
-    package var kind: Kind
+    var kind: Kind
     var vaultID: [UInt8]
     var keyID: [UInt8]
     var argonPasses: UInt16 = 0
