@@ -59,11 +59,14 @@ struct VaultStatusReport {
             }
         }
 
-        var json: JSONValue {
-            [
+        /// `{"path": ..., "exists": true, "mode": "0600", "owner": 1000}`, plus `"size"` for a file.
+        func json(withSize: Bool) -> JSONValue {
+            var members: [String: JSONValue] = [
                 "path": .string(path), "exists": .bool(exists), "mode": .optional(mode.map(octalMode)),
                 "owner": .optional(owner.map(Int64.init)),
             ]
+            if withSize { members["size"] = .optional(size.map(Int64.init)) }
+            return .object(members)
         }
 
         /// `/path (mode 0700)` or `/path (not created yet)`.
@@ -103,12 +106,7 @@ struct VaultStatusReport {
     }
 
     var json: JSONValue {
-        var fileJSON = file.json
-        if case .object(var members) = fileJSON {
-            members["size"] = .optional(file.size.map(Int64.init))
-            fileJSON = .object(members)
-        }
-        return [
+        [
             "service": .string(status.service), "keyStore": .string(status.keyStore),
             "accessibility": .string(status.accessibility),
             "sessionBus": status.sessionBusReachable.map(JSONValue.bool) ?? .null,
@@ -120,7 +118,7 @@ struct VaultStatusReport {
                 ]
             } ?? .null,
             "locked": status.keyringLocked.map(JSONValue.bool) ?? .null,
-            "directory": directory.json, "file": fileJSON,
+            "directory": directory.json(withSize: false), "file": file.json(withSize: true),
             "itemCount": .optional(status.itemCount.map(Int64.init)),
             "vaultId": .optional(identity?.vaultIDHex), "keyId": .optional(identity?.keyIDHex),
             "permissionProblem": .optional(status.permissionProblem),
