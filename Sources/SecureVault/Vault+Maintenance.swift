@@ -115,8 +115,9 @@ extension Vault {
         }
     }
 
-    /// The identity in the header of the vault's file, nil when there is no file.
-    func existingIdentity() throws(VaultError) -> KeyIdentity? {
+    /// The identity in the header of the vault's file (which key store, vault id, key id), nil when there is no
+    /// file. Reads the header only: needs no key and never asks the key store.
+    package func existingIdentity() throws(VaultError) -> KeyIdentity? {
         let inspection: PrefsInspection?
         do {
             inspection = try PrefsStore.inspect(id: service, directory: storeDirectory)
@@ -176,15 +177,18 @@ package struct VaultVerifyReport: Sendable {
 extension Vault {
     /// Every item's metadata (opening each item, never returning its value).
     package func items() throws -> [VaultItemInfo] {
-        try allKeys().compactMap { key in
-            try read(key, "reading item '\(key)'") { envelope, payload in
-                VaultItemInfo(
-                    key: key, kind: envelope.kind.name, size: payload.count,
-                    createdAt: Date(timeIntervalSince1970: Double(envelope.createdAt) / 1000),
-                    updatedAt: Date(timeIntervalSince1970: Double(envelope.updatedAt) / 1000),
-                    expiresAt: envelope.expiresAt == 0
-                        ? nil : Date(timeIntervalSince1970: Double(envelope.expiresAt) / 1000))
-            }
+        try allKeys().compactMap { key in try item(key) }
+    }
+
+    /// One item's metadata (opening the item, never returning its value); nil when there is no such item.
+    package func item(_ key: String) throws -> VaultItemInfo? {
+        try read(key, "reading item '\(key)'") { envelope, payload in
+            VaultItemInfo(
+                key: key, kind: envelope.kind.name, size: payload.count,
+                createdAt: Date(timeIntervalSince1970: Double(envelope.createdAt) / 1000),
+                updatedAt: Date(timeIntervalSince1970: Double(envelope.updatedAt) / 1000),
+                expiresAt: envelope.expiresAt == 0
+                    ? nil : Date(timeIntervalSince1970: Double(envelope.expiresAt) / 1000))
         }
     }
 

@@ -286,7 +286,8 @@ public final class Vault: Sendable {
         }
     }
 
-    static func validate(name: String, what: String) throws(VaultError) {
+    /// Checks a service or key name against the naming rule: `invalidKey` when it breaks it.
+    package static func validate(name: String, what: String) throws(VaultError) {
         let utf8 = name.utf8
         let allowed =
             !utf8.isEmpty && utf8.count <= 128

@@ -15,7 +15,7 @@ struct VaultCtl: ParsableCommand {
             \(ExitStatus.table)
             """,
         version: VaultCtlVersion.string,
-        subcommands: [Doctor.self, Prefs.self]
+        subcommands: [Doctor.self, Prefs.self, VaultGroup.self]
     )
 
     @OptionGroup var options: GlobalOptions

@@ -15,7 +15,7 @@
 /// | 48 | 16 | key check value: keyed BLAKE2b-128 of bytes 0..<48 under a subkey of the master key |
 ///
 /// The key check value tells a wrong key (or passphrase) from damage before any record is read.
-struct KeyIdentity: Equatable, Sendable {
+package struct KeyIdentity: Equatable, Sendable {
     enum Kind: UInt8, Sendable {
         case secretService = 1
         case passphrase = 2
@@ -55,8 +55,10 @@ struct KeyIdentity: Equatable, Sendable {
         return next
     }
 
-    var vaultIDHex: String { hex(vaultID) }
-    var keyIDHex: String { hex(keyID) }
+    /// The vault's random id in hex (32 digits): not a secret, it names the master key in the key store.
+    package var vaultIDHex: String { hex(vaultID) }
+    /// The master key's random id in hex (16 digits), new on every rotation: not a secret.
+    package var keyIDHex: String { hex(keyID) }
 
     /// Bytes 0..<48: everything but the check value.
     var body: [UInt8] {

@@ -1,7 +1,7 @@
 extension VaultError {
     /// The one place a Secret Service failure becomes the public error. `operation` names what was being done
     /// ("reading the master key of vault 'app'"), so the message says what failed and why.
-    init(_ failure: SecretServiceFailure, operation: String) {
+    package init(_ failure: SecretServiceFailure, operation: String) {
         let cause: Cause? = failure.domain.map {
             .secretService(domain: $0, code: failure.code ?? 0, message: failure.message)
         }

@@ -1,0 +1,71 @@
+import ArgumentParser
+import FoundationEssentials
+import SecureVault
+
+extension VaultGroup {
+    /// `vaultctl vault get --service NAME KEY [--reveal]`
+    struct GetCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "get",
+            abstract: "Show an item's metadata; with --reveal, its value.",
+            discussion: """
+                Without --reveal prints the item's kind, size, created and updated times and expiry (valid or \
+                expired), never its value. With --reveal prints the bare value and a newline, so that \
+                `$(vaultctl vault get --service app session --reveal)` is the value: text for string and \
+                sessionToken items, base64 for data and secret items. An expired token is still printed, with \
+                a warning on stderr. An absent item, or a vault with no file, exits 66.
+
+                JSON: {"service": "app", "key": "session", "kind": "sessionToken", "size": 24, \
+                "createdAt": 1700000000000, "updatedAt": 1700000000000, "expiresAt": 1700003600000, \
+                "expired": false}, times in milliseconds since the Unix epoch; with --reveal also "value".
+                """)
+
+        @OptionGroup var options: GlobalOptions
+        @OptionGroup var selection: VaultOptions
+
+        @Argument(help: "The item's name.")
+        var key: String
+
+        @Flag(help: "Print the value itself.")
+        var reveal = false
+
+        func run() throws {
+            let console = Console(options: options)
+            try console.run {
+                let target = try VaultTarget(selection, options: options)
+                try target.validate(key: key)
+                try target.requireExisting()
+                guard let item = try target.vault.item(key) else { throw target.noItem(key) }
+                guard reveal else {
+                    var json = item.json
+                    json["service"] = .string(target.service)
+                    console.answer(
+                        json: .object(json),
+                        human: fields([
+                            ("key", item.key), ("kind", item.kind), ("size", "\(plural(item.size, "byte"))"),
+                            ("created", utcTimestamp(milliseconds: VaultItemInfo.milliseconds(item.createdAt))),
+                            ("updated", utcTimestamp(milliseconds: VaultItemInfo.milliseconds(item.updatedAt))),
+                            ("expires", item.expiryText),
+                        ]))
+                    return
+                }
+                guard let data = try target.vault.data(for: key) else { throw target.noItem(key) }
+                let value = item.holdsText ? String(decoding: data, as: UTF8.self) : data.base64EncodedString()
+                if options.json {
+                    var json = item.json
+                    json["service"] = .string(target.service)
+                    json["value"] = .string(value)
+                    console.answer(json: .object(json), human: "")
+                } else {
+                    if item.isExpired() {
+                        let expiry =
+                            item.expiresAt.map { utcTimestamp(milliseconds: VaultItemInfo.milliseconds($0)) } ?? ""
+                        console.warn("item \"\(key)\" of vault \"\(target.service)\" expired at \(expiry)")
+                    }
+                    // Not through `answer`: an empty value, or one ending in a newline, still gets its newline.
+                    writeOut(value + "\n")
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,41 @@
+import ArgumentParser
+import SecureVault
+
+extension VaultGroup {
+    /// `vaultctl vault lock`
+    struct LockCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "lock",
+            abstract: "Lock the default keyring through the Secret Service.",
+            discussion: """
+                For users leaving a machine and for tests: afterwards every vault whose key is not already in \
+                a running process answers "locked" (75) until the keyring is unlocked again (by logging in, \
+                the desktop's keyring app, or headless `gnome-keyring-daemon --replace --unlock`). Locking \
+                never prompts; locking a locked keyring succeeds. Needs no --service. No session bus, no \
+                Secret Service or no default keyring exits 69.
+
+                Prints "locked the default keyring". JSON: {"locked": true}.
+                """)
+
+        @OptionGroup var options: GlobalOptions
+
+        func run() throws {
+            let console = Console(options: options)
+            try console.run {
+                let found: Bool
+                do throws(SecretServiceFailure) {
+                    found = try LibSecret.lock(deadline: VaultDefaults.deadline)
+                } catch {
+                    throw VaultError(error, operation: "locking the default keyring")
+                }
+                guard found else {
+                    throw CLIFailure(
+                        code: "unavailable",
+                        message: "the Secret Service has no default keyring to lock; nothing was locked",
+                        exitCode: ExitStatus.unavailable)
+                }
+                console.answer(json: ["locked": true], human: "locked the default keyring")
+            }
+        }
+    }
+}

@@ -1,0 +1,84 @@
+import ArgumentParser
+import FoundationEssentials
+import SecureVault
+
+extension VaultGroup {
+    /// `vaultctl vault set --service NAME KEY [--expires-in SECONDS] < value`
+    struct SetCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "set",
+            abstract: "Store the value read from stdin under a key, creating the vault if it has no file yet.",
+            discussion: """
+                The value is all of standard input, with one trailing newline (LF) removed, so that \
+                `printf '%s\\n' "$TOKEN" | vaultctl vault set --service app session` stores exactly $TOKEN; it \
+                must be UTF-8 text of at most 64 KiB, and may be empty. There is no value argument: a value \
+                in the command line would be visible to every user in the process list, so any extra word is \
+                refused (exit 64, not echoed) and nothing is stored. On a terminal the value is not echoed.
+
+                With --expires-in SECONDS the value is stored as a session token that expires that many \
+                seconds from now (0: at once; at most 100 years); `list` and `get` show its expiry. Without \
+                it, a plain string item. Replacing a value leaves no decryptable copy of the old one in the file.
+
+                Prints nothing. JSON: what the vault now holds, as `vault get` (without --reveal) shows it: \
+                {"service": "app", "key": "session", "kind": "sessionToken", "size": 24, \
+                "createdAt": 1700000000000, "updatedAt": 1700000000000, "expiresAt": 1700003600000, \
+                "expired": false}.
+                """)
+
+        @OptionGroup var options: GlobalOptions
+        @OptionGroup var selection: VaultOptions
+
+        @Argument(help: "The item's name.")
+        var key: String
+
+        @Option(
+            name: .customLong("expires-in"),
+            help: ArgumentHelp(
+                "Store a session token that expires after this many seconds.", valueName: "seconds"))
+        var expiresIn: Int64?
+
+        /// 100 years, in seconds: far enough for any token, near enough for milliseconds to fit in 64 bits.
+        static let maximumLifetime: Int64 = 100 * 365 * 86_400
+
+        // Every word the options do not claim: refused, so that a value typed as an argument is never stored.
+        @Argument(parsing: .allUnrecognized, help: .hidden)
+        var unexpected: [String] = []
+
+        func run() throws {
+            let console = Console(options: options)
+            try console.run {
+                guard unexpected.isEmpty else {
+                    throw CLIFailure.usage(
+                        "vault set takes the value on stdin, never as an argument: refused "
+                            + "\(plural(unexpected.count, "extra argument")) (not shown), nothing was stored; "
+                            + "e.g. printf '%s' \"$VALUE\" | vaultctl vault set --service NAME \(key)")
+                }
+                if let expiresIn, !(0...Self.maximumLifetime).contains(expiresIn) {
+                    throw CLIFailure.usage(
+                        "--expires-in must be from 0 to \(Self.maximumLifetime) seconds (100 years), not \(expiresIn)")
+                }
+                let target = try VaultTarget(selection, options: options)
+                try target.validate(key: key)
+                var bytes = try readSecretFromStandardInput(
+                    limit: Vault.maximumValueSize + 1, what: "the value of \"\(key)\"")
+                defer { wipe(&bytes) }
+                if bytes.last == 0x0A { bytes.removeLast() }
+                guard let value = String(validating: bytes, as: UTF8.self) else {
+                    throw CLIFailure.usage("the value of \"\(key)\" on stdin is not UTF-8 text; nothing was stored")
+                }
+                let expiresAt = expiresIn.map { Date(timeIntervalSinceNow: Double($0)) }
+                if let expiresAt {
+                    try target.vault.setSessionToken(value, expiresAt: expiresAt, for: key)
+                } else {
+                    try target.vault.set(value, for: key)
+                }
+                // The answer is what the vault now holds, read back (times exactly as stored).
+                guard let stored = try target.vault.item(key) else { throw target.noItem(key) }
+                console.verbose("stored \(plural(stored.size, "byte")) under \"\(key)\" in \(target.path)")
+                var json = stored.json
+                json["service"] = .string(target.service)
+                console.answer(json: .object(json), human: "")
+            }
+        }
+    }
+}

@@ -1,0 +1,158 @@
+import ArgumentParser
+import Glibc
+import SecureVault
+
+extension VaultGroup {
+    /// `vaultctl vault status --service NAME`
+    struct StatusCommand: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "status",
+            abstract: "Show a vault's key store, keyring, file, permissions and item count, without its key.",
+            discussion: """
+                Never prompts and never reads the master key: works with a locked keyring and with no Secret \
+                Service at all. Exits 0 whenever it could look (it reports problems; `vaultctl doctor` \
+                diagnoses them), 64 for an invalid service name. The vault id and key id are random ids, not \
+                secrets: the master key is stored under them (`secret-tool search vault VAULT-ID`).
+
+                JSON: {"service": "app", "keyStore": "secretService", "accessibility": "afterFirstUnlock", \
+                "sessionBus": true, "secretService": true, "defaultCollection": {"path": \
+                "/org/freedesktop/secrets/collection/login", "label": "Login", "locked": false}, \
+                "locked": false, "directory": {"path": "...", "exists": true, "mode": "0700", "owner": 1000}, \
+                "file": {"path": ".../app.prefs", "exists": true, "mode": "0600", "owner": 1000, \
+                "size": 8192}, "itemCount": 2, "vaultId": "<32 hex digits>", "keyId": "<16 hex digits>", \
+                "permissionProblem": null, "problem": null}. What could not be learnt is null; problem is \
+                {"code": "...", "message": "..."}.
+                """)
+
+        @OptionGroup var options: GlobalOptions
+        @OptionGroup var selection: VaultOptions
+
+        func run() throws {
+            let console = Console(options: options)
+            try console.run {
+                let target = try VaultTarget(selection, options: options)
+                let report = VaultStatusReport.gather(target)
+                console.answer(json: report.json, human: report.human)
+            }
+        }
+    }
+}
+
+/// What `vault status` found.
+struct VaultStatusReport {
+    /// A directory or file as `lstat` sees it.
+    struct FileFacts {
+        var path: String
+        var exists: Bool
+        var mode: Int?
+        var owner: Int?
+        var size: Int?
+
+        init(path: String) {
+            self.path = path
+            var info = stat()
+            exists = lstat(path, &info) == 0
+            if exists {
+                mode = Int(info.st_mode & 0o7777)
+                owner = Int(info.st_uid)
+                size = Int(info.st_size)
+            }
+        }
+
+        /// `{"path": ..., "exists": true, "mode": "0600", "owner": 1000}`, plus `"size"` for a file.
+        func json(withSize: Bool) -> JSONValue {
+            var members: [String: JSONValue] = [
+                "path": .string(path), "exists": .bool(exists), "mode": .optional(mode.map(octalMode)),
+                "owner": .optional(owner.map(Int64.init)),
+            ]
+            if withSize { members["size"] = .optional(size.map(Int64.init)) }
+            return .object(members)
+        }
+
+        /// `/path (mode 0700)` or `/path (not created yet)`.
+        func text(extra: String? = nil) -> String {
+            guard exists, let mode else { return "\(path) (not created yet)" }
+            return "\(path) (mode \(octalMode(mode))\(extra.map { ", " + $0 } ?? ""))"
+        }
+    }
+
+    var status: VaultStatus
+    var defaultCollection: LibSecret.CollectionInfo?
+    var directory: FileFacts
+    var file: FileFacts
+    var identity: KeyIdentity?
+    var problem: VaultError?
+
+    static func gather(_ target: VaultTarget) -> VaultStatusReport {
+        let status = target.vault.status()
+        var defaultCollection: LibSecret.CollectionInfo?
+        if status.secretServiceReachable == true, status.hasDefaultKeyring == true,
+            let probe = try? LibSecret.probe(deadline: VaultDefaults.deadline)
+        {
+            defaultCollection = probe.collections.first { $0.path == probe.defaultCollectionPath }
+        }
+        var identity: KeyIdentity?
+        var problem = status.problem
+        if status.fileExists {
+            do {
+                identity = try target.vault.existingIdentity()
+            } catch {
+                problem = problem ?? error
+            }
+        }
+        return VaultStatusReport(
+            status: status, defaultCollection: defaultCollection, directory: FileFacts(path: target.directory),
+            file: FileFacts(path: target.path), identity: identity, problem: problem)
+    }
+
+    var json: JSONValue {
+        [
+            "service": .string(status.service), "keyStore": .string(status.keyStore),
+            "accessibility": .string(status.accessibility),
+            "sessionBus": status.sessionBusReachable.map(JSONValue.bool) ?? .null,
+            "secretService": status.secretServiceReachable.map(JSONValue.bool) ?? .null,
+            "defaultCollection": defaultCollection.map { collection in
+                [
+                    "path": .string(collection.path), "label": .string(collection.label),
+                    "locked": .bool(collection.locked),
+                ]
+            } ?? .null,
+            "locked": status.keyringLocked.map(JSONValue.bool) ?? .null,
+            "directory": directory.json(withSize: false), "file": file.json(withSize: true),
+            "itemCount": .optional(status.itemCount.map(Int64.init)),
+            "vaultId": .optional(identity?.vaultIDHex), "keyId": .optional(identity?.keyIDHex),
+            "permissionProblem": .optional(status.permissionProblem),
+            "problem": problem.map { ["code": .string($0.code.description), "message": .string($0.message)] } ?? .null,
+        ]
+    }
+
+    var human: String {
+        func known(_ flag: Bool?, _ yes: String, _ no: String) -> String {
+            flag.map { $0 ? yes : no } ?? "unknown"
+        }
+        var keyring: String
+        switch (status.hasDefaultKeyring, status.keyringLocked) {
+        case (false?, _): keyring = "none (the Secret Service has no default keyring)"
+        case (_, let locked?):
+            let name = defaultCollection.map { $0.label.isEmpty ? $0.path : $0.label } ?? "default"
+            keyring = "\(name): \(locked ? "locked" : "unlocked")"
+        default: keyring = "unknown"
+        }
+        if status.keyStore != "secretService" { keyring = "not used by this key store" }
+        var lines: [(String, String)] = [
+            ("service", status.service),
+            ("key store", "\(status.keyStore) (\(status.accessibility))"),
+            ("session bus", known(status.sessionBusReachable, "reachable", "unreachable")),
+            ("secret service", known(status.secretServiceReachable, "reachable", "not reachable")),
+            ("default keyring", keyring),
+            ("directory", directory.text()),
+            ("file", file.text(extra: file.size.map { "\($0) bytes" })),
+            ("items", status.itemCount.map(String.init) ?? "-"),
+            ("vault id", identity?.vaultIDHex ?? "-"),
+            ("key id", identity?.keyIDHex ?? "-"),
+            ("permissions", status.permissionProblem ?? "ok"),
+        ]
+        if let problem { lines.append(("problem", "\(problem.code): \(problem.message)")) }
+        return fields(lines)
+    }
+}

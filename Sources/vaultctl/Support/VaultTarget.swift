@@ -1,0 +1,117 @@
+import ArgumentParser
+import Glibc
+import Logging
+import SecureVault
+
+/// `--service NAME`: the vault a `vault` command works on. Required: a default name that happened to be wrong
+/// would silently create (or wipe) a vault nobody meant.
+struct VaultOptions: ParsableArguments {
+    @Option(
+        help: ArgumentHelp(
+            "The vault's service name (1 to 128 characters from A-Z a-z 0-9 . _ -).", valueName: "name"))
+    var service: String
+}
+
+/// The vault a `vault` command names: its service, directory and data file. Creating it opens nothing.
+struct VaultTarget {
+    var service: String
+    var directory: String
+    var vault: Vault
+    var options: GlobalOptions
+
+    /// An invalid service name is `invalidKey` (exit 64).
+    init(_ selection: VaultOptions, options: GlobalOptions) throws {
+        service = selection.service
+        directory = options.dir ?? Vault.defaultDirectory
+        self.options = options
+        var configuration = Vault.Configuration(directory: directory)
+        // The command reports every failure itself; the library's log lines are diagnostics for --verbose.
+        configuration.logger.logLevel = options.verbose ? .info : .critical
+        vault = try Vault(service: service, configuration: configuration)
+    }
+
+    /// `<directory>/<service>.prefs`.
+    var path: String { vault.path }
+
+    /// Whether the vault's data file exists (a symbolic link counts: the vault then refuses it).
+    var exists: Bool { fileExists(path) }
+
+    /// `notFound` (exit 66) unless the vault has a file: only `set` creates a vault.
+    func requireExisting() throws {
+        guard exists else {
+            throw CLIFailure(
+                code: "notFound", message: "no vault \"\(service)\" in \(directory): \(path) does not exist",
+                exitCode: ExitStatus.notFound)
+        }
+    }
+
+    /// `invalidKey` (exit 64) for a name no vault accepts, before anything is read or opened.
+    func validate(key: String) throws {
+        try Vault.validate(name: key, what: "key name")
+    }
+
+    /// The `notFound` answer for an item the vault does not hold.
+    func noItem(_ key: String) -> CLIFailure {
+        CLIFailure(
+            code: "notFound", message: "vault \"\(service)\" (\(path)) has no item \"\(key)\"",
+            exitCode: ExitStatus.notFound)
+    }
+
+    /// `vaultctl [--dir DIR] vault <command> --service SERVICE`, for hints in messages.
+    func command(_ name: String) -> String {
+        let dir = options.dir.map { " --dir \(shellQuoted($0))" } ?? ""
+        return "vaultctl\(dir) vault \(name) --service \(shellQuoted(service))"
+    }
+}
+
+/// Reads the whole of standard input, at most `limit` bytes (a longer input is `valueTooLarge`, exit 64, and
+/// is not read to its end). On a terminal the input is not echoed and a hint goes to stderr.
+///
+/// The caller wipes the returned buffer when done with it.
+func readSecretFromStandardInput(limit: Int, what: String) throws -> [UInt8] {
+    var saved = termios()
+    let terminal = isatty(0) != 0 && tcgetattr(0, &saved) == 0
+    if terminal {
+        writeError("vaultctl: type \(what) (not echoed), then press Enter and Ctrl-D\n")
+        var quiet = saved
+        quiet.c_lflag &= ~tcflag_t(ECHO)
+        _ = tcsetattr(0, TCSAFLUSH, &quiet)
+    }
+    defer {
+        if terminal {
+            _ = tcsetattr(0, TCSAFLUSH, &saved)
+            writeError("\n")
+        }
+    }
+    var bytes = [UInt8](repeating: 0, count: limit + 1)
+    var count = 0
+    while count < bytes.count {
+        let got = bytes.withUnsafeMutableBytes { read(0, $0.baseAddress! + count, $0.count - count) }
+        if got == 0 { break }
+        if got < 0 {
+            if errno == EINTR { continue }
+            let error = errno
+            wipe(&bytes)
+            throw CLIFailure(
+                code: "io", message: "cannot read standard input: \(String(cString: strerror(error)))",
+                exitCode: ExitStatus.ioError)
+        }
+        count += got
+    }
+    guard count <= limit else {
+        wipe(&bytes)
+        throw CLIFailure(
+            code: "valueTooLarge", message: "\(what) on standard input is longer than the limit of \(limit) bytes",
+            exitCode: ExitStatus.usage)
+    }
+    let value = Array(bytes[0..<count])
+    wipe(&bytes)
+    return value
+}
+
+/// Overwrites a buffer that held a secret (best effort: the value may have been copied elsewhere on its way).
+func wipe(_ bytes: inout [UInt8]) {
+    bytes.withUnsafeMutableBytes { raw in
+        if let base = raw.baseAddress { explicit_bzero(base, raw.count) }
+    }
+}
