@@ -153,12 +153,12 @@ enum Sys {
 
     // See: man 2 fdatasync. Flushes the file's data, including pages dirtied through a shared mapping.
     static func fdatasync(_ fd: Int32) -> Result<Void, Errno> {
-        retrying { Glibc.fdatasync(fd) }.map { _ in () }
+        retrying { Glibc.fdatasync(fd) }.map { _ in PrefsSyncProbe.flushed(fd) }
     }
 
     // See: man 2 fsync. Used on directories, so that a rename or a new name reaches the disk.
     static func fsync(_ fd: Int32) -> Result<Void, Errno> {
-        retrying { Glibc.fsync(fd) }.map { _ in () }
+        retrying { Glibc.fsync(fd) }.map { _ in PrefsSyncProbe.flushed(fd) }
     }
 
     // See: man 2 rename. Atomic replacement of `to` within one file system.
