@@ -96,3 +96,68 @@ enum TortureCommands {
         }
     }
 }
+
+extension TortureCommands {
+    /// `prefs-permission-faults UID DIR`: as user UID (who owns DIR), takes a store through permission changes
+    /// made while it is open and prints one line per step: `<step> ok` or `<step> <error code>`.
+    static func permissionFaults(_ args: [String]) {
+        guard args.count == 2, let uid = UInt32(args[0]) else { PrefsCommands.fail("usage: prefs-permission-faults UID DIR") }
+        guard setgid(uid) == 0, setuid(uid) == 0 else { PrefsCommands.fail("cannot become user \(uid)") }
+        let directory = args[1]
+        let data = directory + "/ui.prefs"
+        var configuration = PrefsStore.Configuration()
+        configuration.logger.logLevel = .critical
+        func step(_ name: String, _ body: () throws -> Void) {
+            do {
+                try body()
+                PrefsCommands.say("\(name) ok")
+            } catch let error as PrefsError {
+                PrefsCommands.say("\(name) \(error.code)")
+            } catch {
+                PrefsCommands.say("\(name) \(error)")
+            }
+        }
+        do {
+            let store = try PrefsStore(id: "ui", directory: directory, configuration: configuration)
+            step("write") { try store.set("before", forKey: "a") }
+            chmod(directory, 0o500)
+            step("write-in-read-only-directory") { try store.set("during", forKey: "b") }
+            step("compact-in-read-only-directory") { try store.compact() }
+            step("open-in-read-only-directory") {
+                let other = try PrefsStore(id: "ui", directory: directory, configuration: configuration)
+                guard try other.string(forKey: "b") == "during" else { throw PrefsError.Code.notFound.asError }
+            }
+            chmod(directory, 0o700)
+            chmod(data, 0o400)
+            step("write-to-read-only-file") { try store.set("after", forKey: "c") }
+            step("open-read-only-file-and-read") {
+                let other = try PrefsStore(id: "ui", directory: directory, configuration: configuration)
+                guard try other.string(forKey: "c") == "after" else { throw PrefsError.Code.notFound.asError }
+            }
+            step("write-through-read-only-open") {
+                let other = try PrefsStore(id: "ui", directory: directory, configuration: configuration)
+                try other.set("x", forKey: "d")
+            }
+            step("compact-with-read-only-file") { try store.compact() }
+            chmod(data, 0o600)
+            step("reopen-and-read-everything") {
+                let other = try PrefsStore(id: "ui", directory: directory, configuration: configuration)
+                guard try other.string(forKey: "a") == "before", try other.string(forKey: "b") == "during",
+                    try other.string(forKey: "c") == "after", try other.string(forKey: "d") == nil
+                else { throw PrefsError.Code.corrupted.asError }
+            }
+        } catch {
+            PrefsCommands.fail("open failed: \(error)")
+        }
+    }
+}
+
+extension PrefsError.Code {
+    /// A stand-in error carrying this code, for the helper's step reports.
+    fileprivate var asError: some Error { StepFailed(code: "\(self)") }
+}
+
+private struct StepFailed: Error, CustomStringConvertible {
+    var code: String
+    var description: String { "wrong-value(\(code))" }
+}
