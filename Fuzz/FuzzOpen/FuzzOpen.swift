@@ -21,8 +21,16 @@ func write(_ bytes: [UInt8], to path: String) {
 }
 
 func read(_ path: String) -> [UInt8] {
-    guard let data = FileManager.default.contents(atPath: path) else { return [] }
-    return Array(data)
+    let fd = open(path, O_RDONLY)
+    guard fd >= 0 else { return [] }
+    defer { close(fd) }
+    var out: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 65536)
+    while true {
+        let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        if n <= 0 { return out }
+        out += chunk[0..<n]
+    }
 }
 
 func contents(_ store: PrefsStore) throws -> [String: PrefsValue] {
