@@ -1,10 +1,15 @@
 # The two commands a new machine needs:
 #   make demo   build vaultctl and run the main job inside a private keyring session
 #   make test   install what is missing, build, and run every test inside a private keyring session
+#               (the torture suites included, in their short mode: about 30 s of the run)
+# And for reliability work (Documentation/Reliability.md):
+#   make torture  the torture suites in their long mode (TORTURE_SECONDS per suite, TORTURE_KILLS, ...),
+#                 then the multi-threaded and multi-process tests under ThreadSanitizer; writes torture-report.txt
+#   make fuzz     the libFuzzer targets under AddressSanitizer for FUZZ_SECONDS each (default 120)
 SWIFT ?= swift
 KEYRING := scripts/with-keyring.sh
 
-.PHONY: all bootstrap build demo test format clean
+.PHONY: all bootstrap build demo test torture fuzz fuzz-corpus format clean
 
 all: build
 
@@ -24,8 +29,43 @@ test: bootstrap
 	@scripts/build-checked.sh $(SWIFT) build --build-tests
 	$(KEYRING) $(SWIFT) test --skip-build
 
+TORTURE_SECONDS ?= 900
+TORTURE_KILLS ?= 3000
+TORTURE_DAMAGES ?= 10000
+TORTURE_POWER_OPS ?= 1500
+TORTURE_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|FileSystemFaultTests|CrashTests|MultiProcessTests|EnvironmentErrorTests|CompactionTests
+TSAN_FILTER := threadsWritingAndReadingOneHandleLoseNoUpdate|twoHandlesInOneProcessSeeEachOthersWrites|MultiProcessTests|observersHearEveryChange
+
+torture: bootstrap
+	@scripts/build-checked.sh $(SWIFT) build --build-tests
+	rm -f torture-report.txt
+	PREFSKV_TORTURE=long TORTURE_SECONDS=$(TORTURE_SECONDS) TORTURE_KILLS=$(TORTURE_KILLS) \
+		TORTURE_DAMAGES=$(TORTURE_DAMAGES) TORTURE_POWER_OPS=$(TORTURE_POWER_OPS) TORTURE_REPORT=$(CURDIR)/torture-report.txt \
+		$(KEYRING) $(SWIFT) test --skip-build --filter '$(TORTURE_FILTER)'
+	PREFSKV_TORTURE=long $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter '$(TSAN_FILTER)'
+	@echo; cat torture-report.txt
+
+FUZZ_SECONDS ?= 120
+FUZZ_BUILD := $(SWIFT) build --sanitize=fuzzer --sanitize=address --scratch-path .build-fuzz
+
+# Fuzzing works on copies of the committed seeds (.build-fuzz/corpus), so Fuzz/Corpus stays small; a finding is
+# written to crash-* in this directory. SWIFT_BACKTRACE=enable=no: the Swift backtracer would hide the report.
+fuzz: bootstrap
+	$(FUZZ_BUILD) --product FuzzRecordDecoder
+	$(FUZZ_BUILD) --product FuzzOpen
+	mkdir -p .build-fuzz/corpus/record-decoder .build-fuzz/corpus/open
+	SWIFT_BACKTRACE=enable=no "$$($(FUZZ_BUILD) --show-bin-path)/FuzzRecordDecoder" -max_total_time=$(FUZZ_SECONDS) \
+		-print_final_stats=1 .build-fuzz/corpus/record-decoder Fuzz/Corpus/record-decoder
+	SWIFT_BACKTRACE=enable=no "$$($(FUZZ_BUILD) --show-bin-path)/FuzzOpen" -max_total_time=$(FUZZ_SECONDS) \
+		-print_final_stats=1 .build-fuzz/corpus/open Fuzz/Corpus/open
+
+# Rewrites the committed seed corpus from real stores (Tests/PrefsKVTests/FuzzCorpusTests.swift).
+fuzz-corpus:
+	$(SWIFT) build --build-tests
+	PREFSKV_FUZZ_CORPUS=$(CURDIR)/Fuzz/Corpus $(SWIFT) test --skip-build --filter writeTheSeedCorpus
+
 format:
 	$(SWIFT) format --in-place --recursive --configuration .swift-format Package.swift Sources Tests
 
 clean:
-	rm -rf .build
+	rm -rf .build .build-fuzz .build-tsan

@@ -50,15 +50,25 @@ let package = Package(
         // A helper the tests run as a child process: crash victims, fresh-process probes of the Secret Service.
         .executableTarget(
             name: "vault-test-helper",
-            dependencies: ["PrefsKV", "SecureVault"],
+            dependencies: ["PrefsKV", "SecureVault", "TestSealer"],
             path: "Tests/TestHelper",
             swiftSettings: swiftSettings
         ),
         // Shared by the test targets: running child processes, finding build products and scripts.
         .target(name: "TestSupport", dependencies: [], path: "Tests/TestSupport", swiftSettings: swiftSettings),
+        // libFuzzer targets (`make fuzz` builds them with -sanitize=fuzzer,address; a normal build just compiles
+        // them): the log scanner on arbitrary bytes, and opening arbitrary bytes as a store file.
+        .executableTarget(
+            name: "FuzzRecordDecoder", dependencies: ["PrefsKV"], path: "Fuzz/FuzzRecordDecoder",
+            swiftSettings: swiftSettings),
+        .executableTarget(
+            name: "FuzzOpen", dependencies: ["PrefsKV", "TestSealer"], path: "Fuzz/FuzzOpen",
+            swiftSettings: swiftSettings),
+        // A toy sealer (not cryptography) shared by the PrefsKV tests, the test helper and the fuzz targets.
+        .target(name: "TestSealer", dependencies: ["PrefsKV"], path: "Tests/TestSealer", swiftSettings: swiftSettings),
         .testTarget(
             name: "PrefsKVTests",
-            dependencies: ["PrefsKV", "vault-test-helper"],
+            dependencies: ["PrefsKV", "TestSealer", "vault-test-helper"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

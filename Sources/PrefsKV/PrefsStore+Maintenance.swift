@@ -10,6 +10,11 @@ extension PrefsStore {
             try e.refreshIfNeeded()
             guard e.file.writable else { return }
             try e.file.syncData()
+            // Flushed into a file deleted or replaced while open: that is not durable for anyone.
+            if e.file.isUnlinked {
+                try e.withWriterLock { () throws(PrefsError) in try e.followIfUnlinked() }
+                try e.file.syncData()
+            }
         }
     }
 

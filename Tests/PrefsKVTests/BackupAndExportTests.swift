@@ -91,7 +91,8 @@ import Testing
         #expect(try imported.entries().first { $0.key == "expires" }?.expiresAt != nil)
 
         // The document's shape, byte for byte, for a small store.
-        let small = try openStore(try TempDir("small"), id: "ui")
+        let smallDir = try TempDir("small")
+        let small = try openStore(smallDir, id: "ui")
         try small.set("dark", forKey: "theme")
         try small.set(Data([1, 2, 3]), forKey: "blob")
         try small.set(.infinity, forKey: "zoom")

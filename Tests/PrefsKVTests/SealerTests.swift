@@ -1,4 +1,5 @@
 import Foundation
+import TestSealer
 import Testing
 
 @testable import PrefsKV

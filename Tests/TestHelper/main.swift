@@ -10,6 +10,8 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let rest = Array(arguments.dropFirst())
 switch arguments.first {
 case "prefs-crash-writer": PrefsCommands.crashWriter(rest)
+case "prefs-torture-writer": TortureCommands.writer(rest)
+case "prefs-permission-faults": TortureCommands.permissionFaults(rest)
 case "prefs-mp-writer": PrefsCommands.multiProcessWriter(rest)
 case "prefs-set": PrefsCommands.set(rest)
 case "prefs-open-as": PrefsCommands.openAs(rest)

@@ -19,12 +19,28 @@ extension Engine {
         }
         holdsWriterLock = true
         do throws(PrefsError) {
+            try followIfUnlinked()
             try catchUpLocked()
             guard file.writable else { throw readOnlyError }
         } catch {
             endWrite()
             throw error
         }
+    }
+
+    /// Under the writer lock: when the data file was deleted or renamed over from outside while open, marks it
+    /// superseded (so every handle on it stops using it) and follows the path: a replacing store is adopted, a
+    /// deleted one is `notFound`. Nothing is ever written into a file that has no name.
+    func followIfUnlinked() throws(PrefsError) {
+        guard file.isUnlinked else { return }
+        if file.writable { file.setSuperseded(true) }
+        // A deleted directory takes the lock file with it: a handle whose lock file is gone excludes nobody.
+        guard lockFD < 0 || Engine.isCurrentLockFile(lockFD, paths: paths) else {
+            throw PrefsError(
+                .notFound, "the store was deleted while open, its lock file with it; reopen the store",
+                path: paths.data)
+        }
+        try reload()
     }
 
     func endWrite() {

@@ -301,10 +301,11 @@ final class Engine: @unchecked Sendable {
         }
         let file = try MappedFile(fd: fd, path: paths.data, writable: readOnlyCause == nil)
         var snapshot = Snapshot(file: file, header: header)
-        // A superseded flag on the file the path names is stale: a compactor was killed before its rename.
-        // We hold the writer lock (or cannot write at all), so no compaction is under way.
-        if file.isSuperseded && file.writable { file.setSuperseded(false) }
         scan(into: &snapshot)
+        // A superseded flag on the file the path names is stale: a compactor was killed before its rename.
+        // We hold the writer lock (or cannot write at all), so no compaction is under way. A damaged file is
+        // left as it is: its quarantine copy must be byte-identical, and recovery replaces it anyway.
+        if snapshot.damage.isEmpty && file.isSuperseded && file.writable { file.setSuperseded(false) }
         return snapshot
     }
 

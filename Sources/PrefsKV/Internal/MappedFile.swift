@@ -49,6 +49,13 @@ final class MappedFile {
         mappedLength = length
     }
 
+    /// Whether the file lost its name while open: deleted, or replaced by a rename over it. Writes into it
+    /// would reach no later open. One `fstat`.
+    var isUnlinked: Bool {
+        guard case .success(let status) = Sys.fstat(fd) else { return false }
+        return status.links == 0
+    }
+
     /// The file's current size.
     func currentSize() throws(PrefsError) -> Int {
         try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: path).size

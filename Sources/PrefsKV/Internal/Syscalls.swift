@@ -37,6 +37,8 @@ struct FileStatus: Equatable {
     var device: UInt64
     var inode: UInt64
     var mode: UInt32
+    /// Names the file has: 0 once it was deleted, or renamed over, while open.
+    var links: UInt64 = 1
     var isRegular: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
 }
 
@@ -79,7 +81,9 @@ enum Sys {
     static func fstat(_ fd: Int32) -> Result<FileStatus, Errno> {
         var st = stat()
         return retrying { Glibc.fstat(fd, &st) }.map { _ in
-            FileStatus(size: Int(st.st_size), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), mode: st.st_mode)
+            FileStatus(
+                size: Int(st.st_size), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), mode: st.st_mode,
+                links: UInt64(st.st_nlink))
         }
     }
 
@@ -87,7 +91,9 @@ enum Sys {
     static func lstat(_ path: String) -> Result<FileStatus, Errno> {
         var st = stat()
         return retrying { Glibc.lstat(path, &st) }.map { _ in
-            FileStatus(size: Int(st.st_size), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), mode: st.st_mode)
+            FileStatus(
+                size: Int(st.st_size), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), mode: st.st_mode,
+                links: UInt64(st.st_nlink))
         }
     }
 
@@ -153,12 +159,12 @@ enum Sys {
 
     // See: man 2 fdatasync. Flushes the file's data, including pages dirtied through a shared mapping.
     static func fdatasync(_ fd: Int32) -> Result<Void, Errno> {
-        retrying { Glibc.fdatasync(fd) }.map { _ in () }
+        retrying { Glibc.fdatasync(fd) }.map { _ in PrefsSyncProbe.flushed(fd) }
     }
 
     // See: man 2 fsync. Used on directories, so that a rename or a new name reaches the disk.
     static func fsync(_ fd: Int32) -> Result<Void, Errno> {
-        retrying { Glibc.fsync(fd) }.map { _ in () }
+        retrying { Glibc.fsync(fd) }.map { _ in PrefsSyncProbe.flushed(fd) }
     }
 
     // See: man 2 rename. Atomic replacement of `to` within one file system.

@@ -1,24 +1,23 @@
-import Foundation
+public import PrefsKV
 
-@testable import PrefsKV
+/// A sealer for the tests, the test helper and the fuzz targets only: a keyed XOR keystream with a keyed
+/// 64-bit authenticator. Not cryptography; it exercises the seam (tags, associated data, overhead, tamper
+/// detection) the way SecureVault's will.
+public struct TestSealer: PrefsSealer {
+    public let key: UInt64
 
-/// A sealer for tests only: a keyed XOR keystream with a keyed 64-bit authenticator. Not cryptography; it
-/// exercises the seam (tags, associated data, overhead, tamper detection) the way SecureVault's will.
-struct TestSealer: PrefsSealer {
-    let key: UInt64
+    public init(key: UInt64) { self.key = key }
 
-    init(key: UInt64) { self.key = key }
+    public var keyCheck: [UInt8] { bytes(mix(key ^ 0x6B65_7963_6865_636B)) }
 
-    var keyCheck: [UInt8] { bytes(mix(key ^ 0x6B65_7963_6865_636B)) }
-
-    func tag(forKey name: String) -> [UInt8] {
+    public func tag(forKey name: String) -> [UInt8] {
         let h = hash(Array(name.utf8), seed: key ^ 0x7461_67)
         return bytes(h) + bytes(mix(h ^ key))
     }
 
-    var overhead: Int { 16 }
+    public var overhead: Int { 16 }
 
-    func seal(
+    public func seal(
         _ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
         into output: UnsafeMutableRawBufferPointer
     ) throws {
@@ -37,9 +36,9 @@ struct TestSealer: PrefsSealer {
         }
     }
 
-    struct AuthenticationFailed: Error {}
+    public struct AuthenticationFailed: Error {}
 
-    func open<R>(
+    public func open<R>(
         _ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) throws -> R {
