@@ -50,7 +50,7 @@ let package = Package(
         // A helper the tests run as a child process: crash victims, fresh-process probes of the Secret Service.
         .executableTarget(
             name: "vault-test-helper",
-            dependencies: ["PrefsKV", "SecureVault"],
+            dependencies: ["PrefsKV", "SecureVault", .product(name: "Logging", package: "swift-log")],
             path: "Tests/TestHelper",
             swiftSettings: swiftSettings
         ),

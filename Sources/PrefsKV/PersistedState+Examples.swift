@@ -37,7 +37,7 @@ extension PersistedState where Value == AppTheme {
     /// ```swift
     /// let theme = PersistedState.theme(in: try PrefsStore(id: "ui"))
     /// ```
-    public static func theme(in store: PrefsStore, logger: Logger? = nil) -> PersistedState<AppTheme> {
+    public static func theme(in store: PrefsStore?, logger: Logger? = nil) -> PersistedState<AppTheme> {
         PersistedState(name: "theme", version: 0, defaults: .light, store: store, logger: logger)
     }
 }
@@ -50,7 +50,7 @@ extension PersistedState where Value == SidebarState {
     /// ```swift
     /// let sidebar = PersistedState.sidebar(in: try PrefsStore(id: "ui"))
     /// ```
-    public static func sidebar(in store: PrefsStore, logger: Logger? = nil) -> PersistedState<SidebarState> {
+    public static func sidebar(in store: PrefsStore?, logger: Logger? = nil) -> PersistedState<SidebarState> {
         PersistedState(name: "sidebar", version: 1, defaults: SidebarState(), store: store, logger: logger) {
             stored in
             SidebarState(isExpanded: try stored.decode(SidebarVersion0.self).expanded)

@@ -10,7 +10,10 @@ import Synchronization
 /// decodable, a failed migration, a read error) it is the defaults too, and one error naming the store file
 /// is logged. A damaged store file is salvaged by the store's own open (``PrefsStore/Configuration/recovery``,
 /// `.salvage` by default), which logs that one error itself: a state whose record was lost then hydrates to
-/// its defaults without logging again, and every state whose record survived keeps its value.
+/// its defaults without logging again, and every state whose record survived keeps its value. A store that
+/// cannot be opened at all (a file that is not a store, an unreadable header, denied permissions) is left as
+/// it is: ``PrefsStore/openOrLog(id:directory:configuration:)`` logs that once and gives nil, and states
+/// created on a nil store are their defaults, kept in memory for this run.
 ///
 /// ```swift
 /// struct Editor: Codable, Sendable { var fontSize = 13; var wrapsLines = true }
@@ -41,8 +44,8 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     public let version: Int
     /// The state when nothing usable is stored.
     public let defaults: Value
-    /// The store holding the state.
-    public let store: PrefsStore
+    /// The store holding the state; nil when it could not be opened (the state then lives in memory).
+    public let store: PrefsStore?
 
     private let logger: Logger
     private let migrate: (@Sendable (StoredState) throws -> Value)?
@@ -58,13 +61,15 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     ///   - name: the key in the store (not empty). Each state of a store needs its own name.
     ///   - version: the version of `Value`'s shape. The default is 0.
     ///   - defaults: the state when nothing usable is stored.
-    ///   - store: where the state lives.
+    ///   - store: where the state lives; nil when it could not be opened (see
+    ///     ``PrefsStore/openOrLog(id:directory:configuration:)``): the state is then the defaults, kept in
+    ///     memory only, and nothing more is logged.
     ///   - logger: where a hydration failure is logged (once, at error level, never with a value). The default
     ///     is the store's ``PrefsStore/Configuration/logger``.
     ///   - migrate: turns a state stored at a lower version into the current `Value`; the result is written
     ///     back at once. Without it, an older state is unreadable: the defaults, and one logged error.
     public init(
-        name: String, version: Int = 0, defaults: Value, store: PrefsStore, logger: Logger? = nil,
+        name: String, version: Int = 0, defaults: Value, store: PrefsStore?, logger: Logger? = nil,
         migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
     ) {
         precondition(!name.isEmpty, "PersistedState: the name (its key in the store) must not be empty")
@@ -72,9 +77,9 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         self.version = version
         self.defaults = defaults
         self.store = store
-        self.logger = logger ?? store.configuration.logger
+        self.logger = logger ?? store?.configuration.logger ?? Logger(label: "prefskv")
         self.migrate = migrate
-        self.current = Mutex((defaults, .absent))
+        self.current = Mutex((defaults, store == nil ? .noStore : .absent))
         rehydrate()
     }
 
@@ -95,12 +100,17 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     /// Replaces the state and persists it before returning. A state equal to the stored one writes nothing.
     ///
     /// The new value is the state from now on even when saving fails: the error says it was not saved (disk
-    /// full, read-only directory...), and the next change tries again.
+    /// full, read-only directory...), and the next change tries again. Without a store, the state changes in
+    /// memory only.
     ///
     /// ```swift
     /// try theme.set(.dark)
     /// ```
     public func set(_ newValue: Value) throws {
+        guard let store else {
+            current.withLock { $0.value = newValue }
+            return
+        }
         let envelope = Array(try ValueCodec.json(Envelope(state: newValue, version: version), key: name))
         try ValueCodec.validate(length: envelope.count, key: name)
         do {
@@ -133,6 +143,10 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     /// try theme.reset()
     /// ```
     public func reset() throws {
+        guard let store else {
+            current.withLock { $0 = (defaults, .noStore) }
+            return
+        }
         try store.write { tx in
             current.withLock { $0 = (defaults, .absent) }
             tx.removeValue(forKey: name)
@@ -140,14 +154,15 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     }
 
     /// Reads the state from the store again (after another process changed it, say) and returns it. Never
-    /// throws: failures are handled as at creation.
+    /// throws: failures are handled as at creation. Without a store, returns the state as it is.
     ///
     /// ```swift
     /// let latest = theme.rehydrate()
     /// ```
     @discardableResult
     public func rehydrate() -> Value {
-        let (value, hydration) = load()
+        guard let store else { return value }
+        let (value, hydration) = load(from: store)
         current.withLock { $0 = (value, hydration) }
         if case .unreadable(let reason) = hydration {
             logger.error(
@@ -165,7 +180,8 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     /// let observation = theme.observe { applyTheme($0) }
     /// ```
     public func observe(_ callback: @escaping @Sendable (Value) -> Void) -> PrefsObservation {
-        store.observe { [weak self] change in
+        guard let store else { return PrefsObservation {} }
+        return store.observe { [weak self] change in
             guard let self, change.keys.contains(self.name) else { return }
             callback(change.isExternal ? self.rehydrate() : self.value)
         }
@@ -174,7 +190,7 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     // MARK: Hydration
 
     /// What hydration found in the store.
-    public enum Hydration: Sendable, Equatable {
+    public enum Hydration: Sendable, Equatable, CustomStringConvertible {
         /// The stored state, at the current version.
         case stored
         /// A state of this older version, migrated and written back.
@@ -187,6 +203,20 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         /// Something is stored but it cannot be used; the reason names it (never the value). The defaults,
         /// and one logged error.
         case unreadable(String)
+        /// There is no store (it could not be opened, and its open logged why): the defaults, in memory.
+        case noStore
+
+        /// `stored`, `migrated from version N`, `absent`, `lost`, `unreadable: <reason>` or `no store`.
+        public var description: String {
+            switch self {
+            case .stored: return "stored"
+            case .migrated(let version): return "migrated from version \(version)"
+            case .absent: return "absent"
+            case .lost: return "lost"
+            case .unreadable(let reason): return "unreadable: \(reason)"
+            case .noStore: return "no store"
+            }
+        }
     }
 
     /// A state stored at an older version, as a migration receives it.
@@ -207,7 +237,7 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         }
     }
 
-    private func load() -> (Value, Hydration) {
+    private func load(from store: PrefsStore) -> (Value, Hydration) {
         let json: Data
         do {
             guard let stored = try store.readFixed(name, .json, { Data($0) }) else {
@@ -272,4 +302,32 @@ extension Envelope: Decodable where State: Decodable {}
 /// The version of a stored state, read before its state is decoded.
 private struct VersionOnly: Decodable {
     var version: Int
+}
+
+extension PrefsStore {
+    /// Opens the store like ``init(id:directory:configuration:)``, but never throws: when the store cannot be
+    /// opened, logs one error naming the file and returns nil, and leaves the file as it is. Meant for app
+    /// state the defaults can stand in for: give the result to ``PersistedState``, whose states are then their
+    /// defaults, in memory, for this run.
+    ///
+    /// A damaged log is not a failure: the open salvages it (and logs that) as `init` does. What fails is a
+    /// file that is not a store, an unreadable header, a newer format, denied permissions.
+    ///
+    /// ```swift
+    /// let ui = PrefsStore.openOrLog(id: "ui", directory: appDataDirectory)
+    /// let theme = PersistedState.theme(in: ui)
+    /// ```
+    public static func openOrLog(
+        id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration()
+    ) -> PrefsStore? {
+        do {
+            return try PrefsStore(id: id, directory: directory, configuration: configuration)
+        } catch {
+            let path = (error as? PrefsError)?.path ?? directory + "/" + id + ".prefs"
+            configuration.logger.error(
+                "cannot open the store \(path): \(error); the app state it holds lives in memory for now",
+                metadata: ["prefskv.path": "\(path)"])
+            return nil
+        }
+    }
 }

@@ -217,6 +217,32 @@ import Testing
         #expect(log.errors.count == 1)
     }
 
+    @Test func aFileThatIsNotAStoreIsLeftAloneAndTheStatesLiveInMemoryWithOneError() throws {
+        let dir = try TempDir("persisted", memory: true)
+        let path = dir.file("ui.prefs")
+        let garbage = Array(repeating: UInt8(0xA5), count: 8192)
+        try writeBytes(garbage, to: path)
+        let log = LogCapture()
+        var configuration = PrefsStore.Configuration()
+        configuration.logger = log.logger
+
+        let ui = PrefsStore.openOrLog(id: "ui", directory: dir.path, configuration: configuration)
+        #expect(ui == nil)
+        let theme = PersistedState.theme(in: ui)
+        let sidebar = PersistedState.sidebar(in: ui)
+        #expect(theme.value == .light)
+        #expect(sidebar.value == SidebarState())
+        #expect(theme.hydration == .noStore)
+        #expect(log.errors.count == 1, "\(log.errors)")
+        #expect(log.errors.first?.contains(path) == true, "\(log.errors)")
+
+        try theme.set(.dark)
+        #expect(theme.value == .dark)
+        #expect(theme.rehydrate() == .dark)
+        #expect(try readBytes(path) == garbage)
+        #expect(log.errors.count == 1)
+    }
+
     @Test func observersSeeChangesFromThisHandleAndFromAnother() throws {
         let dir = try TempDir("persisted", memory: true)
         let theme = PersistedState.theme(in: try openStore(dir))
