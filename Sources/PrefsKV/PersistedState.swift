@@ -111,6 +111,7 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
             current.withLock { $0.value = newValue }
             return
         }
+        try ValueCodec.validate(key: name)
         let envelope = Array(try ValueCodec.json(Envelope(state: newValue, version: version), key: name))
         try ValueCodec.validate(length: envelope.count, key: name)
         do {

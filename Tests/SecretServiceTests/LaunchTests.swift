@@ -228,6 +228,27 @@ import Testing
         #expect(launch.theme == "dark", "the UI state saved before the failed sign-in was lost")
     }
 
+    @Test func logoutWithTheKeyringLockedStillRemovesTheSessionsFilesAndSaysSo() throws {
+        let app = AppData()
+        let result = try app.scenario(
+            """
+            \(Self.signIn)
+            LOCK
+            $H launch-logout app
+            ls "$P" | grep -c '^account.prefs$'
+            test -e "$V" && echo "vault file kept" || echo "vault file removed"
+            UNLOCK
+            $H launch-route app
+            """)
+        #expect(
+            Array(result.lines.prefix(4)) == ["signed-in persisted=true", "error locked", "0", "vault file removed"],
+            "\(result)")
+        #expect(result.standardError.contains("removed the session's files"), "\(result)")
+        let launch = try #require(Self.launches(result).first, "\(result)")
+        #expect(launch.route == "signIn(absent)", "the token survived a logout: \(result)")
+        #expect(launch.theme == "dark")
+    }
+
     @Test func logoutRemovesTheTokenTheMasterKeyAndTheEncryptedStoreAndKeepsUIState() throws {
         let app = AppData()
         let result = try app.scenario(
