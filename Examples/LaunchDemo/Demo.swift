@@ -54,7 +54,7 @@ struct Demo {
         guard let first = launch(1, "first launch") else { return finish() }
         expect(first, route: "signIn(absent)", theme: "light", sidebar: (false, 240), errors: 0)
 
-        guard let signIn = launch(2, "sign-in", command: "sign-in") else { return finish() }
+        guard let signIn = launch(2, "launch, then sign-in", command: "sign-in") else { return finish() }
         if signIn.actionFailed { problems.append("step 2: \(signIn.action ?? "sign-in failed")") }
 
         guard let relaunch = launch(3, "relaunch") else { return finish() }
@@ -111,7 +111,7 @@ struct Demo {
         }
 
         let keysBefore = Keyring.masterKeyCount()
-        guard let logout = launch(6, "logout", command: "logout") else { return finish() }
+        guard let logout = launch(6, "launch, then logout", command: "logout") else { return finish() }
         if logout.actionFailed { problems.append("step 6: \(logout.action ?? "logout failed")") }
         let keysAfter = Keyring.masterKeyCount()
         let vaultGone = !FileManager.default.fileExists(atPath: vaultFile)
