@@ -46,11 +46,18 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The app-launch demo (`make demo`): a client app's launches, each a new process, with timings.
+        .executableTarget(
+            name: "launch-demo",
+            dependencies: ["PrefsKV", "SecureVault", .product(name: "Logging", package: "swift-log")],
+            path: "Examples/LaunchDemo",
+            swiftSettings: swiftSettings
+        ),
 
         // A helper the tests run as a child process: crash victims, fresh-process probes of the Secret Service.
         .executableTarget(
             name: "vault-test-helper",
-            dependencies: ["PrefsKV", "SecureVault", "TestSealer"],
+            dependencies: ["PrefsKV", "SecureVault", "TestSealer", .product(name: "Logging", package: "swift-log")],
             path: "Tests/TestHelper",
             swiftSettings: swiftSettings
         ),

@@ -3,7 +3,7 @@ public import FoundationEssentials
 
 /// The blocking work of a vault (D-Bus calls to the Secret Service, fsync) runs here, never on the Swift
 /// concurrency cooperative pool, whose few threads must not wait on a keyring.
-private let blockingQueue = DispatchQueue(label: "SecureVault.blocking", qos: .userInitiated, attributes: .concurrent)
+let blockingQueue = DispatchQueue(label: "SecureVault.blocking", qos: .userInitiated, attributes: .concurrent)
 
 extension Vault {
     /// Runs `body` on a dedicated queue and resumes the caller with its outcome.

@@ -85,6 +85,7 @@ extension Vault {
     }
 
     /// Deletes an encrypted store made by ``encryptedPreferences(id:directory:configuration:)`` and its key.
+    /// Removing a store that does not exist succeeds.
     ///
     /// ```swift
     /// try vault.removeEncryptedPreferences(id: "account")    // logout
@@ -94,7 +95,13 @@ extension Vault {
         try Self.validate(name: itemName, what: "encrypted store id")
         try remove(itemName)
         try perform("removing encrypted preferences '\(id)'") { () throws(VaultError) in
-            _ = try prefs { try PrefsStore.destroy(id: id, directory: directory) }
+            try prefs {
+                do {
+                    _ = try PrefsStore.destroy(id: id, directory: directory)
+                } catch let error as PrefsError where error.code == .notFound {
+                    // No directory, so no store: nothing to remove.
+                }
+            }
         }
     }
 

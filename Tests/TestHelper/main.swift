@@ -22,6 +22,8 @@ case "secret-store", "secret-lookup", "secret-clear", "secret-state", "secret-lo
 case "vault-set", "vault-get", "vault-token-set", "vault-token", "vault-read-lock-read", "vault-identity",
     "vault-rotate", "vault-wipe", "vault-status", "vault-crash-writer", "vault-dump":
     exit(VaultCommands.run(arguments[0], rest))
+case "launch-route", "launch-sign-in", "launch-logout", "prefs-damage", "file-flip":
+    exit(LaunchCommands.run(arguments[0], rest))
 default:
     PrefsCommands.fail("unknown command \(arguments.first ?? "(none)")", status: 2)
 }

@@ -1,0 +1,334 @@
+public import FoundationEssentials
+public import Logging
+import Synchronization
+
+/// A piece of app state kept in a ``PrefsStore`` under a name, with a version and a migration: the
+/// `persist` pattern of Zustand, in Swift.
+///
+/// The state is hydrated when the `PersistedState` is created, and hydration never throws: when nothing is
+/// stored it is the defaults; when what is stored cannot be used (written by a newer version of the app, not
+/// decodable, a failed migration, a read error) it is the defaults too, and one error naming the store file
+/// is logged. A damaged store file is salvaged by the store's own open (``PrefsStore/Configuration/recovery``,
+/// `.salvage` by default), which logs that one error itself: a state whose record was lost then hydrates to
+/// its defaults without logging again, and every state whose record survived keeps its value. A store that
+/// cannot be opened at all (a file that is not a store, an unreadable header, denied permissions) is left as
+/// it is: ``PrefsStore/openOrLog(id:directory:configuration:)`` logs that once and gives nil, and states
+/// created on a nil store are their defaults, kept in memory for this run.
+///
+/// ```swift
+/// struct Editor: Codable, Sendable { var fontSize = 13; var wrapsLines = true }
+///
+/// let ui = try PrefsStore(id: "ui", directory: appDataDirectory)
+/// let editor = PersistedState(name: "editor", version: 2, defaults: Editor(), store: ui) { stored in
+///     // Version 1 stored the font size as a string.
+///     struct V1: Decodable { var fontSize: String }
+///     let old = try stored.decode(V1.self)
+///     return Editor(fontSize: Int(old.fontSize) ?? 13)
+/// }
+/// editor.value.fontSize                        // hydrated before the first frame
+/// try editor.update { $0.wrapsLines = false }  // persisted at once; setting an equal value writes nothing
+/// ```
+///
+/// On disk the state is one JSON value under the key `name`: `{"state":...,"version":N}`, encoded with
+/// sorted keys, so equal states give identical bytes and the store's compare-before-set writes nothing for
+/// an unchanged state. Hydration writes only after a successful migration (the migrated state, at the
+/// current version); it never writes over a value it could not read. That value stays in the store until
+/// the app sets the state, which replaces it with a healthy one.
+///
+/// Thread-safe. ``value`` is this handle's copy; ``observe(_:)`` also reports (and takes in) changes made by
+/// other handles and processes.
+public final class PersistedState<Value: Codable & Sendable>: Sendable {
+    /// The state's name: its key in the store.
+    public let name: String
+    /// The version this app writes. A stored state of a lower version is migrated; a higher one is unreadable.
+    public let version: Int
+    /// The state when nothing usable is stored.
+    public let defaults: Value
+    /// The store holding the state; nil when it could not be opened (the state then lives in memory).
+    public let store: PrefsStore?
+
+    private let logger: Logger
+    private let migrate: (@Sendable (StoredState) throws -> Value)?
+    private let current: Mutex<(value: Value, hydration: Hydration)>
+
+    /// Creates the state and hydrates it from `store`. Never throws; see ``hydration`` for what it found.
+    ///
+    /// ```swift
+    /// let theme = PersistedState(name: "theme", version: 1, defaults: AppTheme.light, store: ui)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - name: the key in the store (not empty). Each state of a store needs its own name.
+    ///   - version: the version of `Value`'s shape. The default is 0.
+    ///   - defaults: the state when nothing usable is stored.
+    ///   - store: where the state lives; nil when it could not be opened (see
+    ///     ``PrefsStore/openOrLog(id:directory:configuration:)``): the state is then the defaults, kept in
+    ///     memory only, and nothing more is logged.
+    ///   - logger: where a hydration failure is logged (once, at error level, never with a value). The default
+    ///     is the store's ``PrefsStore/Configuration/logger``.
+    ///   - migrate: turns a state stored at a lower version into the current `Value`; the result is written
+    ///     back at once. Without it, an older state is unreadable: the defaults, and one logged error.
+    public init(
+        name: String, version: Int = 0, defaults: Value, store: PrefsStore?, logger: Logger? = nil,
+        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
+    ) {
+        precondition(!name.isEmpty, "PersistedState: the name (its key in the store) must not be empty")
+        self.name = name
+        self.version = version
+        self.defaults = defaults
+        self.store = store
+        self.logger = logger ?? store?.configuration.logger ?? Logger(label: "prefskv")
+        self.migrate = migrate
+        self.current = Mutex((defaults, store == nil ? .noStore : .absent))
+        rehydrate()
+    }
+
+    /// The current state.
+    ///
+    /// ```swift
+    /// applyTheme(theme.value)
+    /// ```
+    public var value: Value { current.withLock { $0.value } }
+
+    /// What the last hydration found.
+    ///
+    /// ```swift
+    /// if case .unreadable(let reason) = theme.hydration { print("theme reset:", reason) }
+    /// ```
+    public var hydration: Hydration { current.withLock { $0.hydration } }
+
+    /// Replaces the state and persists it before returning. A state equal to the stored one writes nothing.
+    ///
+    /// The new value is the state from now on even when saving fails: the error says it was not saved (disk
+    /// full, read-only directory...), and the next change tries again. Without a store, the state changes in
+    /// memory only.
+    ///
+    /// ```swift
+    /// try theme.set(.dark)
+    /// ```
+    public func set(_ newValue: Value) throws {
+        guard let store else {
+            current.withLock { $0.value = newValue }
+            return
+        }
+        try ValueCodec.validate(key: name)
+        let envelope = Array(try ValueCodec.json(Envelope(state: newValue, version: version), key: name))
+        try ValueCodec.validate(length: envelope.count, key: name)
+        do {
+            try store.write { tx in
+                // Under the store's writer lock: concurrent sets reach memory and disk in the same order.
+                current.withLock { $0.value = newValue }
+                tx.operations.append(.set(name: name, type: .json, value: envelope, expiresAt: 0))
+            }
+        } catch {
+            current.withLock { $0.value = newValue }
+            throw error
+        }
+    }
+
+    /// Changes the state in place and persists it: `set(body(value))`. With several threads updating one
+    /// state, the last writer wins, and memory and disk agree on which one that is.
+    ///
+    /// ```swift
+    /// try sidebar.update { $0.isExpanded.toggle() }
+    /// ```
+    public func update(_ body: (inout Value) throws -> Void) throws {
+        var next = value
+        try body(&next)
+        try set(next)
+    }
+
+    /// Removes the stored state and goes back to the defaults (Zustand's `clearStorage`).
+    ///
+    /// ```swift
+    /// try theme.reset()
+    /// ```
+    public func reset() throws {
+        guard let store else {
+            current.withLock { $0 = (defaults, .noStore) }
+            return
+        }
+        try store.write { tx in
+            current.withLock { $0 = (defaults, .absent) }
+            tx.removeValue(forKey: name)
+        }
+    }
+
+    /// Reads the state from the store again (after another process changed it, say) and returns it. Never
+    /// throws: failures are handled as at creation. Without a store, returns the state as it is.
+    ///
+    /// ```swift
+    /// let latest = theme.rehydrate()
+    /// ```
+    @discardableResult
+    public func rehydrate() -> Value {
+        guard let store else { return value }
+        let (value, hydration) = load(from: store)
+        current.withLock { $0 = (value, hydration) }
+        if case .unreadable(let reason) = hydration {
+            logger.error(
+                "PersistedState '\(name)': \(reason) in \(store.path); using the defaults",
+                metadata: ["prefskv.path": "\(store.path)"])
+        }
+        return value
+    }
+
+    /// Calls `callback` with the new state after every change of it, made through this handle or any other
+    /// handle or process (another's change is hydrated first). Keep the observation: releasing it stops the
+    /// callbacks.
+    ///
+    /// ```swift
+    /// let observation = theme.observe { applyTheme($0) }
+    /// ```
+    public func observe(_ callback: @escaping @Sendable (Value) -> Void) -> PrefsObservation {
+        guard let store else { return PrefsObservation {} }
+        return store.observe { [weak self] change in
+            guard let self, change.keys.contains(self.name) else { return }
+            callback(change.isExternal ? self.rehydrate() : self.value)
+        }
+    }
+
+    // MARK: Hydration
+
+    /// What hydration found in the store.
+    public enum Hydration: Sendable, Equatable, CustomStringConvertible {
+        /// The stored state, at the current version.
+        case stored
+        /// A state of this older version, migrated and written back.
+        case migrated(from: Int)
+        /// Nothing stored: the defaults.
+        case absent
+        /// The store's recovery lost this state's record when it salvaged a damaged file (and logged that):
+        /// the defaults.
+        case lost
+        /// Something is stored but it cannot be used; the reason names it (never the value). The defaults,
+        /// and one logged error.
+        case unreadable(String)
+        /// There is no store (it could not be opened, and its open logged why): the defaults, in memory.
+        case noStore
+
+        /// `stored`, `migrated from version N`, `absent`, `lost`, `unreadable: <reason>` or `no store`.
+        public var description: String {
+            switch self {
+            case .stored: return "stored"
+            case .migrated(let version): return "migrated from version \(version)"
+            case .absent: return "absent"
+            case .lost: return "lost"
+            case .unreadable(let reason): return "unreadable: \(reason)"
+            case .noStore: return "no store"
+            }
+        }
+    }
+
+    /// A state stored at an older version, as a migration receives it.
+    ///
+    /// ```swift
+    /// struct V1: Decodable { var expanded: Bool }
+    /// let old = try stored.decode(V1.self)
+    /// ```
+    public struct StoredState: Sendable {
+        /// The version the state was stored with.
+        public let version: Int
+        /// The whole stored JSON value: `{"state":...,"version":N}`.
+        public let json: Data
+
+        /// Decodes the stored state as `type`: the shape `Value` had at ``version``.
+        public func decode<T: Decodable>(_ type: T.Type) throws -> T {
+            try JSONDecoder().decode(Envelope<T>.self, from: json).state
+        }
+    }
+
+    private func load(from store: PrefsStore) -> (Value, Hydration) {
+        let json: Data
+        do {
+            guard let stored = try store.readFixed(name, .json, { Data($0) }) else {
+                let lost = store.lastRecovery?.lostKeys.contains(name) ?? false
+                return (defaults, lost ? .lost : .absent)
+            }
+            json = stored
+        } catch let error as PrefsError {
+            return (defaults, .unreadable("the stored state cannot be read (\(error.code): \(error.message))"))
+        } catch {
+            return (defaults, .unreadable("the stored state cannot be read (\(error))"))
+        }
+        guard let stored = try? JSONDecoder().decode(VersionOnly.self, from: json) else {
+            return (defaults, .unreadable("the stored state is not a versioned state"))
+        }
+        if stored.version == version {
+            do {
+                return (try JSONDecoder().decode(Envelope<Value>.self, from: json).state, .stored)
+            } catch {
+                return (defaults, .unreadable("the stored state (version \(version)) does not decode as \(Value.self)"))
+            }
+        }
+        guard stored.version < version else {
+            return (
+                defaults,
+                .unreadable("the stored state has version \(stored.version), newer than this app's \(version)")
+            )
+        }
+        guard let migrate else {
+            return (defaults, .unreadable("the stored state has version \(stored.version) and no migration"))
+        }
+        let migrated: Value
+        do {
+            migrated = try migrate(StoredState(version: stored.version, json: json))
+        } catch {
+            return (
+                defaults, .unreadable("migrating the stored state from version \(stored.version) failed: \(error)")
+            )
+        }
+        do {
+            try set(migrated)
+        } catch {
+            // The migrated state is used; the old one stays on disk and is migrated again next time.
+            let message =
+                "PersistedState '\(name)': the state migrated from version \(stored.version) could not be saved "
+                + "in \(store.path): \(error)"
+            logger.error("\(message)", metadata: ["prefskv.path": "\(store.path)"])
+        }
+        return (migrated, .migrated(from: stored.version))
+    }
+}
+
+/// The stored form of a state.
+struct Envelope<State> {
+    var state: State
+    var version: Int
+}
+
+extension Envelope: Encodable where State: Encodable {}
+extension Envelope: Decodable where State: Decodable {}
+
+/// The version of a stored state, read before its state is decoded.
+private struct VersionOnly: Decodable {
+    var version: Int
+}
+
+extension PrefsStore {
+    /// Opens the store like ``init(id:directory:configuration:)``, but never throws: when the store cannot be
+    /// opened, logs one error naming the file and returns nil, and leaves the file as it is. Meant for app
+    /// state the defaults can stand in for: give the result to ``PersistedState``, whose states are then their
+    /// defaults, in memory, for this run.
+    ///
+    /// A damaged log is not a failure: the open salvages it (and logs that) as `init` does. What fails is a
+    /// file that is not a store, an unreadable header, a newer format, denied permissions.
+    ///
+    /// ```swift
+    /// let ui = PrefsStore.openOrLog(id: "ui", directory: appDataDirectory)
+    /// let theme = PersistedState.theme(in: ui)
+    /// ```
+    public static func openOrLog(
+        id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration()
+    ) -> PrefsStore? {
+        do {
+            return try PrefsStore(id: id, directory: directory, configuration: configuration)
+        } catch {
+            let path = (error as? PrefsError)?.path ?? directory + "/" + id + ".prefs"
+            configuration.logger.error(
+                "cannot open the store \(path): \(error); the app state it holds lives in memory for now",
+                metadata: ["prefskv.path": "\(path)"])
+            return nil
+        }
+    }
+}
