@@ -40,15 +40,16 @@ TORTURE_SECONDS ?= 900
 TORTURE_KILLS ?= 3000
 TORTURE_DAMAGES ?= 10000
 TORTURE_POWER_OPS ?= 1500
-TORTURE_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|FileSystemFaultTests|CrashTests|MultiProcessTests|EnvironmentErrorTests|CompactionTests
-TSAN_FILTER := threadsWritingAndReadingOneHandleLoseNoUpdate|twoHandlesInOneProcessSeeEachOthersWrites|MultiProcessTests|observersHearEveryChange
+VAULT_CRASH_ROUNDS ?= 2000
+TORTURE_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|FileSystemFaultTests|CrashTests|MultiProcessTests|EnvironmentErrorTests|CompactionTests|VaultCrashTests|VaultKeyringTests|VaultTamperTests
+TSAN_FILTER := threadsWritingAndReadingOneHandleLoseNoUpdate|twoHandlesInOneProcessSeeEachOthersWrites|MultiProcessTests|observersHearEveryChange|VaultConcurrencyTests|VaultStaleHandleTests
 
 torture: bootstrap
 	@scripts/build-checked.sh $(SWIFT) build --build-tests
 	rm -f torture-report.txt
 	PREFSKV_TORTURE=long TORTURE_SECONDS=$(TORTURE_SECONDS) TORTURE_KILLS=$(TORTURE_KILLS) \
 		TORTURE_DAMAGES=$(TORTURE_DAMAGES) TORTURE_POWER_OPS=$(TORTURE_POWER_OPS) TORTURE_REPORT=$(CURDIR)/torture-report.txt \
-		$(KEYRING) $(SWIFT) test --skip-build --filter '$(TORTURE_FILTER)'
+		VAULT_CRASH_ROUNDS=$(VAULT_CRASH_ROUNDS) $(KEYRING) $(SWIFT) test --skip-build --filter '$(TORTURE_FILTER)'
 	PREFSKV_TORTURE=long $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter '$(TSAN_FILTER)'
 	@echo; cat torture-report.txt
 
@@ -62,16 +63,20 @@ FUZZ_BUILD := $(SWIFT) build --sanitize=fuzzer --sanitize=address -Xswiftc -sani
 fuzz: bootstrap
 	$(FUZZ_BUILD) --product FuzzRecordDecoder
 	$(FUZZ_BUILD) --product FuzzOpen
-	mkdir -p .build-fuzz/corpus/record-decoder .build-fuzz/corpus/open
+	$(FUZZ_BUILD) --product FuzzVaultOpen
+	mkdir -p .build-fuzz/corpus/record-decoder .build-fuzz/corpus/open .build-fuzz/corpus/vault-open
 	SWIFT_BACKTRACE=enable=no "$$($(FUZZ_BUILD) --show-bin-path)/FuzzRecordDecoder" -max_total_time=$(FUZZ_SECONDS) \
 		-print_final_stats=1 .build-fuzz/corpus/record-decoder Fuzz/Corpus/record-decoder
 	SWIFT_BACKTRACE=enable=no "$$($(FUZZ_BUILD) --show-bin-path)/FuzzOpen" -max_total_time=$(FUZZ_SECONDS) \
 		-print_final_stats=1 .build-fuzz/corpus/open Fuzz/Corpus/open
+	SWIFT_BACKTRACE=enable=no "$$($(FUZZ_BUILD) --show-bin-path)/FuzzVaultOpen" -max_total_time=$(FUZZ_SECONDS) \
+		-print_final_stats=1 .build-fuzz/corpus/vault-open Fuzz/Corpus/vault-open
 
 # Rewrites the committed seed corpus from real stores (Tests/PrefsKVTests/FuzzCorpusTests.swift).
 fuzz-corpus:
 	$(SWIFT) build --build-tests
 	PREFSKV_FUZZ_CORPUS=$(CURDIR)/Fuzz/Corpus $(SWIFT) test --skip-build --filter writeTheSeedCorpus
+	VAULT_FUZZ_CORPUS=$(CURDIR)/Fuzz/Corpus $(SWIFT) test --skip-build --filter writeTheVaultSeedCorpus
 
 format:
 	$(SWIFT) format --in-place --recursive --configuration .swift-format Package.swift Sources Tests

@@ -71,11 +71,16 @@ let package = Package(
         .executableTarget(
             name: "FuzzOpen", dependencies: ["PrefsKV", "TestSealer"], path: "Fuzz/FuzzOpen",
             swiftSettings: swiftSettings),
+        // ... and a vault file opened and unsealed with a passphrase key store.
+        .executableTarget(
+            name: "FuzzVaultOpen",
+            dependencies: ["SecureVault", .product(name: "Logging", package: "swift-log")],
+            path: "Fuzz/FuzzVaultOpen", swiftSettings: swiftSettings),
         // A toy sealer (not cryptography) shared by the PrefsKV tests, the test helper and the fuzz targets.
         .target(name: "TestSealer", dependencies: ["PrefsKV"], path: "Tests/TestSealer", swiftSettings: swiftSettings),
         .testTarget(
             name: "PrefsKVTests",
-            dependencies: ["PrefsKV", "TestSealer", "vault-test-helper"],
+            dependencies: ["PrefsKV", "TestSealer", "TestSupport", "vault-test-helper"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

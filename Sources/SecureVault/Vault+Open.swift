@@ -98,7 +98,7 @@ extension Vault {
     }
 
     /// Forgets the open store and this process's cached key for the vault (after a rotation or a wipe).
-    func forgetKey() {
+    package func forgetKey() {
         opened.withLock { $0 = nil }
         let prefix = path + "|"
         Self.sealers.withLock { cache in

@@ -8,6 +8,7 @@
 //   TORTURE_POWER_OPS=N    operations recorded by each power-loss simulation (default 150 short, 1500 long)
 //   TORTURE_REPORT=PATH    also append every summary line to PATH (make torture collects them there)
 import Foundation
+import TestSupport
 
 enum Torture {
     static let environment = ProcessInfo.processInfo.environment
@@ -29,16 +30,7 @@ enum Torture {
 
     /// Prints a summary line (and appends it to `TORTURE_REPORT` when set).
     static func report(_ line: String) {
-        let text = "torture: " + line
-        print(text)
-        guard let path = environment["TORTURE_REPORT"], let data = (text + "\n").data(using: .utf8) else { return }
-        if let handle = FileHandle(forWritingAtPath: path) {
-            handle.seekToEndOfFile()
-            handle.write(data)
-            handle.closeFile()
-        } else {
-            _ = FileManager.default.createFile(atPath: path, contents: data)
-        }
+        TortureReport.line(line)
     }
 }
 

@@ -434,3 +434,37 @@ func expectVaultError<R>(
         #expect(dir.keys.count == 1)
     }
 }
+
+@Suite struct VaultConcurrencyTests {
+    /// Threads writing and reading one vault while another rotates its key: no lost update, no torn read.
+    @Test func threadsWritingWhileTheKeyRotatesLoseNothing() throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        try vault.set("seed", for: "seed")
+        let writers = 4
+        let writes = 40
+        let failures = Mutex<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: writers + 1) { worker in
+            do {
+                if worker == writers {
+                    for _ in 0..<8 { try vault.rotateKey() }
+                    return
+                }
+                for i in 0..<writes {
+                    try vault.set("w\(worker)-\(i)", for: "k\(worker)")
+                    let read = try vault.string(for: "k\(worker)")
+                    if read != "w\(worker)-\(i)" { failures.withLock { $0.append("k\(worker): read \(read ?? "nil")") } }
+                }
+            } catch {
+                failures.withLock { $0.append("worker \(worker): \(error)") }
+            }
+        }
+        #expect(failures.withLock { $0 } == [])
+        let reopened = try dir.vault()
+        for worker in 0..<writers {
+            #expect(try reopened.string(for: "k\(worker)") == "w\(worker)-\(writes - 1)")
+        }
+        #expect(try reopened.string(for: "seed") == "seed")
+        #expect(dir.keys.count == 1)
+    }
+}

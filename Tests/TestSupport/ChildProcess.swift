@@ -182,3 +182,21 @@ public enum BuildProducts {
     /// `scripts/with-keyring.sh`.
     public static var keyringRunner: String { repositoryRoot + "/scripts/with-keyring.sh" }
 }
+
+/// Summary lines of the torture suites: printed, and appended to `$TORTURE_REPORT` when set (`make torture`
+/// collects them there for Documentation/Reliability.md).
+public enum TortureReport {
+    public static func line(_ text: String) {
+        let line = "torture: " + text
+        print(line)
+        guard let path = ProcessInfo.processInfo.environment["TORTURE_REPORT"] else { return }
+        let data = Data((line + "\n").utf8)
+        if let handle = FileHandle(forWritingAtPath: path) {
+            handle.seekToEndOfFile()
+            handle.write(data)
+            handle.closeFile()
+        } else {
+            _ = FileManager.default.createFile(atPath: path, contents: data)
+        }
+    }
+}
