@@ -10,6 +10,8 @@ extension PrefsStore {
             try e.refreshIfNeeded()
             guard e.file.writable else { return }
             try e.file.syncData()
+            // A compaction of a buffered store leaves its rename to be made durable here.
+            e.syncDirectoryIfNeeded()
         }
     }
 

@@ -322,7 +322,8 @@ extension Engine {
     ///
     /// `.buffered`: one release store of the log-end word (the acknowledgement point for process crashes).
     /// `.synchronous`: fdatasync the records, publish, fdatasync again, so a power cut can never leave the
-    /// log end pointing at bytes that did not reach the disk.
+    /// log end pointing at bytes that did not reach the disk (and fsync the directory when a compaction since
+    /// the last one left the file's name not yet durable).
     private func publish(end: Int, records: Int, apply: () -> Void) throws(PrefsError) {
         let synchronous = configuration.durability == .synchronous
         if synchronous { try file.syncData() }
@@ -336,7 +337,10 @@ extension Engine {
             // Failing to wake them loses no data: the write is already published.
             try? file.announce(knownEndWord)
         }
-        if synchronous { try file.syncData() }
+        if synchronous {
+            try file.syncData()
+            syncDirectoryIfNeeded()
+        }
     }
 
     /// Makes the mapping at least `end` bytes long: follows growth by another process, otherwise doubles

@@ -109,6 +109,9 @@ final class Engine: @unchecked Sendable {
     @exclusivity(unchecked) var pendingChanges: [PrefsChange] = []
     @exclusivity(unchecked) var pendingLog: [(level: Logger.Level, message: Logger.Message)] = []
     @exclusivity(unchecked) var autoCompactionBlockedBelow = 0
+    /// The generation of the file whose name this handle knows to be durable (an fsync of the directory
+    /// followed its rename); nil until this handle has synced the directory itself.
+    @exclusivity(unchecked) var directorySyncedGeneration: UInt64?
 
     /// Whether the index is keyed by sealer tags; mirrors `header.isEncrypted` for the read path.
     @exclusivity(unchecked) var isSealed = false
