@@ -220,6 +220,11 @@ public struct Orchestrator {
             facts["cpu"] = cpu.split(separator: ":", maxSplits: 1).last.map { trimmed(String($0)) }
         }
         facts["scratch directory"] = root
+        let idle = runChild(executable, ["worker", "noop", "prefskv", root, "0"])
+        if let result = decode(idle.output) {
+            facts["peak RSS of an idle worker process (the floor of every RSS figure)"] =
+                Report.fixed(Double(result.peakRSSKiB) / 1024, 1) + " MiB"
+        }
         return facts
     }
 

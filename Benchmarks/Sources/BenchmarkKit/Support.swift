@@ -27,11 +27,13 @@ public func measure(_ body: () throws -> Void) rethrows -> Measured {
     return Measured(nanoseconds: end - start, allocations: allocations)
 }
 
-/// Peak resident set size of this process, in KiB.
+/// Peak resident set size of this process, in KiB: `VmHWM` of /proc/self/status. (`getrusage`'s ru_maxrss
+/// survives execve on Linux, so a worker would report its parent's peak.)
 public func peakRSSKiB() -> Int {
-    var usage = rusage()
-    getrusage(RUSAGE_SELF.rawValue, &usage)
-    return Int(usage.ru_maxrss)
+    guard let status = readSmallFile("/proc/self/status"),
+        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+    else { return 0 }
+    return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
 }
 
 /// Total size in bytes of the regular files at `paths` (directories: their files, one level deep).

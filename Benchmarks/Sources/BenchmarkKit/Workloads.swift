@@ -180,6 +180,7 @@ public enum Worker {
                 ) { s, _, _ in
                     for i in 0..<count { try s.setString("app.state", blobs[i & 15]) }
                 }
+            case "noop": result = WorkerResult(samples: [0], allocationsPerOperation: 0, peakRSSKiB: peakRSSKiB())
             case "get": result = try gets(engine, directory, count, passes: Int(argument) ?? 10)
             case "cold": result = try cold(engine, directory, key: argument)
             case "mp-writer": result = try mpWriter(engine, directory, stopFile: argument)
