@@ -81,7 +81,14 @@ struct Snapshot {
 final class Engine: @unchecked Sendable {
     let paths: StorePaths
     let configuration: PrefsStore.Configuration
-    @exclusivity(unchecked) var sealer: (any PrefsSealer)?
+    @exclusivity(unchecked) var sealer: (any PrefsSealer)? {
+        didSet { indexKeyCache.removeAll() }
+    }
+    /// Sealed stores: key name to index key (hex of the sealer's tag), for names used through this handle.
+    /// A tag costs a keyed hash (BLAKE2b, about a microsecond with its hex); a lookup here a tenth of that.
+    /// Cleared when the sealer changes (rekey) and when it grows past `indexKeyCacheLimit` names.
+    @exclusivity(unchecked) var indexKeyCache: [String: String] = [:]
+    static let indexKeyCacheLimit = 4096
     /// The lock file (never replaced), or -1 when a read-only directory has none.
     let lockFD: Int32
     let multiProcess: Bool
@@ -432,15 +439,19 @@ final class Engine: @unchecked Sendable {
     }
 
     static func hex(_ bytes: some Collection<UInt8>) -> String {
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 15)])
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var i = 0
+            for b in bytes {
+                out[i] = hexDigit(b >> 4)
+                out[i + 1] = hexDigit(b & 15)
+                i += 2
+            }
+            return i
         }
-        return String(decoding: out, as: UTF8.self)
     }
+
+    @inline(__always)
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
 
     /// Applies one committed record to an index.
     @inline(__always)
@@ -635,7 +646,11 @@ final class Engine: @unchecked Sendable {
     @inline(__always)
     func indexKey(forName name: String) -> String {
         guard isSealed, let sealer else { return name }
-        return Engine.hex(sealer.tag(forKey: name))
+        if let known = indexKeyCache[name] { return known }
+        let key = Engine.hex(sealer.tag(forKey: name))
+        if indexKeyCache.count >= Engine.indexKeyCacheLimit { indexKeyCache.removeAll(keepingCapacity: true) }
+        indexKeyCache[name] = key
+        return key
     }
 
     /// The live (unexpired) entry for an index key.
@@ -679,11 +694,21 @@ final class Engine: @unchecked Sendable {
                     try sealer.open(sealed, associatedData: ad) { plain in
                         guard plain.count >= 4 else { throw SealedPayloadError() }
                         let nameLength = Int(UInt32(littleEndian: plain.loadUnaligned(as: UInt32.self)))
-                        guard 4 + nameLength <= plain.count,
-                            let name = String(
-                                validating: UnsafeRawBufferPointer(rebasing: plain[4..<4 + nameLength]), as: UTF8.self)
-                        else { throw SealedPayloadError() }
-                        if let expectedName, name != expectedName { throw SealedPayloadError() }
+                        guard 4 + nameLength <= plain.count else { throw SealedPayloadError() }
+                        let nameBytes = UnsafeRawBufferPointer(rebasing: plain[4..<4 + nameLength])
+                        let name: String
+                        if let expectedName {
+                            // The sealed name must be exactly the one asked for: compare bytes, no decoding.
+                            var expected = expectedName
+                            let same = expected.withUTF8 { $0.count == nameLength && nameBytes.elementsEqual($0) }
+                            guard same else { throw SealedPayloadError() }
+                            name = expectedName
+                        } else {
+                            guard let decoded = String(validating: nameBytes, as: UTF8.self) else {
+                                throw SealedPayloadError()
+                            }
+                            name = decoded
+                        }
                         return try body(name, UnsafeRawBufferPointer(rebasing: plain[(4 + nameLength)...]))
                     }
                 }
