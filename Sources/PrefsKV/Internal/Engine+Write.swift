@@ -14,9 +14,7 @@ extension Engine {
     /// Takes the writer lock (multi-process) and reads what other handles appended since.
     func beginWrite() throws(PrefsError) {
         guard file.writable, readOnlyCause == nil else { throw readOnlyError }
-        if multiProcess {
-            try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
-        }
+        if multiProcess { try lockWriter() }
         holdsWriterLock = true
         do throws(PrefsError) {
             try catchUpLocked()
@@ -30,7 +28,7 @@ extension Engine {
     func endWrite() {
         guard holdsWriterLock else { return }
         holdsWriterLock = false
-        if multiProcess { Sys.unlock(lockFD) }
+        if multiProcess { unlockWriter() }
     }
 
     // MARK: Single writes

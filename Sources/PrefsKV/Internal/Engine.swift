@@ -91,6 +91,9 @@ final class Engine: @unchecked Sendable {
     static let indexKeyCacheLimit = 4096
     /// The lock file (never replaced), or -1 when a read-only directory has none.
     let lockFD: Int32
+    /// The writer lock of a multi-process handle (a robust mutex in the lock file), nil when it uses `flock`:
+    /// single-process handles, read-only ones, and handles that joined processes using `flock`.
+    let lockPage: LockPage?
     let multiProcess: Bool
     /// Why this handle cannot write (the errno of the failed writable open), nil when it can.
     let readOnlyCause: Errno?
@@ -125,13 +128,14 @@ final class Engine: @unchecked Sendable {
     @inline(__always) var hasPendingEvents: Bool { !pendingChanges.isEmpty || !pendingLog.isEmpty }
 
     private init(
-        paths: StorePaths, configuration: PrefsStore.Configuration, lockFD: Int32, readOnlyCause: Errno?,
-        snapshot: Snapshot
+        paths: StorePaths, configuration: PrefsStore.Configuration, lockFD: Int32, lockPage: LockPage?,
+        readOnlyCause: Errno?, snapshot: Snapshot
     ) {
         self.paths = paths
         self.configuration = configuration
         self.sealer = configuration.sealer
         self.lockFD = lockFD
+        self.lockPage = lockPage
         self.multiProcess = configuration.sharing == .multiProcess
         self.readOnlyCause = readOnlyCause
         file = snapshot.file
@@ -214,19 +218,35 @@ final class Engine: @unchecked Sendable {
                 }
                 return try open(id: id, directory: directory, configuration: configuration, attempt: attempt + 1)
             }
+            // The open lock: opens, wipes and lock-page set-ups take turns.
             try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
+        }
+        // The writer lock of a multi-process handle: the lock page's mutex, set up afresh when no other handle
+        // has the store open (checked under the open lock, so none can appear before it is ready).
+        var lockPage: LockPage?
+        do throws(PrefsError) {
+            if lockFD >= 0 && readOnlyCause == nil && configuration.sharing == .multiProcess {
+                let alone = try Sys.presenceAlone(lockFD).orThrow(
+                    "fcntl(F_OFD_GETLK)", "cannot inspect the store's lock", path: paths.lock)
+                lockPage = try LockPage.open(fd: lockFD, path: paths.lock, initialize: alone)
+                _ = try lockPage?.lock(path: paths.lock)
+            }
+        } catch {
+            Sys.unlock(lockFD)
+            throw error
         }
         let snapshot: Snapshot
         do throws(PrefsError) {
             snapshot = try loadSnapshot(
                 paths: paths, sealer: configuration.sealer, readOnlyCause: &readOnlyCause, create: true)
         } catch {
+            lockPage?.unlock()
             if lockFD >= 0 { Sys.unlock(lockFD) }
             throw error
         }
         let engine = Engine(
-            paths: paths, configuration: configuration, lockFD: lockFD, readOnlyCause: readOnlyCause,
-            snapshot: snapshot)
+            paths: paths, configuration: configuration, lockFD: lockFD, lockPage: lockPage,
+            readOnlyCause: readOnlyCause, snapshot: snapshot)
         lockOwned = false
         // The engine owns the lock file now (and closes it if recovery throws); release the writer lock
         // through it.
@@ -246,10 +266,30 @@ final class Engine: @unchecked Sendable {
         return held.inode == named.inode && held.device == named.device
     }
 
-    /// Releases the writer lock taken for the open.
+    /// Releases the writer lock and the open lock taken for the open.
     func endOpenLock() {
         holdsWriterLock = false
+        lockPage?.unlock()
         if lockFD >= 0 { Sys.unlock(lockFD) }
+    }
+
+    /// Takes the writer lock of a multi-process handle: the lock page's mutex, or `flock` without one.
+    func lockWriter() throws(PrefsError) {
+        if let lockPage {
+            if try lockPage.lock(path: paths.lock) {
+                pendingLog.append(
+                    (
+                        .warning,
+                        "a process died holding the writer lock of \(paths.data); its unfinished write was dropped"
+                    ))
+            }
+        } else {
+            try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
+        }
+    }
+
+    func unlockWriter() {
+        if let lockPage { lockPage.unlock() } else { Sys.unlock(lockFD) }
     }
 
     static func isReadOnlyCause(_ e: Errno) -> Bool {
@@ -561,11 +601,11 @@ final class Engine: @unchecked Sendable {
             try body()
             return
         }
-        try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
+        try lockWriter()
         holdsWriterLock = true
         defer {
             holdsWriterLock = false
-            Sys.unlock(lockFD)
+            unlockWriter()
         }
         try body()
     }
