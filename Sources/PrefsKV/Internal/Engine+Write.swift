@@ -150,9 +150,11 @@ extension Engine {
         maybeCompactAutomatically()
     }
 
-    /// The on-disk key of a name: its UTF-8 bytes, or the sealer's tag.
-    private func diskKey(_ name: String) -> [UInt8] {
-        sealer?.tag(forKey: name) ?? Array(name.utf8)
+    /// The on-disk key of a name: its UTF-8 bytes, or the sealer's tag, which the index key already spells in
+    /// hex (decoding it costs a hundredth of computing the tag again).
+    private func diskKey(_ name: String, indexKey: String) -> [UInt8] {
+        guard sealer != nil else { return Array(name.utf8) }
+        return Engine.unhex(indexKey)
     }
 
     private func write(_ planned: [Planned]) throws(PrefsError) {
@@ -169,14 +171,14 @@ extension Engine {
         for p in planned {
             let layout: Layout
             switch p {
-            case .set(_, let name, _, let value, _):
-                let key = diskKey(name)
+            case .set(let indexKey, let name, _, let value, _):
+                let key = diskKey(name, indexKey: indexKey)
                 let valueLength = sealer == nil ? value.count : 4 + name.utf8.count + value.count + overhead
                 layout = Layout(
                     key: key, valueLength: valueLength,
                     length: Format.recordLength(keyLength: key.count, valueLength: valueLength))
-            case .delete(_, let name):
-                let key = diskKey(name)
+            case .delete(let indexKey, let name):
+                let key = diskKey(name, indexKey: indexKey)
                 layout = Layout(
                     key: key, valueLength: 0, length: Format.recordLength(keyLength: key.count, valueLength: 0))
             case .removeAll:

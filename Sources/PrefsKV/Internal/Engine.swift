@@ -493,6 +493,16 @@ final class Engine: @unchecked Sendable {
     @inline(__always)
     private static func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
 
+    /// The bytes of a lowercase hex string made by `hex`.
+    static func unhex(_ text: String) -> [UInt8] {
+        var text = text
+        return text.withUTF8 { digits in
+            precondition(digits.count % 2 == 0, "an index key of a sealed store is hex")
+            func value(_ c: UInt8) -> UInt8 { c <= 0x39 ? c - 0x30 : c - 0x57 }
+            return (0..<digits.count / 2).map { value(digits[2 * $0]) << 4 | value(digits[2 * $0 + 1]) }
+        }
+    }
+
     /// Applies one committed record to an index.
     @inline(__always)
     static func applyToIndex(
