@@ -91,6 +91,9 @@ public struct Orchestrator {
         coldOpens()
         VaultBench(orchestrator: self).run(into: &results)
         results.elapsedSeconds = Double(monotonicNanoseconds() - start) / 1e9
+        results.machine["load average at end"] = readSmallFile("/proc/loadavg").map {
+            $0.split(separator: " ").prefix(3).joined(separator: " ")
+        }
         return results
     }
 

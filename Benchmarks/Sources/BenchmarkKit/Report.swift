@@ -163,6 +163,20 @@ public enum Report {
                 "Cold token read, whole new process, same rounds: SecureVault / bare libsecret lookup = "
                     + "\(ratio(vault, cold(VaultBench.bareLookup))) (target: within 1.2x); "
                     + "SecureVault / secret-tool lookup = \(ratio(vault, cold(VaultBench.secretTool))).")
+            // The same, less what starting each kind of process costs (a Swift process loads the Swift runtime
+            // and Foundation before main; a C process does not).
+            let swiftStart = cold(VaultBench.noopSwift)
+            let cStart = cold(VaultBench.noopC)
+            let bare = cold(VaultBench.bareLookup)
+            let n = [vault.count, swiftStart.count, cStart.count, bare.count].min() ?? 0
+            if n > 0 {
+                let netVault = (0..<n).map { vault[$0] - swiftStart[$0] }
+                let netBare = (0..<n).map { bare[$0] - cStart[$0] }
+                out.append(
+                    "Net of process start (each round's empty Swift process taken from the vault's time, its empty C "
+                        + "process from the bare lookup's): SecureVault \(cell(netVault)), bare lookup "
+                        + "\(cell(netBare)), ratio \(ratio(netVault, netBare)).")
+            }
         }
     }
 
