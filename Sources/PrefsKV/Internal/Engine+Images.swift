@@ -86,7 +86,11 @@ extension Engine {
     /// the next `sync()` or synchronous write of any handle (`syncDirectoryIfNeeded`): the image itself is
     /// flushed before the rename, so a power loss before then finds either the complete old file or the
     /// complete new one under the name, as with any write made since the last `sync()`.
-    func compactLocked() throws(PrefsError) {
+    ///
+    /// `minimumCapacity` (automatic compaction: the auto-compaction threshold) sizes the new file at least that
+    /// large, so that a small store does not grow its file again in several steps (each an `fallocate` and a new
+    /// mapping) before the next compaction; the file then stays within max(2 x live + page, threshold).
+    func compactLocked(minimumCapacity: Int = 0) throws(PrefsError) {
         guard file.writable else { throw readOnlyError }
         let now = Sys.nowMilliseconds()
         // Live entries in log order. The sort moves plain integers, (record offset / 8) << 20 | ordinal into
@@ -119,7 +123,8 @@ extension Engine {
         var newHeader = header
         newHeader.generation += 1
         let image = try Engine.writeImage(
-            paths: paths, header: newHeader, logLength: length, capacity: Format.headerSize + 2 * length,
+            paths: paths, header: newHeader, logLength: length,
+            capacity: max(Format.headerSize + 2 * length, minimumCapacity / Sys.pageSize * Sys.pageSize),
             watched: wantsChanges && multiProcess
         ) { bytes throws(PrefsError) in
             file.withBytes { source in

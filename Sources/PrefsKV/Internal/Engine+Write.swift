@@ -375,7 +375,7 @@ extension Engine {
         let log = knownEnd - Format.logStart
         guard log > 0, (log - liveBytes) * 2 >= log else { return }
         do throws(PrefsError) {
-            try compactLocked()
+            try compactLocked(minimumCapacity: threshold)
         } catch {
             autoCompactionBlockedBelow = knownEnd + log / 2
             pendingLog.append(
