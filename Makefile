@@ -25,13 +25,13 @@ demo: bootstrap
 
 # Builds everything (tests and helpers included), fails on any compiler warning, then runs the tests in a
 # private D-Bus session with an unlocked gnome-keyring (the Secret Service tests need it and fail without it).
-# Then builds the benchmark package (debug) and runs its one test: the harness in quick mode, checking that every
-# workload produced figures (not the timings).
+# The benchmark package (its own package, debug build) has one test, run first: the harness in quick mode,
+# checking that every workload produced figures (not the timings). The library's suites run last.
 test: bootstrap
 	@scripts/build-checked.sh $(SWIFT) build --build-tests
-	$(KEYRING) $(SWIFT) test --skip-build
 	@scripts/build-checked.sh $(SWIFT) build --build-tests --package-path $(BENCH)
 	$(KEYRING) $(SWIFT) test --skip-build --package-path $(BENCH)
+	$(KEYRING) $(SWIFT) test --skip-build
 
 # SQLite and LMDB come from Debian (libsqlite3-dev, liblmdb-dev: scripts/bootstrap.sh installs them, since the
 # harness test in `make test` needs them too). The run happens in a private keyring session for the vault rows.
