@@ -25,11 +25,16 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
 
+        // CRC32C with the processor's crc32 instruction, chosen at run time (PrefsKV/Internal/CRC32C.swift).
+        .target(name: "CPrefsCRC"),
+
         // The storage engine: no crypto, no D-Bus.
         .target(
             name: "PrefsKV",
-            dependencies: [.product(name: "Logging", package: "swift-log")],
-            swiftSettings: swiftSettings
+            dependencies: ["CPrefsCRC", .product(name: "Logging", package: "swift-log")],
+            // Invariant checks that cost time (a scan of every compacted image): on in debug builds, so in the
+            // tests; off in release builds.
+            swiftSettings: swiftSettings + [.define("PREFSKV_INTERNAL_CHECKS", .when(configuration: .debug))]
         ),
         // Keys and secrets: libsodium sealing, the Secret Service, session tokens.
         .target(

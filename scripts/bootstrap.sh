@@ -5,7 +5,9 @@
 #   scripts/bootstrap.sh --check  # only report what is missing; exit 1 if anything is
 set -euo pipefail
 
-packages=(libsodium-dev libsecret-1-dev gnome-keyring dbus dbus-x11 libsecret-tools pkg-config valgrind)
+# libsqlite3-dev and liblmdb-dev: the benchmark package (Benchmarks/), whose harness test `make test` runs.
+packages=(libsodium-dev libsecret-1-dev gnome-keyring dbus dbus-x11 libsecret-tools pkg-config valgrind
+    libsqlite3-dev liblmdb-dev)
 
 missing=()
 for p in "${packages[@]}"; do

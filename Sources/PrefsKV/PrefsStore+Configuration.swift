@@ -63,8 +63,9 @@ extension PrefsStore {
         private let value: Value
         private init(_ value: Value) { self.value = value }
 
-        /// Several processes and handles may open the store; each write transaction takes the writer lock
-        /// (`flock` on `<id>.prefs.lock`) and first reads what others appended.
+        /// Several processes and handles may open the store; each write transaction takes the writer lock (a
+        /// robust process-shared mutex in `<id>.prefs.lock`: no system call when uncontended) and first reads
+        /// what others appended.
         public static let multiProcess = Sharing(.multiProcess)
         /// This handle holds the store exclusively for its lifetime, so writes take no lock. Any other
         /// open of the store, in this process or another, fails with ``PrefsError/Code/busy``.

@@ -15,6 +15,8 @@ extension PrefsStore {
                 try e.withWriterLock { () throws(PrefsError) in try e.followIfUnlinked() }
                 try e.file.syncData()
             }
+            // A compaction of a buffered store leaves its rename to be made durable here.
+            e.syncDirectoryIfNeeded()
         }
     }
 

@@ -228,10 +228,10 @@ public final class Vault: Sendable {
 
     /// Opens the item `key` and passes its envelope and payload to `body` (the payload is wiped afterwards).
     func read<R: Sendable>(
-        _ key: String, _ operation: String, _ body: (ItemEnvelope, UnsafeRawBufferPointer) -> R
+        _ key: String, _ operation: @autoclosure () -> String, _ body: (ItemEnvelope, UnsafeRawBufferPointer) -> R
     ) throws -> R? {
         try Self.validate(name: key, what: "key name")
-        return try perform(operation) { () throws(VaultError) -> R? in
+        return try perform(operation()) { () throws(VaultError) -> R? in
             guard let store = try openStore(create: false) else { return nil }
             let decoded: R?? = try prefs {
                 try store.withBytes(forKey: key) { bytes -> R? in
@@ -252,8 +252,11 @@ public final class Vault: Sendable {
     }
 
     /// Runs a vault operation, logging its failure once at error level (never a value: messages hold none).
-    /// An operation that met a handle gone stale under another process is retried once with a fresh one.
-    func perform<R>(_ operation: String, _ body: () throws(VaultError) -> R) throws(VaultError) -> R {
+    /// The operation's description is built only on failure (building it cost a tenth of a warm read). An
+    /// operation that met a handle gone stale under another process is retried once with a fresh one.
+    func perform<R>(
+        _ operation: @autoclosure () -> String, _ body: () throws(VaultError) -> R
+    ) throws(VaultError) -> R {
         do {
             do {
                 return try body()
@@ -262,7 +265,7 @@ public final class Vault: Sendable {
                 return try body()
             }
         } catch {
-            logger.error("SecureVault: \(operation) failed: \(error.description)")
+            logger.error("SecureVault: \(operation()) failed: \(error.description)")
             throw error
         }
     }

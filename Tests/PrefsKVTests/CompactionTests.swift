@@ -38,6 +38,32 @@ import Testing
         #expect(!dir.files.contains("ui.prefs.tmp"))
     }
 
+    @Test func compactionDropsExpiredValuesAndKeepsTheIndexOfTheRestExact() throws {
+        // The index is carried over to the new image, not rebuilt: every value, in this handle and in a
+        // fresh one, must read back exactly, and expired values must be gone from both.
+        let dir = try TempDir("compact-expiry", memory: true)
+        let store = try openStore(dir) { $0.autoCompactionThreshold = nil }
+        for round in 0..<3 {
+            for i in 0..<300 { try store.set(i * 10 + round, forKey: "n-\(i)") }
+        }
+        for i in 0..<100 { try store.set("soon gone \(i)", forKey: "e-\(i)", expiresAfter: .milliseconds(30)) }
+        for i in 0..<50 { try store.set(Data(repeating: UInt8(i), count: i * 7), forKey: "d-\(i)") }
+        usleep(60_000)
+        try store.compact()
+        try store.compact()  // a second compaction works from the carried-over index
+        for i in 0..<300 { #expect(try store.int(forKey: "n-\(i)") == i * 10 + 2) }
+        for i in 0..<50 { #expect(try store.data(forKey: "d-\(i)") == Data(repeating: UInt8(i), count: i * 7)) }
+        #expect(try store.count == 350)
+        let stats = try store.stats()
+        #expect(stats.logBytes == stats.liveBytes)
+        try store.set(12345, forKey: "n-7")
+        let reopened = try openStore(dir)
+        #expect(try reopened.count == 350)
+        #expect(try reopened.int(forKey: "n-7") == 12345)
+        #expect(try reopened.string(forKey: "e-3") == nil)
+        for i in 0..<50 { #expect(try reopened.data(forKey: "d-\(i)") == Data(repeating: UInt8(i), count: i * 7)) }
+    }
+
     @Test func rewritingOneFourKilobyteJSONBlobKeepsTheFileBounded() throws {
         let long = ProcessInfo.processInfo.environment["PREFSKV_LONG_TESTS"] == "1"
         let rewrites = long ? 1_000_000 : 20_000

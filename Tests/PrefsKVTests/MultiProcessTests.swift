@@ -4,6 +4,13 @@ import Testing
 
 @testable import PrefsKV
 
+/// A flag set by another thread.
+private final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .releasing) }
+    var isSet: Bool { value.load(ordering: .acquiring) }
+}
+
 @Suite struct MultiProcessTests {
     /// Four processes each commit 2,000 transactions that increment one shared counter and set a key of
     /// their own, while one of them compacts every 500: no write and no increment may be lost.
@@ -25,6 +32,69 @@ import Testing
         }
         #expect(try store.count == 8001)
         #expect(try store.verify().isClean)
+    }
+
+    /// The writer lock is a robust mutex in the lock file: while another process holds it, a write waits; when
+    /// that process is killed holding it, the next write goes ahead at once and the killed transaction is gone.
+    @Test func aWriterKilledHoldingTheWriterLockBlocksNobody() throws {
+        let dir = try TempDir("mp-killed-holder")
+        let store = try openStore(dir)
+        try store.set(1, forKey: "before")
+        let holder = try Child(["prefs-hold-writer", dir.path, "ui", "never"])
+        #expect(holder.waitForLine { _ in true } == "holding")
+        let done = Flag()
+        let writer = Thread {
+            try? store.set(2, forKey: "after")
+            done.set()
+        }
+        writer.start()
+        usleep(300_000)
+        let wentAhead = done.isSet
+        #expect(!wentAhead, "a write went ahead while another process held the writer lock")
+        holder.killAndDrain()
+        let deadline = Date().addingTimeInterval(10)
+        while !done.isSet && Date() < deadline { usleep(10_000) }
+        let finished = done.isSet
+        #expect(finished, "the write did not go ahead after the holder was killed")
+        #expect(try store.int(forKey: "after") == 2)
+        #expect(try store.int(forKey: "never") == nil)
+        let reopened = try openStore(dir)
+        #expect(try reopened.int(forKey: "before") == 1)
+        #expect(try reopened.int(forKey: "after") == 2)
+        #expect(try reopened.int(forKey: "never") == nil)
+        try reopened.set(3, forKey: "later")
+        #expect(try store.int(forKey: "later") == 3)
+        #expect(try reopened.verify().isClean)
+    }
+
+    /// After a reboot the lock page may still say "locked by thread N" (a process that died with the machine
+    /// is never reported dead to anyone). The first handle to open the store alone sets the page up afresh.
+    @Test func aLockPageLeftLockedByAVanishedProcessIsResetByTheFirstOpener() throws {
+        let dir = try TempDir("mp-stale-lock")
+        try openStore(dir).set(1, forKey: "before")
+        // The mutex's lock word (its first 4 bytes, at offset 64): held by a thread id that does not exist.
+        let fd = open(dir.file("ui.prefs.lock"), O_RDWR)
+        #expect(fd >= 0)
+        var owner = UInt32(0x3FFF_FFF0).littleEndian
+        #expect(pwrite(fd, &owner, 4, 64) == 4)
+        close(fd)
+        let done = Flag()
+        let path = dir.path
+        let writer = Thread {
+            var configuration = PrefsStore.Configuration()
+            configuration.logger.logLevel = .critical
+            if let store = try? PrefsStore(id: "ui", directory: path, configuration: configuration),
+                (try? store.set(2, forKey: "after")) != nil
+            {
+                done.set()
+            }
+        }
+        writer.start()
+        let deadline = Date().addingTimeInterval(10)
+        while !done.isSet && Date() < deadline { usleep(10_000) }
+        let finished = done.isSet
+        #expect(finished, "opening and writing hung on a lock page left locked")
+        if finished { #expect(try openStore(dir).int(forKey: "after") == 2) }
     }
 
     @Test func aReaderSeesAnotherProcesssWritesAndCompactions() throws {

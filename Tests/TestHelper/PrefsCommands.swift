@@ -163,6 +163,22 @@ enum PrefsCommands {
         }
     }
 
+    /// `prefs-hold-writer DIR ID KEY`: opens the store (multi-process) and, inside a write transaction that sets
+    /// KEY, prints "holding" and sleeps: it holds the writer lock until it is killed, and never commits.
+    static func holdWriter(_ args: [String]) {
+        guard args.count == 3 else { fail("usage: prefs-hold-writer DIR ID KEY") }
+        let store = open(args[0], args[1])
+        do {
+            try store.write { tx in
+                try tx.set(Int64(666), forKey: args[2])
+                say("holding")
+                while true { sleep(60) }
+            }
+        } catch {
+            fail("\(error)")
+        }
+    }
+
     /// `prefs-read-loop DIR N`: writes a Bool, an Int64 and a Double, then reads each N times (for counting
     /// allocations under valgrind: the count must not grow with N). Prints the sum of what it read.
     static func readLoop(_ args: [String]) {

@@ -16,6 +16,7 @@ case "prefs-mp-writer": PrefsCommands.multiProcessWriter(rest)
 case "prefs-set": PrefsCommands.set(rest)
 case "prefs-open-as": PrefsCommands.openAs(rest)
 case "prefs-hold": PrefsCommands.hold(rest)
+case "prefs-hold-writer": PrefsCommands.holdWriter(rest)
 case "prefs-read-loop": PrefsCommands.readLoop(rest)
 case "secret-store", "secret-lookup", "secret-clear", "secret-state", "secret-lock", "secret-probe":
     exit(SecretCommands.run(arguments[0], rest))

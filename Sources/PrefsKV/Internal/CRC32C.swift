@@ -1,10 +1,17 @@
-// CRC32C (Castagnoli, reflected polynomial 0x82F63B78), slicing-by-8 in plain Swift.
+// CRC32C (Castagnoli, reflected polynomial 0x82F63B78): the processor's crc32 instruction when it has one
+// (x86-64 SSE4.2, through CPrefsCRC, this file being its only caller), otherwise slicing-by-8 in plain Swift.
+// Both give the same values (tested: CRC32CTests).
 //
 // Check value: CRC32C("123456789") == 0xE3069283. Every record and the header's static part carry one;
 // the log's end offset carries 16 bits of one (see Documentation/FileFormat.md).
 
 /// A running CRC32C: feed bytes with `update`, read `value`.
+internal import CPrefsCRC
+
 struct CRC32C {
+    /// Whether the processor computes CRC32C itself (about 8 bytes a cycle instead of 1 to 2).
+    static let hardware = prefs_crc32c_hardware_available() != 0
+
     /// Eight tables of 256 entries, 8 KiB, built once on first use.
     private static let tables: [UInt32] = {
         var t = [UInt32](repeating: 0, count: 8 * 256)
@@ -27,6 +34,15 @@ struct CRC32C {
 
     init() {}
 
+    private init(state: UInt32) { self.state = state }
+
+    /// A CRC32C that has been fed the little-endian bytes of `value` (a constant prefix computed once).
+    static func afterPrefix(littleEndian value: UInt32) -> CRC32C {
+        var crc = CRC32C()
+        crc.update(littleEndian: value)
+        return CRC32C(state: crc.state)
+    }
+
     /// The CRC32C of everything fed so far.
     var value: UInt32 { ~state }
 
@@ -48,7 +64,18 @@ struct CRC32C {
     }
 
     /// Feeds `bytes`.
+    @inline(__always)
     mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let p = bytes.baseAddress, !bytes.isEmpty else { return }
+        if CRC32C.hardware {
+            state = prefs_crc32c_update(state, p, bytes.count)
+        } else {
+            updateInSoftware(bytes)
+        }
+    }
+
+    /// Slicing-by-8: the portable path, and the reference the hardware path is tested against.
+    mutating func updateInSoftware(_ bytes: UnsafeRawBufferPointer) {
         guard var p = bytes.baseAddress, !bytes.isEmpty else { return }
         var n = bytes.count
         var c = state

@@ -60,8 +60,12 @@ extension Engine {
             }
             return try destroy(paths: paths, attempt: attempt + 1)
         }
-        // The writer lock: no write, compaction or recovery is under way while we retire the file.
+        // The open lock, then the writer lock: no open, write, compaction or recovery is under way while we
+        // retire the file. (Closing the descriptor releases the first; the mutex is released explicitly.)
         try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
+        let lockPage = try LockPage.open(fd: lockFD, path: paths.lock, initialize: false)
+        _ = try lockPage?.lock(path: paths.lock)
+        defer { lockPage?.unlock() }
 
         var removed: [String] = []
         switch Sys.open(paths.data, .readWrite) {

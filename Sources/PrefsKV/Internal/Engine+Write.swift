@@ -14,9 +14,7 @@ extension Engine {
     /// Takes the writer lock (multi-process) and reads what other handles appended since.
     func beginWrite() throws(PrefsError) {
         guard file.writable, readOnlyCause == nil else { throw readOnlyError }
-        if multiProcess {
-            try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
-        }
+        if multiProcess { try lockWriter() }
         holdsWriterLock = true
         do throws(PrefsError) {
             try followIfUnlinked()
@@ -46,7 +44,7 @@ extension Engine {
     func endWrite() {
         guard holdsWriterLock else { return }
         holdsWriterLock = false
-        if multiProcess { Sys.unlock(lockFD) }
+        if multiProcess { unlockWriter() }
     }
 
     // MARK: Single writes
@@ -168,9 +166,11 @@ extension Engine {
         maybeCompactAutomatically()
     }
 
-    /// The on-disk key of a name: its UTF-8 bytes, or the sealer's tag.
-    private func diskKey(_ name: String) -> [UInt8] {
-        sealer?.tag(forKey: name) ?? Array(name.utf8)
+    /// The on-disk key of a name: its UTF-8 bytes, or the sealer's tag, which the index key already spells in
+    /// hex (decoding it costs a hundredth of computing the tag again).
+    private func diskKey(_ name: String, indexKey: String) -> [UInt8] {
+        guard sealer != nil else { return Array(name.utf8) }
+        return Engine.unhex(indexKey)
     }
 
     private func write(_ planned: [Planned]) throws(PrefsError) {
@@ -187,14 +187,14 @@ extension Engine {
         for p in planned {
             let layout: Layout
             switch p {
-            case .set(_, let name, _, let value, _):
-                let key = diskKey(name)
+            case .set(let indexKey, let name, _, let value, _):
+                let key = diskKey(name, indexKey: indexKey)
                 let valueLength = sealer == nil ? value.count : 4 + name.utf8.count + value.count + overhead
                 layout = Layout(
                     key: key, valueLength: valueLength,
                     length: Format.recordLength(keyLength: key.count, valueLength: valueLength))
-            case .delete(_, let name):
-                let key = diskKey(name)
+            case .delete(let indexKey, let name):
+                let key = diskKey(name, indexKey: indexKey)
                 layout = Layout(
                     key: key, valueLength: 0, length: Format.recordLength(keyLength: key.count, valueLength: 0))
             case .removeAll:
@@ -338,7 +338,8 @@ extension Engine {
     ///
     /// `.buffered`: one release store of the log-end word (the acknowledgement point for process crashes).
     /// `.synchronous`: fdatasync the records, publish, fdatasync again, so a power cut can never leave the
-    /// log end pointing at bytes that did not reach the disk.
+    /// log end pointing at bytes that did not reach the disk (and fsync the directory when a compaction since
+    /// the last one left the file's name not yet durable).
     private func publish(end: Int, records: Int, apply: () -> Void) throws(PrefsError) {
         let synchronous = configuration.durability == .synchronous
         if synchronous { try file.syncData() }
@@ -352,7 +353,10 @@ extension Engine {
             // Failing to wake them loses no data: the write is already published.
             try? file.announce(knownEndWord)
         }
-        if synchronous { try file.syncData() }
+        if synchronous {
+            try file.syncData()
+            syncDirectoryIfNeeded()
+        }
     }
 
     /// Makes the mapping at least `end` bytes long: follows growth by another process, otherwise doubles
@@ -387,7 +391,7 @@ extension Engine {
         let log = knownEnd - Format.logStart
         guard log > 0, (log - liveBytes) * 2 >= log else { return }
         do throws(PrefsError) {
-            try compactLocked()
+            try compactLocked(minimumCapacity: threshold)
         } catch {
             autoCompactionBlockedBelow = knownEnd + log / 2
             pendingLog.append(

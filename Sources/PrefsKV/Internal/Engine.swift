@@ -81,9 +81,19 @@ struct Snapshot {
 final class Engine: @unchecked Sendable {
     let paths: StorePaths
     let configuration: PrefsStore.Configuration
-    @exclusivity(unchecked) var sealer: (any PrefsSealer)?
+    @exclusivity(unchecked) var sealer: (any PrefsSealer)? {
+        didSet { indexKeyCache.removeAll() }
+    }
+    /// Sealed stores: key name to index key (hex of the sealer's tag), for names used through this handle.
+    /// A tag costs a keyed hash (BLAKE2b, about a microsecond with its hex); a lookup here a tenth of that.
+    /// Cleared when the sealer changes (rekey) and when it grows past `indexKeyCacheLimit` names.
+    @exclusivity(unchecked) var indexKeyCache: [String: String] = [:]
+    static let indexKeyCacheLimit = 4096
     /// The lock file (never replaced), or -1 when a read-only directory has none.
     let lockFD: Int32
+    /// The writer lock of a multi-process handle (a robust mutex in the lock file), nil when it uses `flock`:
+    /// single-process handles, read-only ones, and handles that joined processes using `flock`.
+    let lockPage: LockPage?
     let multiProcess: Bool
     /// Why this handle cannot write (the errno of the failed writable open), nil when it can.
     let readOnlyCause: Errno?
@@ -109,19 +119,23 @@ final class Engine: @unchecked Sendable {
     @exclusivity(unchecked) var pendingChanges: [PrefsChange] = []
     @exclusivity(unchecked) var pendingLog: [(level: Logger.Level, message: Logger.Message)] = []
     @exclusivity(unchecked) var autoCompactionBlockedBelow = 0
+    /// The generation of the file whose name this handle knows to be durable (an fsync of the directory
+    /// followed its rename); nil until this handle has synced the directory itself.
+    @exclusivity(unchecked) var directorySyncedGeneration: UInt64?
 
     /// Whether the index is keyed by sealer tags; mirrors `header.isEncrypted` for the read path.
     @exclusivity(unchecked) var isSealed = false
     @inline(__always) var hasPendingEvents: Bool { !pendingChanges.isEmpty || !pendingLog.isEmpty }
 
     private init(
-        paths: StorePaths, configuration: PrefsStore.Configuration, lockFD: Int32, readOnlyCause: Errno?,
-        snapshot: Snapshot
+        paths: StorePaths, configuration: PrefsStore.Configuration, lockFD: Int32, lockPage: LockPage?,
+        readOnlyCause: Errno?, snapshot: Snapshot
     ) {
         self.paths = paths
         self.configuration = configuration
         self.sealer = configuration.sealer
         self.lockFD = lockFD
+        self.lockPage = lockPage
         self.multiProcess = configuration.sharing == .multiProcess
         self.readOnlyCause = readOnlyCause
         file = snapshot.file
@@ -204,19 +218,35 @@ final class Engine: @unchecked Sendable {
                 }
                 return try open(id: id, directory: directory, configuration: configuration, attempt: attempt + 1)
             }
+            // The open lock: opens, wipes and lock-page set-ups take turns.
             try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
+        }
+        // The writer lock of a multi-process handle: the lock page's mutex, set up afresh when no other handle
+        // has the store open (checked under the open lock, so none can appear before it is ready).
+        var lockPage: LockPage?
+        do throws(PrefsError) {
+            if lockFD >= 0 && readOnlyCause == nil && configuration.sharing == .multiProcess {
+                let alone = try Sys.presenceAlone(lockFD).orThrow(
+                    "fcntl(F_OFD_GETLK)", "cannot inspect the store's lock", path: paths.lock)
+                lockPage = try LockPage.open(fd: lockFD, path: paths.lock, initialize: alone)
+                _ = try lockPage?.lock(path: paths.lock)
+            }
+        } catch {
+            Sys.unlock(lockFD)
+            throw error
         }
         let snapshot: Snapshot
         do throws(PrefsError) {
             snapshot = try loadSnapshot(
                 paths: paths, sealer: configuration.sealer, readOnlyCause: &readOnlyCause, create: true)
         } catch {
+            lockPage?.unlock()
             if lockFD >= 0 { Sys.unlock(lockFD) }
             throw error
         }
         let engine = Engine(
-            paths: paths, configuration: configuration, lockFD: lockFD, readOnlyCause: readOnlyCause,
-            snapshot: snapshot)
+            paths: paths, configuration: configuration, lockFD: lockFD, lockPage: lockPage,
+            readOnlyCause: readOnlyCause, snapshot: snapshot)
         lockOwned = false
         // The engine owns the lock file now (and closes it if recovery throws); release the writer lock
         // through it.
@@ -236,10 +266,30 @@ final class Engine: @unchecked Sendable {
         return held.inode == named.inode && held.device == named.device
     }
 
-    /// Releases the writer lock taken for the open.
+    /// Releases the writer lock and the open lock taken for the open.
     func endOpenLock() {
         holdsWriterLock = false
+        lockPage?.unlock()
         if lockFD >= 0 { Sys.unlock(lockFD) }
+    }
+
+    /// Takes the writer lock of a multi-process handle: the lock page's mutex, or `flock` without one.
+    func lockWriter() throws(PrefsError) {
+        if let lockPage {
+            if try lockPage.lock(path: paths.lock) {
+                pendingLog.append(
+                    (
+                        .warning,
+                        "a process died holding the writer lock of \(paths.data); its unfinished write was dropped"
+                    ))
+            }
+        } else {
+            try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
+        }
+    }
+
+    func unlockWriter() {
+        if let lockPage { lockPage.unlock() } else { Sys.unlock(lockFD) }
     }
 
     static func isReadOnlyCause(_ e: Errno) -> Bool {
@@ -430,14 +480,28 @@ final class Engine: @unchecked Sendable {
     }
 
     static func hex(_ bytes: some Collection<UInt8>) -> String {
-        let digits: [UInt8] = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for b in bytes {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 15)])
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var i = 0
+            for b in bytes {
+                out[i] = hexDigit(b >> 4)
+                out[i + 1] = hexDigit(b & 15)
+                i += 2
+            }
+            return i
         }
-        return String(decoding: out, as: UTF8.self)
+    }
+
+    @inline(__always)
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
+
+    /// The bytes of a lowercase hex string made by `hex`.
+    static func unhex(_ text: String) -> [UInt8] {
+        var text = text
+        return text.withUTF8 { digits in
+            precondition(digits.count % 2 == 0, "an index key of a sealed store is hex")
+            func value(_ c: UInt8) -> UInt8 { c <= 0x39 ? c - 0x30 : c - 0x57 }
+            return (0..<digits.count / 2).map { value(digits[2 * $0]) << 4 | value(digits[2 * $0 + 1]) }
+        }
     }
 
     /// Applies one committed record to an index.
@@ -548,11 +612,11 @@ final class Engine: @unchecked Sendable {
             try body()
             return
         }
-        try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
+        try lockWriter()
         holdsWriterLock = true
         defer {
             holdsWriterLock = false
-            Sys.unlock(lockFD)
+            unlockWriter()
         }
         try body()
     }
@@ -633,7 +697,11 @@ final class Engine: @unchecked Sendable {
     @inline(__always)
     func indexKey(forName name: String) -> String {
         guard isSealed, let sealer else { return name }
-        return Engine.hex(sealer.tag(forKey: name))
+        if let known = indexKeyCache[name] { return known }
+        let key = Engine.hex(sealer.tag(forKey: name))
+        if indexKeyCache.count >= Engine.indexKeyCacheLimit { indexKeyCache.removeAll(keepingCapacity: true) }
+        indexKeyCache[name] = key
+        return key
     }
 
     /// The live (unexpired) entry for an index key.
@@ -677,11 +745,21 @@ final class Engine: @unchecked Sendable {
                     try sealer.open(sealed, associatedData: ad) { plain in
                         guard plain.count >= 4 else { throw SealedPayloadError() }
                         let nameLength = Int(UInt32(littleEndian: plain.loadUnaligned(as: UInt32.self)))
-                        guard 4 + nameLength <= plain.count,
-                            let name = String(
-                                validating: UnsafeRawBufferPointer(rebasing: plain[4..<4 + nameLength]), as: UTF8.self)
-                        else { throw SealedPayloadError() }
-                        if let expectedName, name != expectedName { throw SealedPayloadError() }
+                        guard 4 + nameLength <= plain.count else { throw SealedPayloadError() }
+                        let nameBytes = UnsafeRawBufferPointer(rebasing: plain[4..<4 + nameLength])
+                        let name: String
+                        if let expectedName {
+                            // The sealed name must be exactly the one asked for: compare bytes, no decoding.
+                            var expected = expectedName
+                            let same = expected.withUTF8 { $0.count == nameLength && nameBytes.elementsEqual($0) }
+                            guard same else { throw SealedPayloadError() }
+                            name = expectedName
+                        } else {
+                            guard let decoded = String(validating: nameBytes, as: UTF8.self) else {
+                                throw SealedPayloadError()
+                            }
+                            name = decoded
+                        }
                         return try body(name, UnsafeRawBufferPointer(rebasing: plain[(4 + nameLength)...]))
                     }
                 }
@@ -701,12 +779,16 @@ final class Engine: @unchecked Sendable {
         uuid: [UInt8], tag: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) rethrows -> R {
-        var ad: [UInt8] = uuid
-        ad.reserveCapacity(16 + tag.count + 9)
-        ad.append(contentsOf: tag)
-        ad.append(type.rawValue)
-        withUnsafeBytes(of: expiresAt.littleEndian) { ad.append(contentsOf: $0) }
-        return try ad.withUnsafeBytes(body)
+        // On the stack (a heap array here was a third of a warm sealed read's allocations).
+        let count = uuid.count + tag.count + 9
+        return try withUnsafeTemporaryAllocation(byteCount: count, alignment: 8) { ad in
+            uuid.withUnsafeBytes { ad.copyMemory(from: $0) }
+            let rest = UnsafeMutableRawBufferPointer(rebasing: ad[uuid.count...])
+            if !tag.isEmpty { rest.copyMemory(from: tag) }
+            rest[tag.count] = type.rawValue
+            rest.storeBytes(of: expiresAt.littleEndian, toByteOffset: tag.count + 1, as: Int64.self)
+            return try body(UnsafeRawBufferPointer(ad))
+        }
     }
 
     var readOnlyError: PrefsError {

@@ -275,6 +275,9 @@ struct RecordHeader {
 
 /// Writes records into a mutable buffer (the mapping, beyond the published log end, or a new image).
 enum RecordWriter {
+    /// The CRC32C state after the record magic, which every record's checksum starts with.
+    static let afterMagic = CRC32C.afterPrefix(littleEndian: Format.recordMagic)
+
     /// Writes one record at `offset` and returns its length. The value is produced by `fillValue` directly in
     /// place. The magic is stored last, after the CRC, so a half-written record never starts with it.
     @inline(__always)
@@ -302,8 +305,7 @@ enum RecordWriter {
         try fillValue(UnsafeMutableRawBufferPointer(start: base + valueStart, count: valueLength))
         let padStart = valueStart + valueLength
         (base + padStart).initializeMemory(as: UInt8.self, repeating: 0, count: length - padStart)
-        var crc = CRC32C()
-        crc.update(littleEndian: Format.recordMagic)
+        var crc = RecordWriter.afterMagic
         crc.update(UnsafeRawBufferPointer(start: base + 4, count: length - 8))
         base.storeBytes(of: crc.value.littleEndian, toByteOffset: length - 4, as: UInt32.self)
         base.storeBytes(of: Format.recordMagic.littleEndian, toByteOffset: 0, as: UInt32.self)

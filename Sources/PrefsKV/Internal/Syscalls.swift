@@ -226,6 +226,60 @@ enum Sys {
         }
     }
 
+    /// The C library's mutex, as laid out in a lock page (LockPage.swift).
+    typealias Mutex = pthread_mutex_t
+
+    /// F_OFD_GETLK from <fcntl.h>.
+    private static let fOFDGetLock: Int32 = 36
+
+    // See: man 2 fcntl, F_OFD_GETLK. Whether an exclusive presence lock could be taken now, that is whether no
+    // other open file description (any handle, in this process or another) holds the presence byte. Takes
+    // nothing.
+    static func presenceAlone(_ fd: Int32) -> Result<Bool, Errno> {
+        var request = flock()
+        request.l_type = Int16(F_WRLCK)
+        request.l_whence = Int16(SEEK_SET)
+        request.l_start = 0
+        request.l_len = 1
+        request.l_pid = 0
+        return retrying { Glibc.fcntl(fd, fOFDGetLock, &request) }.map { _ in request.l_type == Int16(F_UNLCK) }
+    }
+
+    // See: man 2 ftruncate
+    static func truncate(_ fd: Int32, length: Int) -> Result<Void, Errno> {
+        retrying { Glibc.ftruncate(fd, off_t(length)) }.map { _ in () }
+    }
+
+    // See: man 3 pthread_mutexattr_setrobust, pthread_mutexattr_setpshared. Initializes a mutex that other
+    // processes mapping the same file can use, and that the next locker can recover when its owner dies.
+    static func initializeRobustSharedMutex(_ mutex: UnsafeMutablePointer<Mutex>) -> Result<Void, Errno> {
+        var attributes = pthread_mutexattr_t()
+        guard pthread_mutexattr_init(&attributes) == 0 else { return .failure(Errno(rawValue: ENOMEM)) }
+        defer { pthread_mutexattr_destroy(&attributes) }
+        var rc = pthread_mutexattr_setpshared(&attributes, Int32(PTHREAD_PROCESS_SHARED))
+        if rc == 0 { rc = pthread_mutexattr_setrobust(&attributes, Int32(PTHREAD_MUTEX_ROBUST)) }
+        if rc == 0 { rc = pthread_mutex_init(mutex, &attributes) }
+        return rc == 0 ? .success(()) : .failure(Errno(rawValue: rc))
+    }
+
+    // See: man 3 pthread_mutex_lock, pthread_mutex_consistent. Returns true when the previous owner died holding
+    // the mutex (EOWNERDEAD); the mutex is then marked consistent again and is held by the caller.
+    static func lockRobustMutex(_ mutex: UnsafeMutablePointer<Mutex>) -> Result<Bool, Errno> {
+        switch pthread_mutex_lock(mutex) {
+        case 0: return .success(false)
+        case EOWNERDEAD:
+            let rc = pthread_mutex_consistent(mutex)
+            return rc == 0 ? .success(true) : .failure(Errno(rawValue: rc))
+        case let rc: return .failure(Errno(rawValue: rc))
+        }
+    }
+
+    // See: man 3 pthread_mutex_unlock. EPERM (not the owner) is our bug.
+    static func unlockMutex(_ mutex: UnsafeMutablePointer<Mutex>) {
+        let rc = pthread_mutex_unlock(mutex)
+        precondition(rc == 0, "pthread_mutex_unlock failed: \(rc)")
+    }
+
     // See: man 2 mmap. MAP_SHARED: stores reach the file (and other processes' mappings).
     static func map(_ fd: Int32, length: Int, writable: Bool) -> Result<UnsafeMutableRawPointer, Errno> {
         let protection = writable ? (PROT_READ | PROT_WRITE) : PROT_READ

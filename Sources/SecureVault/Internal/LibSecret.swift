@@ -171,12 +171,15 @@ package enum LibSecret {
         return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> Secret? in
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
-            let items = try search(service: service, schema: schema, attributes: attributes, cancellable)
-            defer { items.forEach { g_object_unref($0) } }
-            if let item = items.first(where: { secret_item_get_locked($0) == 0 }) {
-                return try loadSecret(item: item, cancellable)
+            // Object paths, not item proxies: a proxy costs seven bus round trips (match rules, name owner,
+            // its properties, and removing the rules again), more than the lookup itself. Reads are then
+            // SearchItems, Properties.Get (the schema check), OpenSession (once per process) and GetSecret.
+            let (unlocked, locked) = try searchPaths(service: service, attributes: attributes, cancellable)
+            for path in unlocked where try hasSchema(schema, item: path, service: service, cancellable) {
+                return try loadSecret(path: path, service: service, cancellable)
             }
-            if !items.isEmpty {
+            if !locked.isEmpty {
+                // Locked items may not expose their schema; their attributes matched, so they may be ours.
                 throw SecretServiceFailure(.locked, message: "the keyring item is locked")
             }
             // Nothing visible. A keyring not unlocked since the daemon started hides its items from searches,
@@ -383,19 +386,64 @@ package enum LibSecret {
         return items
     }
 
+    /// Searches every collection, locked or not, without unlocking and without a schema (see `search`), and
+    /// returns the object paths of the matching unlocked and locked items.
+    private static func searchPaths(
+        service: UnsafeMutablePointer<SecretService>, attributes: [String: String],
+        _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) throws(SecretServiceFailure) -> (unlocked: [String], locked: [String]) {
+        let table = hashTable(attributes)
+        defer { g_hash_table_unref(table) }
+        var error: UnsafeMutablePointer<GError>?
+        var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+        var locked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+        let ok = secret_service_search_for_dbus_paths_sync(service, nil, table, cancellable, &unlocked, &locked, &error)
+        defer {
+            g_strfreev(unlocked)
+            g_strfreev(locked)
+        }
+        guard ok != 0 else { throw failure(taking: error, fallback: "searching the Secret Service failed") }
+        func strings(_ vector: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [String] {
+            guard var p = vector else { return [] }
+            var out: [String] = []
+            while let s = p.pointee {
+                out.append(String(cString: s))
+                p += 1
+            }
+            return out
+        }
+        return (strings(unlocked), strings(locked))
+    }
+
+    /// Whether the item at `path` belongs to `schema` (its `xdg:schema` attribute), or has no schema recorded.
+    /// Items of other schemas that happen to share our attributes are not ours.
+    private static func hasSchema(
+        _ schema: Schema, item path: String, service: UnsafeMutablePointer<SecretService>,
+        _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) throws(SecretServiceFailure) -> Bool {
+        let recorded = try property(
+            "Attributes", of: path, interface: "org.freedesktop.Secret.Item", service: service, cancellable,
+            decode: { Variant.stringMap($0)?["xdg:schema"] })
+        return recorded.map { $0 == schema.name } ?? true
+    }
+
+    /// Loads the secret of the unlocked item at `path` (opening the transfer session on first use).
     private static func loadSecret(
-        item: UnsafeMutablePointer<SecretItem>, _ cancellable: UnsafeMutablePointer<GCancellable>
+        path: String, service: UnsafeMutablePointer<SecretService>, _ cancellable: UnsafeMutablePointer<GCancellable>
     )
         throws(SecretServiceFailure) -> Secret
     {
         var error: UnsafeMutablePointer<GError>?
-        if secret_item_load_secret_sync(item, cancellable, &error) == 0 {
-            throw failure(taking: error, fallback: "loading the secret failed")
-        }
-        guard let value = secret_item_get_secret(item) else {
-            // The item locked itself between the search and the load.
+        guard let value = secret_service_get_secret_for_dbus_path_sync(service, path, cancellable, &error) else {
+            if error != nil { throw failure(taking: error, fallback: "loading the secret failed") }
+            // The item locked itself (or vanished) between the search and the load.
             throw SecretServiceFailure(.locked, message: "the keyring item is locked")
         }
+        return secret(from: value)
+    }
+
+    /// Copies a SecretValue into guarded memory and releases it.
+    private static func secret(from value: OpaquePointer) -> Secret {
         defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
         var length = 0
         let bytes = secret_value_get(value, &length)
@@ -476,6 +524,24 @@ package enum LibSecret {
 
         static func string(_ value: OpaquePointer) -> String? {
             type(value) == "s" ? String(cString: g_variant_get_string(value, nil)) : nil
+        }
+
+        /// An `a{ss}` dictionary (an item's attributes).
+        static func stringMap(_ value: OpaquePointer) -> [String: String]? {
+            guard type(value) == "a{ss}" else { return nil }
+            var out: [String: String] = [:]
+            for index in 0..<g_variant_n_children(value) {
+                guard let entry = g_variant_get_child_value(value, index) else { continue }
+                defer { g_variant_unref(entry) }
+                guard let key = g_variant_get_child_value(entry, 0), let item = g_variant_get_child_value(entry, 1)
+                else { continue }
+                defer {
+                    g_variant_unref(key)
+                    g_variant_unref(item)
+                }
+                out[String(cString: g_variant_get_string(key, nil))] = String(cString: g_variant_get_string(item, nil))
+            }
+            return out
         }
 
         static func objectPaths(_ value: OpaquePointer) -> [String]? {

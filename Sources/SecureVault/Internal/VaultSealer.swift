@@ -63,8 +63,13 @@ final class VaultSealer: PrefsSealer {
     private func withAssociatedData<R>(
         _ prefsAD: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
     ) rethrows -> R {
-        var ad = associatedPrefix
-        ad.append(contentsOf: prefsAD)
-        return try ad.withUnsafeBytes(body)
+        // On the stack: no heap allocation per seal or open.
+        try withUnsafeTemporaryAllocation(byteCount: associatedPrefix.count + prefsAD.count, alignment: 8) { ad in
+            associatedPrefix.withUnsafeBytes { ad.copyMemory(from: $0) }
+            if !prefsAD.isEmpty {
+                UnsafeMutableRawBufferPointer(rebasing: ad[associatedPrefix.count...]).copyMemory(from: prefsAD)
+            }
+            return try body(UnsafeRawBufferPointer(ad))
+        }
     }
 }

@@ -1,0 +1,1 @@
+#include <libsecret/secret.h>

@@ -1,0 +1,87 @@
+// Runs the built harness in quick mode, as `make bench-quick` does, and checks that every workload produced
+// figures for every engine. It checks that the harness works, not what the figures are.
+import BenchmarkKit
+import FoundationEssentials
+import Glibc
+import Testing
+
+@Suite struct HarnessTests {
+    @Test func quickModeProducesEveryWorkloadForEveryEngine() throws {
+        let directory = makeScratchDirectory(in: environment("TMPDIR") ?? "/tmp", prefix: "harness-test.")
+        defer { removeTree(directory) }
+        let json = directory + "/results.json"
+        let markdown = directory + "/results.md"
+        let run = runChild(executableDirectory + "/prefskv-bench", ["--quick", "--json", json, "--markdown", markdown])
+        #expect(run.status == 0)
+        // Quick mode's promise: under a minute (a debug build is slower than release; this one is allowed 90 s).
+        #expect(run.wallNanoseconds < 90_000_000_000)
+
+        let data = try #require(readAll(json))
+        let results = try JSONDecoder().decode(Results.self, from: data)
+        #expect(results.quick)
+
+        func expectRows(_ section: Section, _ workloads: [Workload], _ engines: [String]) {
+            for workload in workloads {
+                for engine in engines {
+                    let rows = results.rows.filter {
+                        $0.section == section && $0.workload == workload && $0.engine == engine
+                    }
+                    #expect(!rows.isEmpty, "no \(section.rawValue) \(workload.rawValue) row for \(engine)")
+                    for row in rows {
+                        #expect(!row.samples.isEmpty && row.samples.allSatisfy { $0 > 0 }, "\(row.id): \(row.samples)")
+                        if section != .vault {
+                            #expect(row.peakRSSKiB.allSatisfy { $0 > 0 }, "\(row.id) has no peak RSS")
+                        }
+                    }
+                }
+            }
+        }
+        let writes: [Workload] = [.setInt, .setString, .overwriteHot, .blob]
+        expectRows(.writes, writes, ["prefskv", "prefskv-single", "prefskv-encrypted", "sqlite", "sqlite-one-txn", "lmdb-nosync"])
+        expectRows(.strict, writes, ["prefskv-synchronous", "sqlite-full", "lmdb-sync"])
+        expectRows(.reads, [.get], ["prefskv", "prefskv-single", "prefskv-encrypted", "sqlite", "lmdb-nosync"])
+        expectRows(.cold, [.cold], ["prefskv", "prefskv-single", "prefskv-encrypted", "sqlite", "lmdb-nosync"])
+        expectRows(.multiProcess, [.mpRead], ["prefskv", "sqlite", "lmdb-nosync"])
+        expectRows(
+            .vault, [.tokenWarm], ["SecureVault sessionToken(), warm"])
+        expectRows(.vault, [.tokenSet], ["SecureVault setSessionToken (synchronous)"])
+        expectRows(.vault, [.sealOpen], ["VaultSealer seal + open, 256 bytes"])
+        // Two sizes of cold open, and the file sizes of the write workloads.
+        #expect(Set(results.rows.filter { $0.section == .cold }.map(\.label)).count == 2)
+        for row in results.rows where row.section == .writes {
+            #expect(row.fileBytes.allSatisfy { $0 > 0 } && !row.fileBytes.isEmpty, "\(row.id) has no file size")
+        }
+        // Inside `make test` (scripts/with-keyring.sh) the Secret Service is there: the cold token reads ran.
+        if environment("VAULT_TEST_KEYRING") == "1" {
+            for name in [
+                "SecureVault sessionToken()", "bare libsecret lookup (C)", "secret-tool lookup", "empty C process",
+            ] {
+                #expect(
+                    results.rows.contains { $0.section == .vault && $0.workload == .cold && $0.engine == name },
+                    "no cold vault row \(name)")
+            }
+        }
+
+        let report = String(decoding: try #require(readAll(markdown)), as: UTF8.self)
+        for heading in ["## Writes", "## Reads", "## Cold open", "## Strictest durability", "## Reads in one process",
+            "## SecureVault", "MMKV 2.4, from DESIGN.md"]
+        {
+            #expect(report.contains(heading), "the report has no \(heading)")
+        }
+        #expect(report.contains("/ sqlite"))
+    }
+
+    func readAll(_ path: String) -> Data? {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+        }
+        return Data(bytes)
+    }
+}
