@@ -49,7 +49,7 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
 
     private let logger: Logger
     private let migrate: (@Sendable (StoredState) throws -> Value)?
-    private let current: Mutex<(value: Value, hydration: Hydration)>
+    private let current: SanitizedMutex<(value: Value, hydration: Hydration)>
 
     /// Creates the state and hydrates it from `store`. Never throws; see ``hydration`` for what it found.
     ///
@@ -79,7 +79,7 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         self.store = store
         self.logger = logger ?? store?.configuration.logger ?? Logger(label: "prefskv")
         self.migrate = migrate
-        self.current = Mutex((defaults, store == nil ? .noStore : .absent))
+        self.current = SanitizedMutex((defaults, store == nil ? .noStore : .absent))
         rehydrate()
     }
 

@@ -28,13 +28,13 @@ public final class PrefsStore: Sendable {
     /// The configuration the store was opened with.
     public let configuration: Configuration
 
-    let engine: Mutex<Engine>
+    let engine: SanitizedMutex<Engine>
     /// Serializes this process's write transactions (the file lock serializes processes).
-    let gate = Mutex<Void>(())
+    let gate = SanitizedMutex<Void>(())
     /// The thread running a `write` body, 0 when none: writing through the store from inside the body is a
     /// programmer error that would deadlock on `gate`; it traps with a message instead.
     let transactionThread = Atomic<UInt>(0)
-    let observers = Mutex(ObserverRegistry())
+    let observers = SanitizedMutex(ObserverRegistry())
 
     /// Opens the store `id` in `directory`, creating it (and the directory, mode 0700) when absent.
     ///
@@ -55,7 +55,7 @@ public final class PrefsStore: Sendable {
         self.directory = directory
         self.path = engine.paths.data
         self.configuration = configuration
-        self.engine = Mutex(engine)
+        self.engine = SanitizedMutex(engine)
         log(events.log)
     }
 

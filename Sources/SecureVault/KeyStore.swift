@@ -1,3 +1,4 @@
+import PrefsKV
 import Synchronization
 
 /// Where a vault's master key lives. Always an explicit choice: a vault never falls back from one key store
@@ -67,7 +68,7 @@ public struct PassphraseCost: Sendable, Equatable {
 /// configuration.keyStore = .inMemory(keys)
 /// ```
 public final class InMemoryKeys: Sendable {
-    private let keys = Mutex<[String: SecretBytes]>([:])
+    private let keys = SanitizedMutex<[String: SecretBytes]>([:])
 
     public init() {}
 

@@ -34,7 +34,7 @@ public final class SessionRouter: Sendable {
     /// The directory of those stores.
     public let preferencesDirectory: String
 
-    private let current = Mutex<Session?>(nil)
+    private let current = SanitizedMutex<Session?>(nil)
 
     /// A router over `vault`. Touches neither the disk nor the key store.
     ///

@@ -153,7 +153,7 @@ extension Vault {
     }
 
     /// Which thread of this process holds each vault lock file.
-    static let lockHolders = Mutex<[String: UInt]>([:])
+    static let lockHolders = SanitizedMutex<[String: UInt]>([:])
 }
 
 /// One item as `vaultctl vault list` shows it: never its value.

@@ -107,7 +107,7 @@ extension Vault {
     }
 
     /// Master keys read in this process, by vault file and key id: read once per process.
-    static let sealers = Mutex<[String: VaultSealer]>([:])
+    static let sealers = SanitizedMutex<[String: VaultSealer]>([:])
 
     // MARK: Permissions
 

@@ -31,7 +31,7 @@ public final class Vault: Sendable {
     let keys: MasterKeys
     let logger: Logger
     /// The open store and its sealer, once the master key has been read.
-    let opened = Mutex<OpenVault?>(nil)
+    let opened = SanitizedMutex<OpenVault?>(nil)
 
     /// The largest value an item may hold: 64 KiB.
     public static let maximumValueSize = 64 * 1024

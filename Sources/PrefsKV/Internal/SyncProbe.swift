@@ -5,7 +5,7 @@ import Synchronization
 /// engine goes on. `Tests/PrefsKVTests/PowerLossTests.swift` snapshots the file at each one to build the images
 /// a power cut could leave. Costs one uncontended lock per flush when nothing is installed.
 package enum PrefsSyncProbe {
-    private static let observer = Mutex<(@Sendable (Int32) -> Void)?>(nil)
+    private static let observer = SanitizedMutex<(@Sendable (Int32) -> Void)?>(nil)
 
     /// Installs `observer` (nil removes it). It runs on the flushing thread, under the store's lock: it must
     /// not call back into a store.
