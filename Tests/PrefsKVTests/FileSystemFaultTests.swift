@@ -15,7 +15,10 @@ import Testing
         let other = try openStore(dir)
         try store.set("kept", forKey: "a")
         try FileManager.default.removeItem(atPath: store.path)
-        // The next write notices (one fstat per write) instead of appending to a file no open will see.
+        // The process's inotify watch raises the file's flag within microseconds; drain it here so the test
+        // does not depend on the watcher thread's timing. The next write then notices (an fstat, paid only
+        // when the flag is up) instead of appending to a file no open will see.
+        LinkWatcher.shared.drain()
         let error = expectError(.notFound) { try store.set("lost?", forKey: "b") }
         #expect(error?.path == store.path)
         #expect(!FileManager.default.fileExists(atPath: store.path), "a write recreated the store")
@@ -30,6 +33,31 @@ import Testing
         #expect(try store.string(forKey: "c") == "new" && store.string(forKey: "a") == nil)
     }
 
+    @Test func theWatcherNoticesADeletionOnItsOwnWithinMilliseconds() throws {
+        let dir = try TempDir("fs-deleted-async")
+        let store = try openStore(dir)
+        try store.set("kept", forKey: "a")
+        try FileManager.default.removeItem(atPath: store.path)
+        // No drain: the watcher thread raises the flag by itself (it takes microseconds; 200 ms is slack).
+        usleep(200_000)
+        expectError(.notFound) { try store.set("lost?", forKey: "b") }
+        #expect(!FileManager.default.fileExists(atPath: store.path))
+    }
+
+    @Test func aStoreFileMovedAwayWhileOpenIsNoLongerWrittenTo() throws {
+        let dir = try TempDir("fs-moved")
+        let store = try openStore(dir)
+        try store.set("kept", forKey: "a")
+        let moved = dir.file("moved-away.prefs")
+        #expect(rename(store.path, moved) == 0)
+        LinkWatcher.shared.drain()
+        expectError(.notFound) { try store.set("lost?", forKey: "b") }
+        // The moved file was not written to after the move: it still holds exactly the one record.
+        let reopened = try PrefsStore.verify(id: "moved-away", directory: dir.path)
+        #expect(reopened.isClean && reopened.recordsVerified == 1, "\(reopened)")
+        #expect(!FileManager.default.fileExists(atPath: store.path), "a write recreated the store")
+    }
+
     @Test func aStoreReplacedByARenameWhileOpenIsFollowedBeforeTheNextWrite() throws {
         let dir = try TempDir("fs-replaced")
         let store = try openStore(dir)
@@ -40,6 +68,7 @@ import Testing
             try replacement.set("theirs", forKey: "x")
         }
         #expect(rename(elsewhere.file("ui.prefs"), store.path) == 0)
+        LinkWatcher.shared.drain()
         try store.set("mine", forKey: "b")
         let reopened = try openStore(dir)
         #expect(try CrashModel.read(reopened).values == ["x": .string("theirs"), "b": .string("mine")])
@@ -53,6 +82,7 @@ import Testing
         let store = try PrefsStore(id: "ui", directory: dir)
         try store.set("kept", forKey: "a")
         try FileManager.default.removeItem(atPath: dir)
+        LinkWatcher.shared.drain()
         // Another process recreates the store: a new lock file, which this handle does not hold.
         let fresh = try PrefsStore(id: "ui", directory: dir)
         try fresh.set("new", forKey: "b")

@@ -30,7 +30,7 @@ extension Engine {
     /// superseded (so every handle on it stops using it) and follows the path: a replacing store is adopted, a
     /// deleted one is `notFound`. Nothing is ever written into a file that has no name.
     func followIfUnlinked() throws(PrefsError) {
-        guard file.isUnlinked else { return }
+        guard file.hasLostItsName else { return }
         if file.writable { file.setSuperseded(true) }
         // A deleted directory takes the lock file with it: a handle whose lock file is gone excludes nobody.
         guard lockFD < 0 || Engine.isCurrentLockFile(lockFD, paths: paths) else {

@@ -35,9 +35,14 @@ final class MappedFile {
     }
 
     deinit {
+        if let linkWatch { LinkWatcher.shared.unwatch(linkWatch.flag, watch: linkWatch.watch) }
         Sys.unmap(base, length: mappedLength)
         Sys.close(fd)
     }
+
+    /// The inotify watch raising a flag when this file may have lost its name; set up by the first write.
+    @exclusivity(unchecked) private var linkWatch: (flag: LinkFlag, watch: Int32)?
+    @exclusivity(unchecked) private var linkWatchTried = false
 
     /// Remaps after the file grew (here or in another process) to `length` bytes.
     func remap(length: Int) throws(PrefsError) {
@@ -49,11 +54,34 @@ final class MappedFile {
         mappedLength = length
     }
 
-    /// Whether the file lost its name while open: deleted, or replaced by a rename over it. Writes into it
-    /// would reach no later open. One `fstat`.
+    /// Whether the file lost its name while open: deleted, replaced by a rename over it, or moved away. Writes
+    /// into it would reach no later open. One `fstat` and one `stat` of the path.
     var isUnlinked: Bool {
         guard case .success(let status) = Sys.fstat(fd) else { return false }
-        return status.links == 0
+        if status.links == 0 { return true }
+        // Moved away: the inode still has a name, but not ours.
+        guard case .success(let named) = Sys.lstat(path) else { return true }
+        return named.device != status.device || named.inode != status.inode
+    }
+
+    /// `isUnlinked`, but paying for it only when the process's inotify watch saw this file's link count change
+    /// or the file move since the last check (the first call sets the watch up and checks once).
+    var hasLostItsName: Bool {
+        if !linkWatchTried {
+            linkWatchTried = true
+            linkWatch = LinkWatcher.shared.watch(fileDescriptor: fd)
+            return isUnlinked  // anything that happened before the watch existed
+        }
+        guard let linkWatch else { return isUnlinked }  // no inotify: check every time
+        // A plain load on the hot path; the read-modify-write only when the flag is up.
+        guard linkWatch.flag.raised.load(ordering: .acquiring),
+            linkWatch.flag.raised.exchange(false, ordering: .acquiringAndReleasing)
+        else { return false }
+        if isUnlinked {
+            linkWatch.flag.raised.store(true, ordering: .releasing)  // stays lost
+            return true
+        }
+        return false
     }
 
     /// The file's current size.

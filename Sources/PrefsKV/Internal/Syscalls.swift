@@ -304,6 +304,39 @@ enum Sys {
         return retrying { Glibc.inotify_add_watch(fd, directory, mask) }.map { _ in () }
     }
 
+    /// Watches the very file open as `fileDescriptor` (through its /proc/self/fd link, so the inode we hold and
+    /// not whatever the path names now) for a change of its link count (`IN_ATTRIB`: unlinked, or replaced by a
+    /// rename over it), a move, or its deletion. Returns the watch descriptor.
+    static func inotifyWatchLinks(_ fd: Int32, fileDescriptor: Int32) -> Result<Int32, Errno> {
+        let mask = UInt32(IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF)
+        return retrying { Glibc.inotify_add_watch(fd, "/proc/self/fd/\(fileDescriptor)", mask) }
+    }
+
+    // See: man 2 inotify_rm_watch
+    static func inotifyRemoveWatch(_ fd: Int32, _ watch: Int32) {
+        _ = Glibc.inotify_rm_watch(fd, watch)
+    }
+
+    /// Reads pending inotify events; returns their watch descriptors (empty when none are pending).
+    static func inotifyDrainWatches(_ fd: Int32) -> [Int32] {
+        var watches: [Int32] = []
+        let capacity = 4096
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+        defer { buffer.deallocate() }
+        while true {
+            let n = Glibc.read(fd, buffer, capacity)
+            if n <= 0 { break }
+            var offset = 0
+            let headerSize = MemoryLayout<inotify_event>.size
+            while offset + headerSize <= n {
+                watches.append(buffer.load(fromByteOffset: offset, as: Int32.self))
+                let nameLength = Int(buffer.load(fromByteOffset: offset + 12, as: UInt32.self))
+                offset += headerSize + nameLength
+            }
+        }
+        return watches
+    }
+
     /// Reads pending inotify events; returns the file names they concern (empty when none are pending).
     static func inotifyDrain(_ fd: Int32) -> [String] {
         var names: [String] = []
