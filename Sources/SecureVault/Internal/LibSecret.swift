@@ -172,18 +172,20 @@ package enum LibSecret {
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
             // Object paths, not item proxies: a proxy costs seven bus round trips (match rules, name owner,
-            // its properties, and removing the rules again), more than the lookup itself. Reads are then
-            // SearchItems, Properties.Get (the schema check), OpenSession (once per process) and GetSecret.
-            let (unlocked, locked) = try searchPaths(service: service, attributes: attributes, cancellable)
-            for path in unlocked where try hasSchema(schema, item: path, service: service, cancellable) {
+            // its properties, and removing the rules again), more than the lookup itself. A read is then
+            // SearchItems, OpenSession (once per process) and GetSecret. The search names the schema
+            // (`xdg:schema`, which libsecret stores with every item), so whatever it finds is ours.
+            var searched = attributes
+            searched["xdg:schema"] = schema.name
+            let (unlocked, locked) = try searchPaths(service: service, attributes: searched, cancellable)
+            if let path = unlocked.first {
                 return try loadSecret(path: path, service: service, cancellable)
             }
             if !locked.isEmpty {
-                // Locked items may not expose their schema; their attributes matched, so they may be ours.
                 throw SecretServiceFailure(.locked, message: "the keyring item is locked")
             }
-            // Nothing visible. A keyring not unlocked since the daemon started hides its items from searches,
-            // so "absent" is only an answer when the default collection is unlocked.
+            // Nothing visible. A keyring not unlocked since the daemon started cannot match `xdg:schema` (nor
+            // show its items' attributes), so "absent" is only an answer when the default collection is unlocked.
             switch try collectionState(service: service, alias: "default", cancellable) {
             case .unlocked: return nil
             case .locked: throw SecretServiceFailure(.locked, message: "the 'default' collection is locked")
@@ -415,18 +417,6 @@ package enum LibSecret {
         return (strings(unlocked), strings(locked))
     }
 
-    /// Whether the item at `path` belongs to `schema` (its `xdg:schema` attribute), or has no schema recorded.
-    /// Items of other schemas that happen to share our attributes are not ours.
-    private static func hasSchema(
-        _ schema: Schema, item path: String, service: UnsafeMutablePointer<SecretService>,
-        _ cancellable: UnsafeMutablePointer<GCancellable>
-    ) throws(SecretServiceFailure) -> Bool {
-        let recorded = try property(
-            "Attributes", of: path, interface: "org.freedesktop.Secret.Item", service: service, cancellable,
-            decode: { Variant.stringMap($0)?["xdg:schema"] })
-        return recorded.map { $0 == schema.name } ?? true
-    }
-
     /// Loads the secret of the unlocked item at `path` (opening the transfer session on first use).
     private static func loadSecret(
         path: String, service: UnsafeMutablePointer<SecretService>, _ cancellable: UnsafeMutablePointer<GCancellable>
@@ -526,23 +516,6 @@ package enum LibSecret {
             type(value) == "s" ? String(cString: g_variant_get_string(value, nil)) : nil
         }
 
-        /// An `a{ss}` dictionary (an item's attributes).
-        static func stringMap(_ value: OpaquePointer) -> [String: String]? {
-            guard type(value) == "a{ss}" else { return nil }
-            var out: [String: String] = [:]
-            for index in 0..<g_variant_n_children(value) {
-                guard let entry = g_variant_get_child_value(value, index) else { continue }
-                defer { g_variant_unref(entry) }
-                guard let key = g_variant_get_child_value(entry, 0), let item = g_variant_get_child_value(entry, 1)
-                else { continue }
-                defer {
-                    g_variant_unref(key)
-                    g_variant_unref(item)
-                }
-                out[String(cString: g_variant_get_string(key, nil))] = String(cString: g_variant_get_string(item, nil))
-            }
-            return out
-        }
 
         static func objectPaths(_ value: OpaquePointer) -> [String]? {
             guard type(value) == "ao" else { return nil }
