@@ -7,7 +7,6 @@
 // `fstat` only when the flag is up. A write racing with the deletion itself may still land in the deleted file,
 // exactly as a write made just before it would: the guarantee is that nothing is written into a file known to
 // have no name.
-import Dispatch
 import Synchronization
 
 /// Raised by the watcher when the file it belongs to may have lost its name.
@@ -17,9 +16,9 @@ final class LinkFlag: Sendable {
 
 /// The process-wide inotify watch on open store files.
 ///
-/// `@unchecked Sendable`: `fd` and `source` are set in `init` and never change (`source` is only kept alive);
-/// the watch table lives in a mutex.
-final class LinkWatcher: @unchecked Sendable {
+/// One thread of its own sleeps in `poll` on the inotify descriptor (a plain thread, not a Dispatch source:
+/// Dispatch's pool would allocate and wake at times of its own, which the allocation tests would count).
+final class LinkWatcher: Sendable {
     static let shared = LinkWatcher()
 
     private struct State {
@@ -29,25 +28,23 @@ final class LinkWatcher: @unchecked Sendable {
     /// The inotify descriptor, or -1 when inotify is unavailable (then every write checks with `fstat`).
     private let fd: Int32
     private let state = SanitizedMutex(State())
-    // Kept alive for the process's lifetime; read only to be retained.
-    private let source: (any DispatchSourceRead)?
+    /// False when the watcher thread could not be started: then nothing would raise a flag.
+    private let delivering = Atomic<Bool>(true)
 
     private init() {
         guard case .success(let fd) = Sys.inotifyOpen() else {
             self.fd = -1
-            self.source = nil
             return
         }
         self.fd = fd
-        let source = DispatchSource.makeReadSource(
-            fileDescriptor: fd, queue: DispatchQueue(label: "prefskv.links", qos: .userInitiated))
-        self.source = source
-        // The watcher lives as long as the process (`shared`): capturing it strongly costs nothing.
-        source.setEventHandler { [self] in drain() }
-        source.resume()
+        // The watcher lives as long as the process (`shared`): its thread holds it for good.
+        let started = Sys.detachThread { [self] in
+            while Sys.waitReadable(fd) { drain() }
+        }
+        if !started { delivering.store(false, ordering: .releasing) }
     }
 
-    /// Reads the events the kernel queued and raises their files' flags. Runs on the watcher's queue when the
+    /// Reads the events the kernel queued and raises their files' flags. Runs on the watcher's thread when the
     /// descriptor becomes readable; tests call it to make delivery deterministic.
     func drain() {
         guard fd >= 0 else { return }
@@ -62,7 +59,9 @@ final class LinkWatcher: @unchecked Sendable {
     /// Watches the file open as `fileDescriptor`. Returns nil when it cannot be watched: the caller then
     /// checks with `fstat` before every write.
     func watch(fileDescriptor: Int32) -> (flag: LinkFlag, watch: Int32)? {
-        guard fd >= 0, case .success(let watch) = Sys.inotifyWatchLinks(fd, fileDescriptor: fileDescriptor) else {
+        guard fd >= 0, delivering.load(ordering: .acquiring),
+            case .success(let watch) = Sys.inotifyWatchLinks(fd, fileDescriptor: fileDescriptor)
+        else {
             return nil
         }
         let flag = LinkFlag()

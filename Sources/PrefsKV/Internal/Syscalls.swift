@@ -317,6 +317,36 @@ enum Sys {
         _ = Glibc.inotify_rm_watch(fd, watch)
     }
 
+    /// Waits until `fd` is readable (or fails with something other than EINTR).
+    // See: man 2 poll
+    static func waitReadable(_ fd: Int32) -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        while true {
+            let n = Glibc.poll(&entry, 1, -1)
+            if n > 0 { return true }
+            if n < 0 && errno != EINTR { return false }
+        }
+    }
+
+    /// Runs `body` on a new detached thread (no Dispatch: its worker pool allocates at times of its choosing).
+    // See: man 3 pthread_create
+    static func detachThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+        let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
+        var thread = pthread_t()
+        let status = pthread_create(
+            &thread, nil,
+            { context in
+                Unmanaged<ThreadBody>.fromOpaque(context!).takeRetainedValue().body()
+                return nil
+            }, context)
+        guard status == 0 else {
+            Unmanaged<ThreadBody>.fromOpaque(context).release()
+            return false
+        }
+        pthread_detach(thread)
+        return true
+    }
+
     /// Reads pending inotify events; returns their watch descriptors (empty when none are pending).
     static func inotifyDrainWatches(_ fd: Int32) -> [Int32] {
         var watches: [Int32] = []
@@ -416,4 +446,10 @@ enum Sys {
 
     /// The system page size.
     static let pageSize: Int = Int(sysconf(Int32(_SC_PAGESIZE)))
+}
+
+/// The closure a detached thread runs.
+final class ThreadBody: Sendable {
+    let body: @Sendable () -> Void
+    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
 }
