@@ -154,7 +154,7 @@ final class FileWatcher: @unchecked Sendable {
         let fileName = self.fileName
         let onChange = self.onChange
         source.setEventHandler {
-            if Sys.inotifyDrain(fd).contains(fileName) { onChange() }
+            if Sys.inotifyDrain(fd).contains(where: { $0.name == fileName }) { onChange() }
         }
         source.setCancelHandler { Sys.close(fd) }
         self.source = source

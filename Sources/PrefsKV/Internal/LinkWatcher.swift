@@ -48,7 +48,7 @@ final class LinkWatcher: Sendable {
     /// descriptor becomes readable; tests call it to make delivery deterministic.
     func drain() {
         guard fd >= 0 else { return }
-        let watches = Sys.inotifyDrainWatches(fd)
+        let watches = Sys.inotifyDrain(fd).map(\.watch)
         guard !watches.isEmpty else { return }
         let flags = state.withLock { state in
             watches.flatMap { state.watches[$0].map { Array($0.values) } ?? [] }

@@ -347,29 +347,15 @@ enum Sys {
         return true
     }
 
-    /// Reads pending inotify events; returns their watch descriptors (empty when none are pending).
-    static func inotifyDrainWatches(_ fd: Int32) -> [Int32] {
-        var watches: [Int32] = []
-        let capacity = 4096
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
-        defer { buffer.deallocate() }
-        while true {
-            let n = Glibc.read(fd, buffer, capacity)
-            if n <= 0 { break }
-            var offset = 0
-            let headerSize = MemoryLayout<inotify_event>.size
-            while offset + headerSize <= n {
-                watches.append(buffer.load(fromByteOffset: offset, as: Int32.self))
-                let nameLength = Int(buffer.load(fromByteOffset: offset + 12, as: UInt32.self))
-                offset += headerSize + nameLength
-            }
-        }
-        return watches
+    /// One inotify event: the watch it came from and, for a directory watch, the file name it concerns.
+    struct InotifyEvent {
+        var watch: Int32
+        var name: String?
     }
 
-    /// Reads pending inotify events; returns the file names they concern (empty when none are pending).
-    static func inotifyDrain(_ fd: Int32) -> [String] {
-        var names: [String] = []
+    /// Reads every pending inotify event (none when nothing is pending: the descriptor is non-blocking).
+    static func inotifyDrain(_ fd: Int32) -> [InotifyEvent] {
+        var events: [InotifyEvent] = []
         let capacity = 4096
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
         defer { buffer.deallocate() }
@@ -379,17 +365,19 @@ enum Sys {
             var offset = 0
             let headerSize = MemoryLayout<inotify_event>.size
             while offset + headerSize <= n {
+                let watch = buffer.load(fromByteOffset: offset, as: Int32.self)
                 let nameLength = Int(buffer.load(fromByteOffset: offset + 12, as: UInt32.self))
+                var name: String?
                 if nameLength > 0 {
-                    let start = buffer + offset + headerSize
-                    let bytes = UnsafeRawBufferPointer(start: start, count: nameLength)
+                    let bytes = UnsafeRawBufferPointer(start: buffer + offset + headerSize, count: nameLength)
                     let end = bytes.firstIndex(of: 0) ?? nameLength
-                    names.append(String(decoding: bytes[..<end], as: UTF8.self))
+                    name = String(decoding: bytes[..<end], as: UTF8.self)
                 }
+                events.append(InotifyEvent(watch: watch, name: name))
                 offset += headerSize + nameLength
             }
         }
-        return names
+        return events
     }
 
     // See: man 2 clock_gettime. CLOCK_REALTIME in milliseconds since the Unix epoch (a vDSO call).
