@@ -48,12 +48,15 @@ final class LinkWatcher: Sendable {
     /// descriptor becomes readable; tests call it to make delivery deterministic.
     func drain() {
         guard fd >= 0 else { return }
-        let watches = Sys.inotifyDrain(fd).map(\.watch)
-        guard !watches.isEmpty else { return }
-        let flags = state.withLock { state in
-            watches.flatMap { state.watches[$0].map { Array($0.values) } ?? [] }
+        // Reading and raising under one lock: a caller's drain that finds the queue empty because the watcher
+        // thread just read it waits here until that thread has raised the flags.
+        state.withLock { state in
+            for watch in Sys.inotifyDrain(fd).map(\.watch) {
+                for flag in state.watches[watch]?.values ?? [:].values {
+                    flag.raised.store(true, ordering: .releasing)
+                }
+            }
         }
-        for flag in flags { flag.raised.store(true, ordering: .releasing) }
     }
 
     /// Watches the file open as `fileDescriptor`. Returns nil when it cannot be watched: the caller then
