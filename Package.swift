@@ -67,7 +67,9 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         // Shared by the test targets: running child processes, finding build products and scripts.
-        .target(name: "TestSupport", dependencies: [], path: "Tests/TestSupport", swiftSettings: swiftSettings),
+        .target(
+            name: "TestSupport", dependencies: [.product(name: "Logging", package: "swift-log")],
+            path: "Tests/TestSupport", swiftSettings: swiftSettings),
         // libFuzzer targets (`make fuzz` builds them with -sanitize=fuzzer,address; a normal build just compiles
         // them): the log scanner on arbitrary bytes, and opening arbitrary bytes as a store file.
         .executableTarget(
@@ -90,7 +92,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SecureVaultTests",
-            dependencies: ["SecureVault", "PrefsKV", "CSodium", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["SecureVault", "PrefsKV", "CSodium", "TestSupport", .product(name: "Logging", package: "swift-log")],
             swiftSettings: swiftSettings
         ),
         // Needs the real Secret Service: runs inside scripts/with-keyring.sh and fails without it.

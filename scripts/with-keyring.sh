@@ -61,6 +61,12 @@ if [ -z "${_VAULT_IN_PRIVATE_BUS:-}" ]; then
 CONF
         bus_options=(--config-file="$home/bus.conf")
     fi
+    # Services the bus activates (a gnome-keyring started on demand) inherit the bus daemon's stdout and print
+    # GNOME_KEYRING_CONTROL=... there, in the middle of the command's output: send the daemon's stdout to stderr.
+    # (dbus-run-session reads the bus address from another descriptor, not stdout.)
+    printf '#!/bin/sh\nexec dbus-daemon "$@" 1>&2\n' >"$home/dbus-daemon"
+    chmod +x "$home/dbus-daemon"
+    bus_options+=(--dbus-daemon="$home/dbus-daemon")
     status=0
     dbus-run-session "${bus_options[@]}" -- "$0" "$@" 2> >(grep --line-buffered -v 'Failed to set fd limit' >&2) \
         || status=$?

@@ -63,16 +63,12 @@ public enum SignInReason: String, Sendable, Equatable, CaseIterable {
     /// The vault file could not be read: permissions, I/O.
     case storageFailure
 
+    /// Every reason a token cannot be known has a sign-in reason of the same name.
     init(_ reason: SessionTokenUnavailableReason) {
-        switch reason {
-        case .locked: self = .locked
-        case .noSecretService: self = .noSecretService
-        case .timeout: self = .timeout
-        case .keyMissing: self = .keyMissing
-        case .wrongKey: self = .wrongKey
-        case .corrupted: self = .corrupted
-        case .storageFailure: self = .storageFailure
+        guard let same = SignInReason(rawValue: reason.rawValue) else {
+            preconditionFailure("SignInReason lacks the case \(reason.rawValue)")
         }
+        self = same
     }
 
     /// True when whether a token exists could not be known (every reason but `absent` and `expired`): the app

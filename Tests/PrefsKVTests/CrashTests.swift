@@ -71,18 +71,8 @@ struct CrashModel: Equatable {
             child.killAndDrain()
 
             var acknowledged = model
-            var inFlight: String?
-            var lastAck = next - 1
-            for line in child.lines {
-                if line.hasPrefix("B ") {
-                    inFlight = line
-                } else if line.hasPrefix("A "), let n = Int(line.dropFirst(2)), let op = inFlight {
-                    #expect(Int(op.split(separator: " ")[1]) == n)
-                    acknowledged = acknowledged.applying(op)
-                    inFlight = nil
-                    lastAck = n
-                }
-            }
+            let (done, inFlight, lastAck) = parseAcknowledgements(child.lines, firstNumber: next)
+            for op in done { acknowledged = acknowledged.applying(op) }
             let store = try openStore(dir)
             #expect(store.lastRecovery == nil, "round \(round): a kill must never need a recovery")
             let found = try CrashModel.read(store)

@@ -66,18 +66,8 @@ struct TortureModel {
             child.killAndDrain()
 
             var acknowledged = model
-            var inFlight: String?
-            var lastAck = next - 1
-            for line in child.lines {
-                if line.hasPrefix("B ") {
-                    inFlight = line
-                } else if line.hasPrefix("A "), let n = Int(line.dropFirst(2)), let op = inFlight {
-                    #expect(Int(op.split(separator: " ")[1]) == n)
-                    acknowledged = acknowledged.applying(op)
-                    inFlight = nil
-                    lastAck = n
-                }
-            }
+            let (done, inFlight, lastAck) = parseAcknowledgements(child.lines, firstNumber: next)
+            for op in done { acknowledged = acknowledged.applying(op) }
             if child.lines.contains(where: { $0.hasPrefix("vault-test-helper:") }) {
                 Issue.record("round \(round): the writer failed: \(child.lines.suffix(2))")
                 return

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import TestSealer
 import Testing
+import TestSupport
 
 @testable import PrefsKV
 

@@ -4,6 +4,7 @@ import Glibc
 import Logging
 import Synchronization
 import Testing
+import TestSupport
 
 @testable import PrefsKV
 
@@ -229,28 +230,25 @@ func expectError<R>(
     return nil
 }
 
-/// Collects what a store logs.
-final class LogCapture: Sendable {
-    let entries = Mutex<[(level: Logger.Level, message: String)]>([])
 
-    var logger: Logger {
-        Logger(label: "prefskv-test") { _ in CaptureHandler(capture: self) }
-    }
-
-    var errors: [String] { entries.withLock { $0.filter { $0.level == .error }.map(\.message) } }
-
-    struct CaptureHandler: LogHandler {
-        let capture: LogCapture
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(event: LogEvent) {
-            capture.entries.withLock { $0.append((event.level, event.message.description)) }
+/// Splits a crash writer's output ("B <n> <op>" before operation n, "A <n>" once it returned) into the operations
+/// it acknowledged, in order, the one in flight when it was killed, and the number of the last acknowledged one
+/// (`firstNumber - 1` when none was). An acknowledgement that does not match the operation begun is a failure.
+func parseAcknowledgements(_ lines: [String], firstNumber: Int, sourceLocation: SourceLocation = #_sourceLocation)
+    -> (acknowledged: [String], inFlight: String?, lastAck: Int)
+{
+    var acknowledged: [String] = []
+    var inFlight: String?
+    var lastAck = firstNumber - 1
+    for line in lines {
+        if line.hasPrefix("B ") {
+            inFlight = line
+        } else if line.hasPrefix("A "), let n = Int(line.dropFirst(2)), let op = inFlight {
+            #expect(Int(op.split(separator: " ")[1]) == n, "ack \(n) for \(op)", sourceLocation: sourceLocation)
+            acknowledged.append(op)
+            inFlight = nil
+            lastAck = n
         }
     }
+    return (acknowledged, inFlight, lastAck)
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+import TestSupport
 
 @testable import PrefsKV
 @testable import SecureVault
@@ -35,7 +36,7 @@ import Testing
 
     @Test func firstLaunchGoesToSignInAbsentAndCreatesNothing() throws {
         let dir = try VaultDirectory()
-        let log = CapturedLog()
+        let log = LogCapture()
         let router = SessionRouter(vault: try dir.vault(logger: log.logger))
         #expect(router.route() == .signIn(reason: .absent))
         #expect(router.session == nil)
@@ -68,7 +69,7 @@ import Testing
         // A vault directory other users can read: the vault refuses to write there.
         try FileManager.default.createDirectory(
             atPath: dir.path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
-        let log = CapturedLog()
+        let log = LogCapture()
         let router = SessionRouter(vault: try dir.vault(logger: log.logger))
         do {
             try router.signIn(token: "tok-123", expiresAt: Self.expiry)
@@ -89,7 +90,7 @@ import Testing
         try SessionRouter(vault: try dir.vault()).signIn(token: "tok", expiresAt: nil)
         let before = try dir.fileBytes()
         dir.keys.removeAll()
-        let log = CapturedLog()
+        let log = LogCapture()
         let router = SessionRouter(vault: try dir.vault(logger: log.logger))
         #expect(router.route() == .signIn(reason: .keyMissing))
         #expect(log.errors.count == 1, "\(log.errors)")
@@ -99,7 +100,7 @@ import Testing
     @Test func logoutRemovesTheTokenAndEveryRegisteredEncryptedStoreAndKeepsUIState() throws {
         let dir = try VaultDirectory()
         let prefs = dir.path + "-prefs"
-        let log = CapturedLog()
+        let log = LogCapture()
         let router = SessionRouter(
             vault: try dir.vault(logger: log.logger), encryptedPreferences: ["account", "drafts"],
             preferencesDirectory: prefs)

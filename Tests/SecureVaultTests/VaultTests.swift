@@ -3,6 +3,7 @@ import Glibc
 import Logging
 import Synchronization
 import Testing
+import TestSupport
 
 @testable import PrefsKV
 @testable import SecureVault
@@ -199,7 +200,7 @@ final class VaultDirectory {
         let dir = try VaultDirectory()
         try dir.vault().setSessionToken("abc", expiresAt: nil)
         dir.keys.removeAll()
-        let log = CapturedLog()
+        let log = LogCapture()
         let vault = try dir.vault(logger: log.logger)
         _ = vault.sessionToken()
         #expect(log.errors.count == 1, "\(log.errors)")
@@ -354,31 +355,6 @@ final class VaultDirectory {
     }
 }
 
-/// Captures what a logger was asked to log.
-final class CapturedLog: Sendable {
-    private let lines = Mutex<[(Logger.Level, String)]>([])
-
-    var logger: Logger {
-        Logger(label: "test") { _ in Handler(log: self) }
-    }
-
-    var errors: [String] { lines.withLock { $0.filter { $0.0 >= .error }.map { $0.1 } } }
-
-    func append(_ level: Logger.Level, _ message: String) { lines.withLock { $0.append((level, message)) } }
-
-    struct Handler: LogHandler {
-        let log: CapturedLog
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            log.append(event.level, event.message.description)
-        }
-    }
-}
 
 func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
     guard needle.count <= haystack.count else { return false }

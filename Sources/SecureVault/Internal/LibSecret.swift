@@ -253,15 +253,9 @@ package enum LibSecret {
         try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> Bool in
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
-            var error: UnsafeMutablePointer<GError>?
-            guard
-                let collection = secret_collection_for_alias_sync(
-                    service, alias, SECRET_COLLECTION_NONE, cancellable, &error)
-            else {
-                if error != nil { throw failure(taking: error, fallback: "reading the '\(alias)' alias failed") }
-                return false
-            }
+            guard let collection = try collection(alias: alias, service: service, cancellable) else { return false }
             defer { g_object_unref(collection) }
+            var error: UnsafeMutablePointer<GError>?
             let objects = g_list_append(nil, UnsafeMutableRawPointer(collection))
             defer { g_list_free(objects) }
             let count = secret_service_lock_sync(service, objects, cancellable, nil, &error)
@@ -278,16 +272,11 @@ package enum LibSecret {
         return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> ServiceProbe in
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
-            var error: UnsafeMutablePointer<GError>?
             // ReadAlias is the first real call to the service: a missing service fails here, with its error.
             var defaultPath: String?
-            if let collection = secret_collection_for_alias_sync(
-                service, "default", SECRET_COLLECTION_NONE, cancellable, &error)
-            {
+            if let collection = try collection(alias: "default", service: service, cancellable) {
                 defaultPath = objectPath(collection)
                 g_object_unref(collection)
-            } else if error != nil {
-                throw failure(taking: error, fallback: "reading the 'default' alias failed")
             }
             // Collections, labels and lock states straight from the service's properties: fresh, prompt-free.
             var collections: [CollectionInfo] = []
@@ -444,17 +433,26 @@ package enum LibSecret {
         return Secret(bytes: secret, contentType: contentType)
     }
 
-    private static func collectionState(
-        service: UnsafeMutablePointer<SecretService>, alias: String, _ cancellable: UnsafeMutablePointer<GCancellable>
-    ) throws(SecretServiceFailure) -> CollectionState {
+    /// The collection an alias names (a new reference: release it with `g_object_unref`), nil when it names
+    /// none. Often the first real call to the service, so a missing service fails here, with its error.
+    private static func collection(
+        alias: String, service: UnsafeMutablePointer<SecretService>, _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) throws(SecretServiceFailure) -> UnsafeMutablePointer<SecretCollection>? {
         var error: UnsafeMutablePointer<GError>?
         guard
             let collection = secret_collection_for_alias_sync(
                 service, alias, SECRET_COLLECTION_NONE, cancellable, &error)
         else {
             if error != nil { throw failure(taking: error, fallback: "reading the '\(alias)' alias failed") }
-            return .missing
+            return nil
         }
+        return collection
+    }
+
+    private static func collectionState(
+        service: UnsafeMutablePointer<SecretService>, alias: String, _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) throws(SecretServiceFailure) -> CollectionState {
+        guard let collection = try collection(alias: alias, service: service, cancellable) else { return .missing }
         defer { g_object_unref(collection) }
         // The proxy's cached Locked property is only refreshed by signals that a thread without a main loop
         // never receives; ask the service directly.
@@ -515,7 +513,6 @@ package enum LibSecret {
         static func string(_ value: OpaquePointer) -> String? {
             type(value) == "s" ? String(cString: g_variant_get_string(value, nil)) : nil
         }
-
 
         static func objectPaths(_ value: OpaquePointer) -> [String]? {
             guard type(value) == "ao" else { return nil }
