@@ -7,6 +7,7 @@
 // `fstat` only when the flag is up. A write racing with the deletion itself may still land in the deleted file,
 // exactly as a write made just before it would: the guarantee is that nothing is written into a file known to
 // have no name.
+import Glibc
 import Synchronization
 
 /// Raised by the watcher when the file it belongs to may have lost its name.
@@ -38,10 +39,18 @@ final class LinkWatcher: Sendable {
         }
         self.fd = fd
         // The watcher lives as long as the process (`shared`): its thread holds it for good.
+        let running = Atomic<Bool>(false)
         let started = Sys.detachThread { [self] in
+            running.store(true, ordering: .releasing)
             while Sys.waitReadable(fd) { drain() }
         }
-        if !started { delivering.store(false, ordering: .releasing) }
+        if started {
+            // Wait until the thread runs, so its start-up (and its allocations) happens here, once, and not at
+            // some later moment of the process's life.
+            while !running.load(ordering: .acquiring) { sched_yield() }
+        } else {
+            delivering.store(false, ordering: .releasing)
+        }
     }
 
     /// Reads the events the kernel queued and raises their files' flags. Runs on the watcher's thread when the
