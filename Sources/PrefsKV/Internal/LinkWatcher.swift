@@ -29,6 +29,9 @@ final class LinkWatcher: Sendable {
     /// The inotify descriptor, or -1 when inotify is unavailable (then every write checks with `fstat`).
     private let fd: Int32
     private let state = SanitizedMutex(State())
+    /// Where events are read: allocated once, so that an event (a harmless metadata change raises one too)
+    /// costs no heap allocation. `nonisolated(unsafe)`: only used under `state`'s lock.
+    private nonisolated(unsafe) let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
     /// False when the watcher thread could not be started: then nothing would raise a flag.
     private let delivering = Atomic<Bool>(true)
 
@@ -44,6 +47,7 @@ final class LinkWatcher: Sendable {
             running.store(true, ordering: .releasing)
             while Sys.waitReadable(fd) { drain() }
         }
+        warmUpEventPath()
         if started {
             // Wait until the thread runs, so its start-up (and its allocations) happens here, once, and not at
             // some later moment of the process's life.
@@ -60,10 +64,25 @@ final class LinkWatcher: Sendable {
         // Reading and raising under one lock: a caller's drain that finds the queue empty because the watcher
         // thread just read it waits here until that thread has raised the flags.
         state.withLock { state in
-            for watch in Sys.inotifyDrain(fd).map(\.watch) {
-                for flag in state.watches[watch]?.values ?? [:].values {
-                    flag.raised.store(true, ordering: .releasing)
-                }
+            Sys.inotifyRead(fd, into: buffer) { watch, _ in Self.raise(watch, in: state) }
+        }
+    }
+
+    /// Raises the flags of every file under `watch`. Allocates nothing.
+    private static func raise(_ watch: Int32, in state: State) {
+        guard let flags = state.watches[watch] else { return }
+        for flag in flags.values { flag.raised.store(true, ordering: .releasing) }
+    }
+
+    /// Runs the event path once on a made-up event (a watch descriptor no watch has), so that the Swift runtime
+    /// builds what that path needs now and not at the first real event: events also come for harmless metadata
+    /// changes, at moments of their own, and reads must stay free of allocations around them.
+    private func warmUpEventPath() {
+        buffer.initializeMemory(as: UInt8.self, repeating: 0)
+        buffer.storeBytes(of: Int32(-1), as: Int32.self)
+        state.withLock { state in
+            Sys.inotifyDecode(UnsafeRawBufferPointer(buffer), count: Sys.inotifyEventHeaderSize) { watch, _ in
+                Self.raise(watch, in: state)
             }
         }
     }

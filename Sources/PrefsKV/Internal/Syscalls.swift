@@ -353,29 +353,46 @@ enum Sys {
         var name: String?
     }
 
+    /// Reads every pending inotify event into `buffer` (at least 4 KiB) and passes each one's watch descriptor
+    /// and raw name bytes to `body`. Allocates nothing; returns at once when nothing is pending (the descriptor
+    /// is non-blocking).
+    static func inotifyRead(
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, _ body: (Int32, UnsafeRawBufferPointer) -> Void
+    ) {
+        while true {
+            let n = Glibc.read(fd, buffer.baseAddress!, buffer.count)
+            if n <= 0 { break }
+            inotifyDecode(UnsafeRawBufferPointer(buffer), count: n, body)
+        }
+    }
+
+    /// Decodes `count` bytes of inotify events: each one's watch descriptor and name bytes (up to its NUL).
+    static func inotifyDecode(
+        _ buffer: UnsafeRawBufferPointer, count: Int, _ body: (Int32, UnsafeRawBufferPointer) -> Void
+    ) {
+        let headerSize = MemoryLayout<inotify_event>.size
+        var offset = 0
+        while offset + headerSize <= count {
+            let watch = buffer.load(fromByteOffset: offset, as: Int32.self)
+            let nameLength = Int(buffer.load(fromByteOffset: offset + 12, as: UInt32.self))
+            let start = buffer.baseAddress! + offset + headerSize
+            var length = 0
+            while length < nameLength && start.load(fromByteOffset: length, as: UInt8.self) != 0 { length += 1 }
+            body(watch, UnsafeRawBufferPointer(start: start, count: length))
+            offset += headerSize + nameLength
+        }
+    }
+
+    /// The size of an inotify event without its name.
+    static let inotifyEventHeaderSize = MemoryLayout<inotify_event>.size
+
     /// Reads every pending inotify event (none when nothing is pending: the descriptor is non-blocking).
     static func inotifyDrain(_ fd: Int32) -> [InotifyEvent] {
         var events: [InotifyEvent] = []
-        let capacity = 4096
-        let buffer = UnsafeMutableRawPointer.allocate(byteCount: capacity, alignment: 8)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
         defer { buffer.deallocate() }
-        while true {
-            let n = Glibc.read(fd, buffer, capacity)
-            if n <= 0 { break }
-            var offset = 0
-            let headerSize = MemoryLayout<inotify_event>.size
-            while offset + headerSize <= n {
-                let watch = buffer.load(fromByteOffset: offset, as: Int32.self)
-                let nameLength = Int(buffer.load(fromByteOffset: offset + 12, as: UInt32.self))
-                var name: String?
-                if nameLength > 0 {
-                    let bytes = UnsafeRawBufferPointer(start: buffer + offset + headerSize, count: nameLength)
-                    let end = bytes.firstIndex(of: 0) ?? nameLength
-                    name = String(decoding: bytes[..<end], as: UTF8.self)
-                }
-                events.append(InotifyEvent(watch: watch, name: name))
-                offset += headerSize + nameLength
-            }
+        inotifyRead(fd, into: buffer) { watch, name in
+            events.append(InotifyEvent(watch: watch, name: name.isEmpty ? nil : String(decoding: name, as: UTF8.self)))
         }
         return events
     }
