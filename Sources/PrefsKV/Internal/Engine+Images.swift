@@ -96,10 +96,10 @@ extension Engine {
         // Live entries in log order. The sort moves plain integers, (record offset / 8) << 20 | ordinal into
         // `positions` (offsets are below 2^48, so this fits while there are fewer than 2^20 keys): sorting the
         // entries with their dictionary indices and a closure cost half of a compaction.
-        var positions: [Dictionary<String, Entry>.Index] = []
+        var positions: [Int] = []
         positions.reserveCapacity(index.count)
         var expired: [String] = []
-        for position in index.indices {
+        for position in 0..<index.count {
             if index.values[position].isExpired(now: now) {
                 expired.append(index.keys[position])
             } else {
@@ -140,7 +140,7 @@ extension Engine {
         // The image holds the live records in the same order, back to back from the log start.
         var offset = Format.logStart
         for item in live {
-            index.values[item.position].recordOffset = offset
+            index[position: item.position].recordOffset = offset
             offset += item.entry.recordLength
         }
         for key in expired { index.removeValue(forKey: key) }
@@ -320,7 +320,7 @@ extension Engine {
     }
 
     /// Keys whose values differ between an old mapping and the current state (names, sorted).
-    func changedKeys(from oldFile: MappedFile, oldIndex: [String: Entry]) -> [String] {
+    func changedKeys(from oldFile: MappedFile, oldIndex: KeyIndex) -> [String] {
         var changed: [String] = []
         oldFile.withBytes { oldBytes in
             file.withBytes { newBytes in

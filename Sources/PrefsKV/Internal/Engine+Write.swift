@@ -122,7 +122,7 @@ extension Engine {
         // The net effect per key, in first-touch order.
         var clearsAll = false
         var order: [String] = []
-        var final: [String: TransactionOp] = [:]
+        var final: [ByteKey: TransactionOp] = [:]
         for op in ops {
             switch op {
             case .removeAll:
@@ -130,7 +130,7 @@ extension Engine {
                 order.removeAll()
                 final.removeAll()
             case .set(let name, _, _, _), .remove(let name):
-                if final.updateValue(op, forKey: name) == nil { order.append(name) }
+                if final.updateValue(op, forKey: ByteKey(name)) == nil { order.append(name) }
             }
         }
         var planned: [Planned] = []
@@ -141,7 +141,7 @@ extension Engine {
         }
         for name in order {
             let indexKey = indexKey(forName: name)
-            switch final[name]! {
+            switch final[ByteKey(name)]! {
             case .set(_, let type, let value, let expiresAt):
                 if !clearsAll,
                     try isUnchanged(indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt)
@@ -161,7 +161,7 @@ extension Engine {
         guard !planned.isEmpty else { return }
         try write(planned)
         if wantsChanges && !changed.isEmpty {
-            pendingChanges.append(PrefsChange(keys: Array(Set(changed)).sorted(), isExternal: false))
+            pendingChanges.append(PrefsChange(keys: Engine.sortedUnique(changed), isExternal: false))
         }
         maybeCompactAutomatically()
     }

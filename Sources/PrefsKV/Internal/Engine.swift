@@ -67,7 +67,7 @@ struct StorePaths {
 struct Snapshot {
     var file: MappedFile
     var header: Header
-    var index: [String: Entry] = [:]
+    var index = KeyIndex()
     var liveBytes = 0
     var recordCount = 0
     var maxSeq: UInt64 = 0
@@ -87,7 +87,7 @@ final class Engine: @unchecked Sendable {
     /// Sealed stores: key name to index key (hex of the sealer's tag), for names used through this handle.
     /// A tag costs a keyed hash (BLAKE2b, about a microsecond with its hex); a lookup here a tenth of that.
     /// Cleared when the sealer changes (rekey) and when it grows past `indexKeyCacheLimit` names.
-    @exclusivity(unchecked) var indexKeyCache: [String: String] = [:]
+    @exclusivity(unchecked) var indexKeyCache: [ByteKey: String] = [:]
     static let indexKeyCacheLimit = 4096
     /// The lock file (never replaced), or -1 when a read-only directory has none.
     let lockFD: Int32
@@ -103,7 +103,7 @@ final class Engine: @unchecked Sendable {
 
     @exclusivity(unchecked) var file: MappedFile
     @exclusivity(unchecked) var header: Header
-    @exclusivity(unchecked) var index: [String: Entry]
+    @exclusivity(unchecked) var index: KeyIndex
     /// Sealed stores: index key (hex tag) to key name, learned by opening records.
     @exclusivity(unchecked) var names: [String: String] = [:]
     @exclusivity(unchecked) var liveBytes: Int
@@ -445,8 +445,12 @@ final class Engine: @unchecked Sendable {
                     range: Format.logEndOffset..<Format.logEndOffset + 8, records: 0, keys: [],
                     reason: "the header's log-end word is damaged"))
         }
-        // A typical record is 48 to 64 bytes: reserving for one per 64 bytes of log avoids rehashing.
-        var index = [String: Entry](minimumCapacity: max(0, limit - Format.logStart) / 64)
+        // Slots for one key per 64 bytes of log (a typical record is 48 to 64 bytes), and array room for as
+        // many keys as the log can hold records (no copy while the scan fills them).
+        let log = max(0, limit - Format.logStart)
+        var index = KeyIndex(
+            minimumCapacity: log / 64,
+            reservedCapacity: log / Format.recordLength(keyLength: 1, valueLength: 0))
         var liveBytes = 0
         let result = file.withBytes { bytes in
             LogScanner.scan(
@@ -507,7 +511,7 @@ final class Engine: @unchecked Sendable {
     /// Applies one committed record to an index.
     @inline(__always)
     static func applyToIndex(
-        _ record: RecordHeader, bytes: UnsafeRawBufferPointer, sealed: Bool, index: inout [String: Entry],
+        _ record: RecordHeader, bytes: UnsafeRawBufferPointer, sealed: Bool, index: inout KeyIndex,
         liveBytes: inout Int
     ) {
         switch record.kind {
@@ -570,7 +574,7 @@ final class Engine: @unchecked Sendable {
         var removedAll = false
         let wants = wantsChanges
         var index = self.index
-        self.index = [:]  // keep the dictionary uniquely referenced while it is mutated
+        self.index = KeyIndex()  // keep the index uniquely referenced while it is mutated
         var liveBytes = self.liveBytes
         let result = file.withBytes { bytes in
             LogScanner.scan(
@@ -673,12 +677,23 @@ final class Engine: @unchecked Sendable {
     /// Key names for index keys, sorted: the keys themselves in a plain store; names learned by opening
     /// records in a sealed one (unreadable ones are left out).
     func names(forIndexKeys keys: [String]) -> [String] {
-        guard isSealed else { return Array(Set(keys)).sorted() }
-        var out = Set<String>()
+        guard isSealed else { return Engine.sortedUnique(keys) }
+        var out: [String] = []
         for key in keys {
-            if let name = try? name(forIndexKey: key) { out.insert(name) }
+            if let name = try? name(forIndexKey: key) { out.append(name) }
         }
-        return out.sorted()
+        return Engine.sortedUnique(out)
+    }
+
+    /// Keys in UTF-8 byte order (code point order), each byte sequence once: keys are compared byte for byte,
+    /// so two spellings of one text are two keys (a `Set<String>` would merge them).
+    static func sortedUnique(_ keys: [String]) -> [String] {
+        var out: [String] = []
+        for key in keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        where !(out.last.map { KeyIndex.sameBytes($0, key) } ?? false) {
+            out.append(key)
+        }
+        return out
     }
 
     /// The name of a sealed entry, opening its record the first time.
@@ -697,10 +712,10 @@ final class Engine: @unchecked Sendable {
     @inline(__always)
     func indexKey(forName name: String) -> String {
         guard isSealed, let sealer else { return name }
-        if let known = indexKeyCache[name] { return known }
+        if let known = indexKeyCache[ByteKey(name)] { return known }
         let key = Engine.hex(sealer.tag(forKey: name))
         if indexKeyCache.count >= Engine.indexKeyCacheLimit { indexKeyCache.removeAll(keepingCapacity: true) }
-        indexKeyCache[name] = key
+        indexKeyCache[ByteKey(name)] = key
         return key
     }
 

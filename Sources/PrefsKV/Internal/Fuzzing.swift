@@ -10,7 +10,7 @@ package enum PrefsFuzzing {
         defer { buffer.deallocate() }
         bytes.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<length])) }
         let view = UnsafeRawBufferPointer(rebasing: buffer[0..<length])
-        var index: [String: Entry] = [:]
+        var index = KeyIndex()
         var liveBytes = 0
         let result = LogScanner.scan(view, from: 0, to: length, freeSpaceEndsLog: wholeFile, plainKeys: true) {
             record in

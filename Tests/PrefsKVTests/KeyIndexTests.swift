@@ -1,0 +1,98 @@
+import Foundation
+import Testing
+
+@testable import PrefsKV
+
+/// The store's hash table against a model (a dictionary keyed by the keys' bytes), through random inserts,
+/// overwrites, removals and clears, checked completely after every step.
+@Suite struct KeyIndexTests {
+    /// An entry that records which step wrote it.
+    static func entry(_ step: Int) -> Entry {
+        Entry(
+            RecordHeader(
+                offset: step * 8, kind: .set, valueType: ValueType.int64.rawValue, flags: 0, keyLength: 1,
+                valueLength: 8, seq: 0, expiresAt: 0))
+    }
+
+    static func check(_ index: KeyIndex, against model: [[UInt8]: Int], absent: [String]) {
+        #expect(index.count == model.count)
+        for (bytes, step) in model {
+            let key = String(decoding: bytes, as: UTF8.self)
+            #expect(index[key]?.recordOffset == step * 8, "key \(key)")
+        }
+        for key in absent where model[Array(key.utf8)] == nil { #expect(index[key] == nil, "key \(key)") }
+        var seen = 0
+        for (key, entry) in index {
+            #expect(model[Array(key.utf8)] == entry.recordOffset / 8)
+            seen += 1
+        }
+        #expect(seen == model.count)
+    }
+
+    @Test(arguments: [0, 1, 2, 3])
+    func matchesAModelThroughRandomChanges(seed: UInt64) {
+        var random = SplitMix(state: seed)
+        // Keys of every length class the hash treats apart (0, 1-3, 4-7, 8-16, longer), few enough that
+        // operations hit existing keys often.
+        let keys = (0..<600).map { i -> String in
+            switch i % 5 {
+            case 0: return i == 0 ? "" : String(repeating: "k", count: i % 4)
+            case 1: return "k\(i)"
+            case 2: return "key.\(i)"
+            case 3: return "a.longer.key.\(i)"
+            default: return String(repeating: "long key \(i) ", count: 1 + i % 7)
+            }
+        }
+        var index = KeyIndex(minimumCapacity: seed == 0 ? 0 : 100)
+        var model: [[UInt8]: Int] = [:]
+        for step in 1...6_000 {
+            let key = keys[Int(random.next() % UInt64(keys.count))]
+            let bytes = Array(key.utf8)
+            switch random.next() % 10 {
+            case 0..<6:
+                let old = index.updateValue(Self.entry(step), forKey: key)
+                #expect(old?.recordOffset == model[bytes].map { $0 * 8 })
+                model[bytes] = step
+            case 6..<9:
+                let old = index.removeValue(forKey: key)
+                #expect(old?.recordOffset == model[bytes].map { $0 * 8 })
+                model[bytes] = nil
+            default:
+                if random.next() % 20 == 0 {
+                    index.removeAll(keepingCapacity: random.next() % 2 == 0)
+                    model.removeAll()
+                }
+            }
+            if step % 500 == 0 { Self.check(index, against: model, absent: keys) }
+        }
+        Self.check(index, against: model, absent: keys)
+    }
+
+    @Test func growsFromEmptyAndPositionsStayDense() {
+        var index = KeyIndex()
+        #expect(index["missing"] == nil)
+        #expect(index.removeValue(forKey: "missing") == nil)
+        for i in 0..<10_000 { index["key.\(i)"] = Self.entry(i) }
+        #expect(index.count == 10_000)
+        for i in stride(from: 0, to: 10_000, by: 2) { index["key.\(i)"] = nil }
+        #expect(index.count == 5_000)
+        #expect(index.keys.count == 5_000 && index.values.count == 5_000)
+        for i in 0..<10_000 { #expect((index["key.\(i)"] != nil) == (i % 2 == 1)) }
+        for position in 0..<index.count {
+            #expect(index.position(of: index.keys[position]) == position)
+        }
+    }
+
+    @Test func keysAreComparedByTheirBytes() {
+        let precomposed = "caf\u{E9}"
+        let combining = "cafe\u{301}"
+        #expect(precomposed == combining)  // Swift's String equality: canonical equivalence
+        var index = KeyIndex()
+        index[precomposed] = Self.entry(1)
+        index[combining] = Self.entry(2)
+        #expect(index.count == 2)
+        #expect(index[precomposed]?.recordOffset == 8)
+        #expect(index[combining]?.recordOffset == 16)
+        #expect(Engine.sortedUnique([combining, precomposed, combining]).count == 2)
+    }
+}
