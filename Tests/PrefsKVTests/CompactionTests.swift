@@ -77,7 +77,8 @@ import Testing
         }
         let stats = try store.stats()
         #expect(try store.string(forKey: "persist:root")?.hasSuffix("\"n\":\(rewrites - 1)}") == true)
-        #expect(largest <= 160 * 1024, "the file grew to \(largest) bytes")
+        // The default threshold (256 KiB): a store with little live data compacts before its file would grow.
+        #expect(largest <= 256 * 1024, "the file grew to \(largest) bytes")
         #expect(stats.generation > 100, "automatic compaction did not run")
         try store.compact()
         let compacted = try store.stats()

@@ -381,15 +381,16 @@ extension Engine {
 
     // MARK: Automatic compaction
 
-    /// After a write: compacts when garbage is at least half the log and the file exceeds the configured
-    /// threshold. A failure is logged, not thrown (the write itself succeeded), and not retried until the
+    /// After a write: compacts when garbage is at least half the log and the log has reached three quarters
+    /// of the configured threshold. A compaction sizes the new file at least at the threshold, so a store
+    /// whose live data is under 3/8 of the threshold compacts before its file needs to grow: its file stays at
+    /// the threshold. A failure is logged, not thrown (the write itself succeeded), and not retried until the
     /// log has grown by half again.
     func maybeCompactAutomatically() {
-        guard let threshold = configuration.autoCompactionThreshold, file.mappedLength > threshold,
-            knownEnd >= autoCompactionBlockedBelow
+        guard let threshold = configuration.autoCompactionThreshold, knownEnd >= autoCompactionBlockedBelow
         else { return }
         let log = knownEnd - Format.logStart
-        guard log > 0, (log - liveBytes) * 2 >= log else { return }
+        guard log > 0, log >= threshold / 4 * 3, (log - liveBytes) * 2 >= log else { return }
         do throws(PrefsError) {
             try compactLocked(minimumCapacity: threshold)
         } catch {
