@@ -164,30 +164,38 @@ final class Engine: @unchecked Sendable {
     ) throws(PrefsError) -> Engine {
         try validate(storeID: id)
         let paths = StorePaths(id: id, directory: directory)
-        try ensureDirectory(directory)
 
-        // The lock file: created 0600 once, never replaced. A read-only directory may have none.
+        // The lock file: created 0600 once, never replaced. A read-only directory may have none. When it
+        // exists (every open but the first) this is one open(2); the directory is only looked at, and made,
+        // when the file is missing.
         var lockFD: Int32 = -1
         var readOnlyCause: Errno?
-        switch Sys.open(paths.lock, .createNew) {
-        case .success(let fd):
-            lockFD = fd
-            if case .failure(let e) = Sys.fchmod(fd, 0o600) {
-                Sys.close(fd)
-                throw PrefsError.system(e, "fchmod", "cannot set the lock file's mode", path: paths.lock)
+        var opened = Sys.open(paths.lock, .readWrite)
+        if case .failure(let e) = opened, e == .noEntry {
+            try ensureDirectory(directory)
+            switch Sys.open(paths.lock, .createNew) {
+            case .success(let fd):
+                if case .failure(let e) = Sys.fchmod(fd, 0o600) {
+                    Sys.close(fd)
+                    throw PrefsError.system(e, "fchmod", "cannot set the lock file's mode", path: paths.lock)
+                }
+                opened = .success(fd)
+            case .failure(let e) where e == .exists:
+                opened = Sys.open(paths.lock, .readWrite)  // another opener created it meanwhile
+            case .failure(let e) where isReadOnlyCause(e):
+                readOnlyCause = e
+            case .failure(let e):
+                throw PrefsError.system(e, "open", "cannot create the lock file", path: paths.lock)
             }
-        case .failure(let e) where e == .exists:
-            switch Sys.open(paths.lock, .readWrite) {
+        }
+        if readOnlyCause == nil {
+            switch opened {
             case .success(let fd): lockFD = fd
             case .failure(let e) where isReadOnlyCause(e):
                 readOnlyCause = e
                 lockFD = (try? Sys.open(paths.lock, .readOnly).get()) ?? -1
             case .failure(let e): throw PrefsError.system(e, "open", "cannot open the lock file", path: paths.lock)
             }
-        case .failure(let e) where isReadOnlyCause(e):
-            readOnlyCause = e
-        case .failure(let e):
-            throw PrefsError.system(e, "open", "cannot create the lock file", path: paths.lock)
         }
         // Until the engine owns the lock file, this function closes it on failure.
         var lockOwned = true
