@@ -187,29 +187,38 @@ public struct Orchestrator {
         file(.multiProcess, .mpRead, label(.get, scale.keys), engine.rawValue, scale.keys, result, wall: nil)
     }
 
-    /// Cold open + first read in a new process, for a store of `keys` and of 10 keys, engines interleaved.
+    /// Cold open + first read in a new process, for a store of `keys` and of 10 keys, engines interleaved; and
+    /// of 10 keys as the second store a process opens (the engine's code and the runtime already used once).
     mutating func coldOpens() {
-        for count in [scale.keys, 10] {
-            var prepared: [(EngineKind, String)] = []
+        for (count, second) in [(scale.keys, false), (10, false), (10, true)] {
+            var prepared: [(EngineKind, String, String?)] = []
             for engine in Self.readEngines {
                 let directory = freshDirectory()
                 populateOrDie(engine, directory, count)
-                prepared.append((engine, directory))
+                var other: String?
+                if second {
+                    other = freshDirectory()
+                    populateOrDie(engine, other!, count)
+                }
+                prepared.append((engine, directory, other))
             }
-            note("cold opens, \(count) keys")
+            let label = "\(grouped(count)) keys" + (second ? ", the second store opened in the process" : "")
+            note("cold opens, \(label)")
             for spawn in 0..<scale.coldSpawns {
-                for (engine, directory) in rotated(prepared, by: spawn) {
+                for (engine, directory, other) in rotated(prepared, by: spawn) {
                     let run = runChild(
-                        executable, ["worker", "cold", engine.rawValue, directory, "1", "key.\(count / 2)"])
+                        executable,
+                        ["worker", "cold", engine.rawValue, directory, "1", "key.\(count / 2)"] + (other.map { [$0] } ?? []))
                     guard run.status == 0, let result = decode(run.output) else {
                         fatalError("cold \(engine.rawValue) failed (exit \(run.status)): \(run.output)")
                     }
-                    file(
-                        .cold, .cold, "\(grouped(count)) keys", engine.rawValue, count, result,
-                        wall: Double(run.wallNanoseconds))
+                    file(.cold, .cold, label, engine.rawValue, count, result, wall: Double(run.wallNanoseconds))
                 }
             }
-            for (_, directory) in prepared { removeTree(directory) }
+            for (_, directory, other) in prepared {
+                removeTree(directory)
+                if let other { removeTree(other) }
+            }
         }
     }
 

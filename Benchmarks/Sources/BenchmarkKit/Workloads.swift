@@ -182,7 +182,7 @@ public enum Worker {
                 }
             case "noop": result = WorkerResult(samples: [0], allocationsPerOperation: 0, peakRSSKiB: peakRSSKiB())
             case "get": result = try gets(engine, directory, count, passes: Int(argument) ?? 10)
-            case "cold": result = try cold(engine, directory, key: argument)
+            case "cold": result = try cold(engine, directory, key: argument, after: arguments.count > 5 ? arguments[5] : nil)
             case "mp-writer": result = try mpWriter(engine, directory, stopFile: argument)
             case "mp-reader": result = try gets(engine, directory, count, passes: 10_000, deadlineMs: Int(argument))
             default:
@@ -251,10 +251,20 @@ public enum Worker {
     }
 
     /// In a fresh process: open the populated store and read one key; the time from before the open to after
-    /// the read.
-    static func cold(_ engine: EngineKind, _ directory: String, key: String) throws -> WorkerResult {
+    /// the read. With `after`, another populated store of the same engine is opened and read first, untimed:
+    /// the engine's code and the language runtime have then been used once in the process, as in an app that
+    /// opens its second store.
+    static func cold(_ engine: EngineKind, _ directory: String, key: String, after: String? = nil) throws
+        -> WorkerResult
+    {
         var value: Int?
         var store: (any KVEngine)?
+        var first: (any KVEngine)?
+        if let after {
+            first = try engine.open(in: after)
+            guard try first!.getInt(key) != nil else { throw BenchError("cold: \(key) not found in \(after)") }
+        }
+        defer { _ = first }
         let measured = try measure {
             store = try engine.open(in: directory)
             value = try store!.getInt(key)
