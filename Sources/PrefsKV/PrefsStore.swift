@@ -7,7 +7,8 @@ import Synchronization
 /// Every change is a checksummed record appended to `<directory>/<id>.prefs`; a write is acknowledged when
 /// the log end in the mapped header moves past it, so a process killed at any instant loses no acknowledged
 /// write. Reads come from an in-memory index into the mapping: no system call when nothing changed.
-/// Several processes may share a store; writers serialize on a file lock.
+/// Several processes may share a store; writers serialize on a file lock. Keys are compared by their UTF-8
+/// bytes, as they are stored: `"caf\u{E9}"` and `"cafe\u{301}"` (equal as Swift strings) are two keys.
 ///
 /// ```swift
 /// let store = try PrefsStore(id: "ui")

@@ -87,6 +87,30 @@ struct Layout: Codable, Equatable {
         }
     }
 
+    @Test func keysAreTheirBytesInMemoryAndAfterAReopen() throws {
+        let dir = try TempDir("key-bytes")
+        let precomposed = "caf\u{E9}"
+        let combining = "cafe\u{301}"
+        do {
+            let store = try openStore(dir)
+            try store.set(1, forKey: precomposed)
+            try store.set(2, forKey: combining)
+            #expect(try store.count == 2)
+            #expect(try store.int(forKey: precomposed) == 1)
+            #expect(try store.int(forKey: combining) == 2)
+            try store.write { tx in
+                try tx.set(3, forKey: precomposed)
+                tx.removeValue(forKey: combining)
+            }
+            try store.set(4, forKey: combining)
+        }
+        let reopened = try openStore(dir)
+        #expect(try reopened.int(forKey: precomposed) == 3)
+        #expect(try reopened.int(forKey: combining) == 4)
+        #expect(try reopened.allKeys.map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
+            == [Array(precomposed.utf8), Array(combining.utf8)].sorted { $0.lexicographicallyPrecedes($1) })
+    }
+
     @Test func invalidKeysIdsAndOversizedValuesAreRejected() throws {
         let dir = try TempDir()
         let store = try openStore(dir)
