@@ -705,7 +705,7 @@ final class Engine: @unchecked Sendable {
     /// so two spellings of one text are two keys (a `Set<String>` would merge them).
     static func sortedUnique(_ keys: [String]) -> [String] {
         var out: [String] = []
-        for key in keys.sorted(by: { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        for key in keys.sorted(by: KeyIndex.bytesPrecede)
         where !(out.last.map { KeyIndex.sameBytes($0, key) } ?? false) {
             out.append(key)
         }

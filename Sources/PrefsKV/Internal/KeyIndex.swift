@@ -213,6 +213,17 @@ struct KeyIndex: Sequence {
         return copy.withUTF8 { body(UnsafeRawBufferPointer($0)) }
     }
 
+    /// Whether `a`'s UTF-8 bytes sort before `b`'s (code point order).
+    static func bytesPrecede(_ a: String, _ b: String) -> Bool {
+        withUTF8(a) { a in
+            withUTF8(b) { b in
+                let common = Swift.min(a.count, b.count)
+                let order = common == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, common)
+                return order < 0 || (order == 0 && a.count < b.count)
+            }
+        }
+    }
+
     /// Whether two keys have the same UTF-8 bytes.
     static func sameBytes(_ a: String, _ b: String) -> Bool {
         withUTF8(a) { a in withUTF8(b) { b in equal(a, b) } }
