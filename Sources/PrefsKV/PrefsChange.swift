@@ -6,7 +6,7 @@
 /// }
 /// ```
 public struct PrefsChange: Sendable, Equatable {
-    /// The changed keys, sorted. A `removeAll` lists every key it removed.
+    /// The changed keys, sorted by their UTF-8 bytes (code point order). A `removeAll` lists every key it removed.
     public var keys: [String]
     /// True when the change was made through another handle or process, false when through this handle.
     public var isExternal: Bool

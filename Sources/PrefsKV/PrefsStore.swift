@@ -181,7 +181,8 @@ public final class PrefsStore: Sendable {
         try read { e throws(PrefsError) in e.liveEntry(e.indexKey(forName: key)) != nil }
     }
 
-    /// Every live key, sorted. In a sealed store, names are learned by opening each record once.
+    /// Every live key, sorted by its UTF-8 bytes (code point order). In a sealed store, names are learned by
+    /// opening each record once.
     ///
     /// ```swift
     /// for key in try store.allKeys { print(key) }

@@ -107,8 +107,9 @@ struct Layout: Codable, Equatable {
         let reopened = try openStore(dir)
         #expect(try reopened.int(forKey: precomposed) == 3)
         #expect(try reopened.int(forKey: combining) == 4)
-        #expect(try reopened.allKeys.map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
-            == [Array(precomposed.utf8), Array(combining.utf8)].sorted { $0.lexicographicallyPrecedes($1) })
+        #expect(
+            try reopened.allKeys.map { Array($0.utf8) }.sorted { $0.lexicographicallyPrecedes($1) }
+                == [Array(precomposed.utf8), Array(combining.utf8)].sorted { $0.lexicographicallyPrecedes($1) })
     }
 
     @Test func invalidKeysIdsAndOversizedValuesAreRejected() throws {

@@ -206,9 +206,8 @@ public struct Orchestrator {
             note("cold opens, \(label)")
             for spawn in 0..<scale.coldSpawns {
                 for (engine, directory, other) in rotated(prepared, by: spawn) {
-                    let run = runChild(
-                        executable,
-                        ["worker", "cold", engine.rawValue, directory, "1", "key.\(count / 2)"] + (other.map { [$0] } ?? []))
+                    let arguments = ["worker", "cold", engine.rawValue, directory, "1", "key.\(count / 2)"]
+                    let run = runChild(executable, arguments + (other.map { [$0] } ?? []))
                     guard run.status == 0, let result = decode(run.output) else {
                         fatalError("cold \(engine.rawValue) failed (exit \(run.status)): \(run.output)")
                     }

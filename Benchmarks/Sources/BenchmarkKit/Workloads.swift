@@ -182,7 +182,8 @@ public enum Worker {
                 }
             case "noop": result = WorkerResult(samples: [0], allocationsPerOperation: 0, peakRSSKiB: peakRSSKiB())
             case "get": result = try gets(engine, directory, count, passes: Int(argument) ?? 10)
-            case "cold": result = try cold(engine, directory, key: argument, after: arguments.count > 5 ? arguments[5] : nil)
+            case "cold":
+                result = try cold(engine, directory, key: argument, after: arguments.count > 5 ? arguments[5] : nil)
             case "mp-writer": result = try mpWriter(engine, directory, stopFile: argument)
             case "mp-reader": result = try gets(engine, directory, count, passes: 10_000, deadlineMs: Int(argument))
             default:
