@@ -5,9 +5,8 @@ import Glibc
 ///
 /// Why not `[String: Entry]`: a `Dictionary` hashes a `String` with SipHash-1-3 over its Unicode-normalised
 /// form, about 270 of the 500 instructions of a read of an 8-character key, and a scan of 10,000 records spent
-/// 40% of its time inserting into one. Its generic metadata is also instantiated by name at the first open,
-/// which checks `String: Hashable` through the runtime's conformance tables: about 100 µs of a fresh process's
-/// first open. This table hashes the UTF-8 bytes with a seeded multiply-mix hash (a few instructions per 8
+/// 40% of its time inserting into one. Its generic metadata is also instantiated by name at a fresh process's
+/// first open, which checks `String: Hashable` by scanning the runtime's conformance records. This table hashes the UTF-8 bytes with a seeded multiply-mix hash (a few instructions per 8
 /// bytes) and compares keys byte for byte, as the file does: two spellings of "é" (precomposed and combining)
 /// are two keys, as they are in a sealed store, in SQLite's BINARY collation and in MMKV.
 ///
