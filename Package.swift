@@ -62,7 +62,9 @@ let package = Package(
         // A helper the tests run as a child process: crash victims, fresh-process probes of the Secret Service.
         .executableTarget(
             name: "vault-test-helper",
-            dependencies: ["PrefsKV", "SecureVault", "TestSealer", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "PrefsKV", "SecureVault", "TestSealer", "TestKit", .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Tests/TestHelper",
             swiftSettings: swiftSettings
         ),
@@ -76,23 +78,27 @@ let package = Package(
             name: "FuzzRecordDecoder", dependencies: ["PrefsKV"], path: "Fuzz/FuzzRecordDecoder",
             swiftSettings: swiftSettings),
         .executableTarget(
-            name: "FuzzOpen", dependencies: ["PrefsKV", "TestSealer"], path: "Fuzz/FuzzOpen",
+            name: "FuzzOpen", dependencies: ["PrefsKV", "TestSealer", "TestKit"], path: "Fuzz/FuzzOpen",
             swiftSettings: swiftSettings),
         // ... and a vault file opened and unsealed with a passphrase key store.
         .executableTarget(
             name: "FuzzVaultOpen",
-            dependencies: ["SecureVault", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["SecureVault", "TestKit", .product(name: "Logging", package: "swift-log")],
             path: "Fuzz/FuzzVaultOpen", swiftSettings: swiftSettings),
         // A toy sealer (not cryptography) shared by the PrefsKV tests, the test helper and the fuzz targets.
         .target(name: "TestSealer", dependencies: ["PrefsKV"], path: "Tests/TestSealer", swiftSettings: swiftSettings),
+        // A seeded random generator and whole-file helpers, with no test framework, for the same users.
+        .target(name: "TestKit", path: "Tests/TestKit", swiftSettings: swiftSettings),
         .testTarget(
             name: "PrefsKVTests",
-            dependencies: ["PrefsKV", "TestSealer", "TestSupport", "vault-test-helper"],
+            dependencies: ["PrefsKV", "TestSealer", "TestSupport", "TestKit", "vault-test-helper"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SecureVaultTests",
-            dependencies: ["SecureVault", "PrefsKV", "CSodium", "TestSupport", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "SecureVault", "PrefsKV", "CSodium", "TestSupport", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         // Needs the real Secret Service: runs inside scripts/with-keyring.sh and fails without it.

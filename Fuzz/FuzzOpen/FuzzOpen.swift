@@ -2,36 +2,11 @@
 // Checks, beyond "no crash": an open that fails leaves the file byte-identical; an open that succeeds gives a
 // store that verifies clean, whose every value reads, and that reopens without another recovery and with the
 // same contents. Build and run with `make fuzz` (AddressSanitizer).
-import FoundationEssentials
-import Glibc
 import PrefsKV
+import TestKit
 import TestSealer
 
-nonisolated(unsafe) var directory: String = {
-    var template = Array("/dev/shm/prefskv-fuzz-XXXXXX".utf8CString)
-    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else { fatalError("mkdtemp") }
-    return String(cString: template.withUnsafeBufferPointer { $0.baseAddress! })
-}()
-
-func write(_ bytes: [UInt8], to path: String) {
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    precondition(fd >= 0)
-    _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-    close(fd)
-}
-
-func read(_ path: String) -> [UInt8] {
-    let fd = open(path, O_RDONLY)
-    guard fd >= 0 else { return [] }
-    defer { close(fd) }
-    var out: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-        if n <= 0 { return out }
-        out += chunk[0..<n]
-    }
-}
+let directory = makeScratchDirectory(prefix: "/dev/shm/prefskv-fuzz-")
 
 func contents(_ store: PrefsStore) throws -> [String: PrefsValue] {
     var out: [String: PrefsValue] = [:]
@@ -42,11 +17,9 @@ func contents(_ store: PrefsStore) throws -> [String: PrefsValue] {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzOpen(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-    for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
-        unlink(directory + "/" + name)
-    }
+    removeFiles(in: directory)
     let path = directory + "/ui.prefs"
-    write(bytes, to: path)
+    createFile(at: path, bytes)
     var configuration = PrefsStore.Configuration()
     configuration.logger.logLevel = .critical
     // A sealed header (flags bit 0) is opened with the seed corpus's sealer key.
@@ -55,7 +28,7 @@ public func fuzzOpen(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     do {
         store = try PrefsStore(id: "ui", directory: directory, configuration: configuration)
     } catch {
-        precondition(read(path) == bytes, "a failed open changed the file")
+        precondition(readFile(path) == bytes, "a failed open changed the file")
         return 0
     }
     do {

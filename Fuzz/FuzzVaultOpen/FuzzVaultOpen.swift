@@ -4,50 +4,22 @@
 // Checks, beyond "no crash": an open or read that fails is a typed VaultError of the "cannot be known" kinds and
 // leaves the file byte-identical (the vault never salvages or rewrites on its own); an item that opens has the
 // value the seed corpus stored under that name (the fuzzer cannot forge a ciphertext). Build and run: `make fuzz`.
-import FoundationEssentials
-import Glibc
 import Logging
 import SecureVault
+import TestKit
 
-nonisolated(unsafe) var directory: String = {
-    var template = Array("/dev/shm/vault-fuzz-XXXXXX".utf8CString)
-    guard template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) != nil else { fatalError("mkdtemp") }
-    return String(cString: template.withUnsafeBufferPointer { $0.baseAddress! })
-}()
+let directory = makeScratchDirectory(prefix: "/dev/shm/vault-fuzz-")
 
 /// The passphrase and the items of `Tests/SecureVaultTests/FuzzVaultCorpusTests.swift`, which writes the seeds.
 let passphrase = SecretBytes(utf8: "fuzz-passphrase")
 let seededValues: [String: String] = ["alpha": "first", "bravo": "second", "session": "token-123"]
 
-func write(_ bytes: [UInt8], to path: String) {
-    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    precondition(fd >= 0)
-    _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
-    close(fd)
-}
-
-func read(_ path: String) -> [UInt8] {
-    let fd = open(path, O_RDONLY)
-    guard fd >= 0 else { return [] }
-    defer { close(fd) }
-    var out: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-        if n <= 0 { break }
-        out += chunk[0..<n]
-    }
-    return out
-}
-
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzVaultOpen(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-    for name in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] {
-        unlink(directory + "/" + name)
-    }
+    removeFiles(in: directory)
     let path = directory + "/app.prefs"
-    write(bytes, to: path)
+    createFile(at: path, bytes)
     var configuration = Vault.Configuration(directory: directory)
     configuration.keyStore = .passphrase(passphrase, cost: .insecureForTesting)
     configuration.logger.logLevel = .critical
@@ -62,7 +34,7 @@ public func fuzzVaultOpen(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     } catch let error as VaultError {
         let expected: Set<String> = ["corrupted", "tampered", "wrongKey", "keyMissing", "io"]
         precondition(expected.contains(error.code.description), "unexpected error: \(error)")
-        precondition(read(path) == bytes, "a vault that failed to open changed its file")
+        precondition(readFile(path) == bytes, "a vault that failed to open changed its file")
     } catch {
         preconditionFailure("not a VaultError: \(error)")
     }

@@ -1,4 +1,5 @@
 import Foundation
+import TestKit
 import TestSealer
 import Testing
 
@@ -48,13 +49,15 @@ struct SpannedStore {
                 try store.set(text, forKey: key)
                 effects[key] = .string(text)
             case 55..<70:
-                let data = Data((0..<Int.random(in: 0..<700, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
+                let data = Data(
+                    (0..<Int.random(in: 0..<700, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) })
                 try store.set(data, forKey: key)
                 effects[key] = .data(data)
             case 70..<88:
-                let keys = Set((0..<Int.random(in: 2...4, using: &rng)).map { _ in
-                    "key-\(Int.random(in: 0..<keyCount, using: &rng))"
-                })
+                let keys = Set(
+                    (0..<Int.random(in: 2...4, using: &rng)).map { _ in
+                        "key-\(Int.random(in: 0..<keyCount, using: &rng))"
+                    })
                 try store.write { tx in
                     for (i, k) in keys.sorted().enumerated() { try tx.set(Int64(n * 10 + i), forKey: k) }
                 }
@@ -138,7 +141,9 @@ enum Damage: String, CaseIterable {
         case .bitFlips:
             for _ in 0..<Int.random(in: 1...8, using: &rng) {
                 // Mostly in the log, sometimes in the header page.
-                let at = Int.random(in: 0..<10, using: &rng) == 0 ? Int.random(in: 0..<4096, using: &rng)
+                let at =
+                    Int.random(in: 0..<10, using: &rng) == 0
+                    ? Int.random(in: 0..<4096, using: &rng)
                     : Int.random(in: 4096..<logEnd, using: &rng)
                 b[at] ^= 1 << UInt8.random(in: 0..<8, using: &rng)
             }
@@ -179,7 +184,9 @@ enum Damage: String, CaseIterable {
         var rng = SplitMix(state: seed)
         var fixtures: [SpannedStore] = []
         for sealed in [false, true] {
-            for (name, operations, keys) in [("tiny", 6, 4), ("small", 60, 20), ("medium", 500, 80), ("large", 1500, 200)] {
+            for (name, operations, keys) in [
+                ("tiny", 6, 4), ("small", 60, 20), ("medium", 500, 80), ("large", 1500, 200),
+            ] {
                 fixtures.append(
                     try SpannedStore.make(
                         "\(name)\(sealed ? "-sealed" : "")", operations: operations, keys: keys, sealed: sealed,
@@ -204,7 +211,9 @@ enum Damage: String, CaseIterable {
             byKind[kind.rawValue, default: 0] += 1
             let (damaged, moved) = kind.apply(fixture.bytes, logEnd: fixture.logEnd, using: &rng)
             let context = "round \(round), \(fixture.name), \(kind) (seed \(seed))"
-            for name in dir.files where name != "ui.prefs.lock" { try FileManager.default.removeItem(atPath: dir.file(name)) }
+            for name in dir.files where name != "ui.prefs.lock" {
+                try FileManager.default.removeItem(atPath: dir.file(name))
+            }
             try writeBytes(damaged, to: path)
 
             // Which bytes changed, and what that touches.
@@ -244,19 +253,26 @@ enum Damage: String, CaseIterable {
                 if let last, let moved, fixture.operations[last].span.overlaps(moved), !hit.contains(last) {
                     // Between two swapped pages: absent, or a value it had.
                     if let value {
-                        #expect(fixture.history[key, default: []].contains(value), "\(context): \(key) holds a value it never had")
+                        #expect(
+                            fixture.history[key, default: []].contains(value),
+                            "\(context): \(key) holds a value it never had")
                     }
                     if value == fixture.final[key] ?? nil { keysExact += 1 } else { keysBetweenSwapped += 1 }
                 } else if let last, hit.contains(last) {
                     if let value {
-                        #expect(fixture.history[key, default: []].contains(value), "\(context): \(key) holds a value it never had")
+                        #expect(
+                            fixture.history[key, default: []].contains(value),
+                            "\(context): \(key) holds a value it never had")
                         if value == fixture.final[key] ?? nil { keysHitLatest += 1 } else { keysHitOlder += 1 }
                     } else {
                         keysHitLost += 1
                     }
                 } else {
                     let want = intact[key] ?? nil
-                    #expect(value == want, "\(context): \(key) is \(String(describing: value)), not \(String(describing: want)); latest record at \(fixture.latest[key].map { "\(fixture.operations[$0].span)" } ?? "-")")
+                    #expect(
+                        value == want,
+                        "\(context): \(key) is \(String(describing: value)), not \(String(describing: want)); latest record at \(fixture.latest[key].map { "\(fixture.operations[$0].span)" } ?? "-")"
+                    )
                     keysExact += 1
                 }
             }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import TestKit
 import TestSealer
 import Testing
 
@@ -82,7 +83,9 @@ struct PowerCut {
         var promised: Int
     }
 
-    static let cases: [(String, Bool)] = [("buffered", false), ("buffered", true), ("synchronous", false), ("synchronous", true)]
+    static let cases: [(String, Bool)] = [
+        ("buffered", false), ("buffered", true), ("synchronous", false), ("synchronous", true),
+    ]
 
     /// A store runs a random workload (sets, transactions, deletes, removeAll, `sync()`, compactions, automatic
     /// compactions) while every flush it makes is recorded; then every power cut the model allows at every
@@ -137,10 +140,17 @@ struct PowerCut {
             let op: Op
             switch Int.random(in: 0..<100, using: &rng) {
             case 0..<25: op = .set(key, .int(Int64(n)))
-            case 25..<45: op = .set(key, .string("v\(n)" + String(repeating: "~", count: Int.random(in: 0..<200, using: &rng))))
-            case 45..<60: op = .set(key, .data(Data(repeating: UInt8(truncatingIfNeeded: n), count: Int.random(in: 0..<600, using: &rng))))
+            case 25..<45:
+                op = .set(key, .string("v\(n)" + String(repeating: "~", count: Int.random(in: 0..<200, using: &rng))))
+            case 45..<60:
+                op = .set(
+                    key,
+                    .data(Data(repeating: UInt8(truncatingIfNeeded: n), count: Int.random(in: 0..<600, using: &rng))))
             case 60..<72:
-                op = .transaction((0..<Int.random(in: 2...4, using: &rng)).map { i in ("k\(Int.random(in: 0..<40, using: &rng))", .int(Int64(n * 10 + i))) })
+                op = .transaction(
+                    (0..<Int.random(in: 2...4, using: &rng)).map { i in
+                        ("k\(Int.random(in: 0..<40, using: &rng))", .int(Int64(n * 10 + i)))
+                    })
             case 72..<84: op = .remove(key)
             case 84: op = .removeAll
             case 85..<95: op = .sync
@@ -234,7 +244,8 @@ struct PowerCut {
             hasher.combine(cut.started)
             hasher.combine(cut.promised)
             guard seen.insert(hasher.finalize()).inserted else { continue }
-            let context = "cut \(i) (\(cut.kind), \(cut.started) started, \(cut.promised) promised; \(durability), sealed \(sealed), seed \(seed))"
+            let context =
+                "cut \(i) (\(cut.kind), \(cut.started) started, \(cut.promised) promised; \(durability), sealed \(sealed), seed \(seed))"
             for name in check.files { try FileManager.default.removeItem(atPath: check.file(name)) }
             try writeBytes(cut.image, to: check.file("ui.prefs"))
             let reopened: PrefsStore

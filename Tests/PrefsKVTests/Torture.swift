@@ -34,18 +34,6 @@ enum Torture {
     }
 }
 
-/// A deterministic generator (SplitMix64), so that a failing case can be replayed from its seed.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// A fresh random seed (printed by failing tests, so they can be replayed with TORTURE_SEED).
 func tortureSeed() -> UInt64 {
     if let fixed = Torture.environment["TORTURE_SEED"].flatMap(UInt64.init) { return fixed }

@@ -22,6 +22,7 @@ import Logging
 import PrefsKV
 import SecureVault
 import Synchronization
+import TestKit
 
 enum LaunchCommands {
     static func run(_ command: String, _ arguments: [String]) -> Int32 {
@@ -163,20 +164,6 @@ enum LaunchCommands {
         guard writeFile(arguments[0], bytes) else { return 1 }
         PrefsCommands.say("flipped")
         return 0
-    }
-
-    static func readFile(_ path: String) -> [UInt8]? {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = read(fd, &chunk, chunk.count)
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return n == 0 ? bytes : nil }
-            bytes += chunk[0..<n]
-        }
     }
 
     /// Writes the bytes back in place (the file keeps its inode and mode).

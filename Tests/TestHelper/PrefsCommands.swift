@@ -3,6 +3,7 @@
 import FoundationEssentials
 import Glibc
 import PrefsKV
+import TestKit
 
 enum PrefsCommands {
     static func fail(_ message: String, status: Int32 = 1) -> Never {
@@ -31,18 +32,6 @@ enum PrefsCommands {
             return try PrefsStore(id: id, directory: directory, configuration: configuration)
         } catch {
             fail("open failed: \(error)")
-        }
-    }
-
-    /// A small deterministic generator (SplitMix64), so a run can be described by its seed.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
         }
     }
 

@@ -4,6 +4,7 @@
 import FoundationEssentials
 import Glibc
 import PrefsKV
+import TestKit
 import TestSealer
 
 enum TortureCommands {
@@ -23,7 +24,8 @@ enum TortureCommands {
         guard args.count == 8, let seed = UInt64(args[2]), let start = Int(args[3]), var key = Int(args[5]),
             var backupKey = Int(args[6])
         else {
-            PrefsCommands.fail("usage: prefs-torture-writer DIR ID SEED START buffered|synchronous KEY BACKUP-KEY FOCUS")
+            PrefsCommands.fail(
+                "usage: prefs-torture-writer DIR ID SEED START buffered|synchronous KEY BACKUP-KEY FOCUS")
         }
         let (directory, id, focus) = (args[0], args[1], args[7])
         let backupPath = directory + "/" + id + ".backup"
@@ -37,7 +39,7 @@ enum TortureCommands {
         } catch {
             PrefsCommands.fail("open failed: \(error)")
         }
-        var rng = PrefsCommands.SplitMix(state: seed)
+        var rng = SplitMix(state: seed)
         var n = start
         while true {
             let key1 = "k\(Int.random(in: 0..<40, using: &rng))"
@@ -101,7 +103,9 @@ extension TortureCommands {
     /// `prefs-permission-faults UID DIR`: as user UID (who owns DIR), takes a store through permission changes
     /// made while it is open and prints one line per step: `<step> ok` or `<step> <error code>`.
     static func permissionFaults(_ args: [String]) {
-        guard args.count == 2, let uid = UInt32(args[0]) else { PrefsCommands.fail("usage: prefs-permission-faults UID DIR") }
+        guard args.count == 2, let uid = UInt32(args[0]) else {
+            PrefsCommands.fail("usage: prefs-permission-faults UID DIR")
+        }
         guard setgid(uid) == 0, setuid(uid) == 0 else { PrefsCommands.fail("cannot become user \(uid)") }
         let directory = args[1]
         let data = directory + "/ui.prefs"

@@ -244,6 +244,11 @@ public struct Orchestrator {
 }
 
 func readSmallFile(_ path: String) -> String? {
+    readWholeFile(path).map { String(decoding: $0, as: UTF8.self) }
+}
+
+/// The bytes of the file at `path` (what could be read of it), or nil when it cannot be opened.
+public func readWholeFile(_ path: String) -> [UInt8]? {
     let fd = open(path, O_RDONLY)
     guard fd >= 0 else { return nil }
     defer { close(fd) }
@@ -254,7 +259,7 @@ func readSmallFile(_ path: String) -> String? {
         if n <= 0 { break }
         bytes += chunk[0..<n]
     }
-    return String(decoding: bytes, as: UTF8.self)
+    return bytes
 }
 
 /// 10000 -> "10,000".

@@ -16,7 +16,7 @@ import Testing
         // Quick mode's promise: under a minute (a debug build is slower than release; this one is allowed 90 s).
         #expect(run.wallNanoseconds < 90_000_000_000)
 
-        let data = try #require(readAll(json))
+        let data = try #require(readWholeFile(json).map { Data($0) })
         let results = try JSONDecoder().decode(Results.self, from: data)
         #expect(results.quick)
 
@@ -62,26 +62,12 @@ import Testing
             }
         }
 
-        let report = String(decoding: try #require(readAll(markdown)), as: UTF8.self)
+        let report = String(decoding: try #require(readWholeFile(markdown)), as: UTF8.self)
         for heading in ["## Writes", "## Reads", "## Cold open", "## Strictest durability", "## Reads in one process",
             "## SecureVault", "MMKV 2.4, from DESIGN.md"]
         {
             #expect(report.contains(heading), "the report has no \(heading)")
         }
         #expect(report.contains("/ sqlite"))
-    }
-
-    func readAll(_ path: String) -> Data? {
-        let fd = open(path, O_RDONLY)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let n = read(fd, &chunk, chunk.count)
-            if n <= 0 { break }
-            bytes += chunk[0..<n]
-        }
-        return Data(bytes)
     }
 }

@@ -230,7 +230,7 @@ struct KeyIndex: Sequence {
 
     @inline(__always)
     static func equal(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
-        a.count == b.count && (a.count == 0 || memcmp(a.baseAddress!, b.baseAddress!, a.count) == 0)
+        a.count == b.count && (a.count == 0 || Sys.bytesEqual(a.baseAddress!, b.baseAddress!, count: a.count))
     }
 
     /// This process's hash seed.

@@ -52,6 +52,13 @@ struct StoreTarget {
             exitCode: ExitStatus.notFound)
     }
 
+    /// The `notFound` answer for a key the store does not hold (or holds expired).
+    func noKey(_ key: String) -> CLIFailure {
+        CLIFailure(
+            code: "notFound", message: "store \"\(id)\" (\(dataPath)) has no key \"\(key)\"",
+            exitCode: ExitStatus.notFound)
+    }
+
     /// `vaultctl [--dir DIR] prefs <command> STORE`, for hints in messages.
     func command(_ name: String) -> String {
         let dir = options.dir.map { " --dir \(shellQuoted($0))" } ?? ""

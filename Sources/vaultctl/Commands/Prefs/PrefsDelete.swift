@@ -31,11 +31,7 @@ extension Prefs {
                     try opened.removeValue(forKey: key)
                     return true
                 }
-                guard existed else {
-                    throw CLIFailure(
-                        code: "notFound", message: "store \"\(store)\" (\(target.dataPath)) has no key \"\(key)\"",
-                        exitCode: ExitStatus.notFound)
-                }
+                guard existed else { throw target.noKey(key) }
                 console.verbose("deleted key \"\(key)\" from \(target.dataPath)")
                 console.answer(json: ["store": .string(store), "key": .string(key), "deleted": true], human: "")
             }

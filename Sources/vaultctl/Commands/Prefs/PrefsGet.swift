@@ -31,9 +31,7 @@ extension Prefs {
                 let target = try StoreTarget(id: store, options: options)
                 try target.validate(key: key)
                 guard let value = try target.run({ try target.open().value(forKey: key) }) else {
-                    throw CLIFailure(
-                        code: "notFound", message: "store \"\(store)\" (\(target.dataPath)) has no key \"\(key)\"",
-                        exitCode: ExitStatus.notFound)
+                    throw target.noKey(key)
                 }
                 if options.json {
                     console.answer(
