@@ -25,13 +25,14 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
 
-        // CRC32C with the processor's crc32 instruction, chosen at run time (PrefsKV/Internal/CRC32C.swift).
-        .target(name: "CPrefsCRC"),
+        // PrefsKV's C side: CRC32C with the processor's crc32 instruction (chosen at run time), the system calls
+        // of the open path without the Glibc overlay's wrappers, and ThreadSanitizer's annotations.
+        .target(name: "CPrefsKV"),
 
         // The storage engine: no crypto, no D-Bus.
         .target(
             name: "PrefsKV",
-            dependencies: ["CPrefsCRC", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CPrefsKV", .product(name: "Logging", package: "swift-log")],
             // Invariant checks that cost time (a scan of every compacted image): on in debug builds, so in the
             // tests; off in release builds.
             swiftSettings: swiftSettings + [.define("PREFSKV_INTERNAL_CHECKS", .when(configuration: .debug))]

@@ -1,12 +1,13 @@
 // CRC32C (Castagnoli, reflected polynomial 0x82F63B78): the processor's crc32 instruction when it has one
-// (x86-64 SSE4.2, through CPrefsCRC, this file being its only caller), otherwise slicing-by-8 in plain Swift.
+// (x86-64 SSE4.2, through CPrefsKV; this file is the only caller of its CRC functions), otherwise slicing-by-8
+// in plain Swift.
 // Both give the same values (tested: CRC32CTests).
 //
 // Check value: CRC32C("123456789") == 0xE3069283. Every record and the header's static part carry one;
 // the log's end offset carries 16 bits of one (see Documentation/FileFormat.md).
 
 /// A running CRC32C: feed bytes with `update`, read `value`.
-internal import CPrefsCRC
+internal import CPrefsKV
 
 struct CRC32C {
     /// Whether the processor computes CRC32C itself (about 8 bytes a cycle instead of 1 to 2).

@@ -3,9 +3,10 @@
 // On Linux, Mutex parks threads with futex calls inside the prebuilt Synchronization library, which
 // ThreadSanitizer does not see: it then reports every access made under a Mutex as a data race (checked with a
 // 4-thread counter: 40,000 increments, all correct, each reported). This wrapper tells ThreadSanitizer about
-// the lock's happens-before edges with `__tsan_acquire` / `__tsan_release`, looked up once at run time: in a
-// normal build they do not exist and the cost is one load and a nil check per lock.
-import Glibc
+// the lock's happens-before edges with `__tsan_acquire` / `__tsan_release`, through CPrefsKV, which has them
+// only in a ThreadSanitizer build: elsewhere the cost is one load of a constant and a branch per lock. (They
+// were looked up with `dlsym` at first use; a failed lookup walks every loaded library, in the first read.)
+internal import CPrefsKV
 import Synchronization
 
 /// A `Mutex` whose lock and unlock ThreadSanitizer understands. Use it exactly like `Mutex`.
@@ -24,8 +25,8 @@ package struct SanitizedMutex<Value: ~Copyable>: ~Copyable, @unchecked Sendable 
     ) throws(E) -> sending Result {
         let address = UnsafeRawPointer(Unmanaged.passUnretained(token).toOpaque())
         return try mutex.withLock { (value: inout sending Value) throws(E) -> sending Result in
-            ThreadSanitizerHooks.acquire?(address)
-            defer { ThreadSanitizerHooks.release?(address) }
+            if prefs_tsan_active != 0 { prefs_tsan_acquire(address) }
+            defer { if prefs_tsan_active != 0 { prefs_tsan_release(address) } }
             return try body(&value)
         }
     }
@@ -33,16 +34,3 @@ package struct SanitizedMutex<Value: ~Copyable>: ~Copyable, @unchecked Sendable 
 
 /// The object whose address names one mutex to ThreadSanitizer.
 private final class SanitizerToken: Sendable {}
-
-/// ThreadSanitizer's annotation entry points, present only in a process built with `-sanitize=thread`.
-enum ThreadSanitizerHooks {
-    typealias Hook = @convention(c) (UnsafeRawPointer?) -> Void
-
-    static let acquire: Hook? = lookup("__tsan_acquire")
-    static let release: Hook? = lookup("__tsan_release")
-
-    private static func lookup(_ name: String) -> Hook? {
-        // RTLD_DEFAULT is the null handle: search the whole process.
-        dlsym(nil, name).map { unsafeBitCast($0, to: Hook.self) }
-    }
-}

@@ -3,6 +3,7 @@
 // Three layers, as in swift-system and NIOFS: the raw C call, a typed wrapper here that retries EINTR
 // and returns `Result<_, Errno>`, and one factory (`PrefsError+Syscall.swift`) that turns a failure into a
 // `PrefsError` naming the file. EBADF and EFAULT are our bugs and trap; everything else is the world's.
+internal import CPrefsKV
 import Glibc
 
 /// An `errno` value returned by a failed system call.
@@ -39,7 +40,9 @@ struct FileStatus: Equatable {
     var mode: UInt32
     /// Names the file has: 0 once it was deleted, or renamed over, while open.
     var links: UInt64 = 1
-    var isRegular: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
+    // S_IFMT and S_IFREG from <sys/stat.h>, as literals: Swift's Glibc module serves them through functions of its
+    // own library, which a fresh process would bind and page in at its first open.
+    var isRegular: Bool { mode & 0o170000 == 0o100000 }
 }
 
 /// Open flags used by PrefsKV. Every open adds O_CLOEXEC and O_NOFOLLOW.
@@ -52,7 +55,8 @@ struct OpenMode {
     static let directory = OpenMode(flags: O_RDONLY | O_DIRECTORY)
 }
 
-/// The system calls PrefsKV makes, each retrying EINTR.
+/// The system calls PrefsKV makes, each retrying EINTR. Paths are passed with `withCString`, which hands a
+/// native string's own bytes to the call (an implicit String-to-pointer conversion copies them into a new array).
 enum Sys {
     /// Runs `call` until it does not fail with EINTR. `-1` means failure with `errno` set.
     @inline(__always)
@@ -67,9 +71,19 @@ enum Sys {
 
     // See: man 2 open. O_NOFOLLOW: a symbolic link in the final component is refused (ELOOP).
     // Directories are opened without O_NOFOLLOW: a store directory may legitimately be reached through a link.
+    // Files are opened with O_NOATIME: mapping a file otherwise updates its access time, a journaled inode
+    // write on ext4 at nearly every open (about 5 µs each for the data and lock files); the flag is refused
+    // (EPERM) on a file of another owner, which is then opened without it.
     static func open(_ path: String, _ mode: OpenMode, permissions: UInt32 = 0o600) -> Result<Int32, Errno> {
-        let noFollow = mode.flags & O_DIRECTORY != 0 ? 0 : O_NOFOLLOW
-        return retrying { Glibc.open(path, mode.flags | O_CLOEXEC | noFollow, mode_t(permissions)) }
+        let isDirectory = mode.flags & O_DIRECTORY != 0
+        let flags = mode.flags | O_CLOEXEC | (isDirectory ? 0 : O_NOFOLLOW)
+        return path.withCString { cPath in
+            if !isDirectory {
+                let r = retrying { prefs_open(cPath, flags | prefs_o_noatime, permissions) }
+                if case .failure(let e) = r, e == .notPermitted {} else { return r }
+            }
+            return retrying { prefs_open(cPath, flags, permissions) }
+        }
     }
 
     // See: man 2 close. Never retried: on Linux the descriptor is released even when close fails.
@@ -90,7 +104,7 @@ enum Sys {
     // See: man 2 lstat. Does not follow a final symbolic link.
     static func lstat(_ path: String) -> Result<FileStatus, Errno> {
         var st = stat()
-        return retrying { Glibc.lstat(path, &st) }.map { _ in
+        return path.withCString { p in retrying { Glibc.lstat(p, &st) } }.map { _ in
             FileStatus(
                 size: Int(st.st_size), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), mode: st.st_mode,
                 links: UInt64(st.st_nlink))
@@ -104,12 +118,12 @@ enum Sys {
 
     // See: man 2 mkdir
     static func mkdir(_ path: String, permissions: UInt32) -> Result<Void, Errno> {
-        retrying { Glibc.mkdir(path, mode_t(permissions)) }.map { _ in () }
+        path.withCString { p in retrying { Glibc.mkdir(p, mode_t(permissions)) } }.map { _ in () }
     }
 
     // See: man 2 chmod
     static func chmod(_ path: String, _ permissions: UInt32) -> Result<Void, Errno> {
-        retrying { Glibc.chmod(path, mode_t(permissions)) }.map { _ in () }
+        path.withCString { p in retrying { Glibc.chmod(p, mode_t(permissions)) } }.map { _ in () }
     }
 
     // See: man 2 ftruncate
@@ -169,12 +183,12 @@ enum Sys {
 
     // See: man 2 rename. Atomic replacement of `to` within one file system.
     static func rename(_ from: String, _ to: String) -> Result<Void, Errno> {
-        retrying { Glibc.rename(from, to) }.map { _ in () }
+        from.withCString { f in to.withCString { t in retrying { Glibc.rename(f, t) } } }.map { _ in () }
     }
 
     // See: man 2 unlink
     static func unlink(_ path: String) -> Result<Void, Errno> {
-        retrying { Glibc.unlink(path) }.map { _ in () }
+        path.withCString { p in retrying { Glibc.unlink(p) } }.map { _ in () }
     }
 
     // See: man 3 opendir, man 3 readdir. The names in `path` (without "." and ".."), unsorted. readdir
@@ -218,7 +232,7 @@ enum Sys {
         request.l_start = 0
         request.l_len = 1
         request.l_pid = 0
-        let r = retrying { Glibc.fcntl(fd, fOFDSetLock, &request) }
+        let r = retrying { prefs_fcntl_lock(fd, fOFDSetLock, &request) }
         switch r {
         case .success: return .success(())
         case .failure(let e) where e == .accessDenied || e.rawValue == EAGAIN: return .failure(.wouldBlock)
@@ -242,7 +256,7 @@ enum Sys {
         request.l_start = 0
         request.l_len = 1
         request.l_pid = 0
-        return retrying { Glibc.fcntl(fd, fOFDGetLock, &request) }.map { _ in request.l_type == Int16(F_UNLCK) }
+        return retrying { prefs_fcntl_lock(fd, fOFDGetLock, &request) }.map { _ in request.l_type == Int16(F_UNLCK) }
     }
 
     // See: man 2 ftruncate
@@ -284,7 +298,8 @@ enum Sys {
     static func map(_ fd: Int32, length: Int, writable: Bool) -> Result<UnsafeMutableRawPointer, Errno> {
         let protection = writable ? (PROT_READ | PROT_WRITE) : PROT_READ
         let p = Glibc.mmap(nil, length, protection, MAP_SHARED, fd, 0)
-        if p == MAP_FAILED || p == nil { return .failure(Errno.current) }
+        // MAP_FAILED is (void *)-1 (a function of the Glibc module's library in Swift).
+        if p == UnsafeMutableRawPointer(bitPattern: -1) || p == nil { return .failure(Errno.current) }
         return .success(p!)
     }
 

@@ -1,0 +1,26 @@
+#ifndef PREFS_SYS_H
+#define PREFS_SYS_H
+
+#include <fcntl.h>
+
+// System calls PrefsKV makes on the way to its first read, called directly: Swift's Glibc module wraps the
+// variadic open(2) and fcntl(2) in functions of its own library, which a fresh process binds (a symbol lookup
+// through every loaded library) and pages in at first use. Errors are reported as the C calls report them.
+// (Inline, so that they compile into PrefsKV itself.)
+
+#ifndef O_NOATIME
+#define O_NOATIME 01000000
+#endif
+
+/// O_NOATIME (Linux; hidden from Swift's Glibc module): do not update the file's access time.
+static const int prefs_o_noatime = O_NOATIME;
+
+/// open(2): `mode` is used when `flags` has O_CREAT.
+static inline int prefs_open(const char *path, int flags, unsigned int mode) {
+    return open(path, flags, (mode_t)mode);
+}
+
+/// fcntl(2) with a lock description: F_OFD_SETLK and F_OFD_GETLK.
+static inline int prefs_fcntl_lock(int fd, int command, struct flock *lock) { return fcntl(fd, command, lock); }
+
+#endif
