@@ -84,6 +84,36 @@ import Testing
         }
     }
 
+    /// The index owns its buffers and copies them on write: a copy (a snapshot kept by a reload, an iteration
+    /// in progress) never sees the changes made through the other.
+    @Test func copiesAreIndependent() {
+        var original = KeyIndex()
+        for i in 0..<100 { original["key.\(i)"] = Self.entry(i) }
+        var copy = original
+        let iterator = original.makeIterator()
+        copy["key.0"] = Self.entry(1_000)
+        copy["key.1"] = nil
+        copy["new"] = Self.entry(2_000)
+        #expect(original.count == 100 && copy.count == 100)
+        #expect(original["key.0"]?.recordOffset == 0 && copy["key.0"]?.recordOffset == 8_000)
+        #expect(original["key.1"] != nil && copy["key.1"] == nil)
+        #expect(original["new"] == nil && copy["new"]?.recordOffset == 16_000)
+        original.removeAll(keepingCapacity: true)
+        #expect(original.isEmpty && copy.count == 100)
+        var remaining = iterator
+        var seen = 0
+        while let (key, entry) = remaining.next() {
+            #expect(key == "key.\(entry.recordOffset / 8)")
+            seen += 1
+        }
+        #expect(seen == 100)
+        var cleared = copy
+        cleared.removeAll()
+        #expect(cleared.isEmpty && cleared["new"] == nil && copy["new"] != nil)
+        cleared["again"] = Self.entry(3)
+        #expect(cleared.count == 1 && copy["again"] == nil)
+    }
+
     @Test func keysAreComparedByTheirBytes() {
         let precomposed = "caf\u{E9}"
         let combining = "cafe\u{301}"

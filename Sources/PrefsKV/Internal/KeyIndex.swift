@@ -6,16 +6,21 @@ import Glibc
 /// Why not `[String: Entry]`: a `Dictionary` hashes a `String` with SipHash-1-3 over its Unicode-normalised
 /// form, about 270 of the 500 instructions of a read of an 8-character key, and a scan of 10,000 records spent
 /// 40% of its time inserting into one. Its generic metadata is also instantiated by name at a fresh process's
-/// first open, which checks `String: Hashable` by scanning the runtime's conformance records. This table hashes the UTF-8 bytes with a seeded multiply-mix hash (a few instructions per 8
-/// bytes) and compares keys byte for byte, as the file does: two spellings of "é" (precomposed and combining)
-/// are two keys, as they are in a sealed store, in SQLite's BINARY collation and in MMKV.
+/// first open, which checks `String: Hashable` by scanning the runtime's conformance records. This table hashes
+/// the UTF-8 bytes with a seeded multiply-mix hash (a few instructions per 8 bytes) and compares keys byte for
+/// byte, as the file does: two spellings of "é" (precomposed and combining) are two keys, as they are in a
+/// sealed store, in SQLite's BINARY collation and in MMKV.
 ///
-/// Layout: the keys with their entries, and their hashes, live in two dense arrays (a position is an index into
-/// them, so iteration and compaction walk plain arrays; a key and its entry share a cache line or two, so a read
-/// that misses the cache misses once for both); `slots` is a power-of-two array of 64-bit words,
-/// linear probing, at most 3/4 full, each word the top 32 bits of its key's hash (compared before the key) and
-/// its position + 1, 0 for an empty slot. A removal shifts the following run back (no tombstones) and moves the
-/// last position into the hole.
+/// Layout: the keys with their entries, and their hashes, live in two dense buffers (a position is an index into
+/// them, so iteration and compaction walk plain memory; a key and its entry share a cache line or two, so a read
+/// that misses the cache misses once for both); `slots` is a power-of-two table of 64-bit words, linear probing,
+/// at most 3/4 full, each word the top 32 bits of its key's hash (compared before the key) and its position + 1,
+/// 0 for an empty slot. A removal shifts the following run back (no tombstones) and moves the last position into
+/// the hole.
+///
+/// The buffers are allocated directly and owned by one final class (copied on write), not Swift arrays: an
+/// array of `Item` needs its storage class's generic metadata, which a fresh process instantiates by name at its
+/// first open (tens of microseconds of runtime work, for the first store an app opens).
 ///
 /// The seed is random per process: a store file cannot be crafted to make every key collide.
 struct KeyIndex: Sequence {
@@ -25,68 +30,86 @@ struct KeyIndex: Sequence {
         var entry: Entry
     }
 
-    /// Keys and entries, by position.
-    private(set) var items: [Item] = []
-    /// Each position's full hash (for growing and for finding a moved position's slot).
-    private var hashes: [UInt64] = []
-    private var slots: [UInt64] = []
+    /// nil until the index first holds a key or is given a capacity. (No property observer to refresh
+    /// `lookup`: `isKnownUniquelyReferenced(&storage)` would then copy the reference out and back, with a retain,
+    /// a release and the observer, on every write.)
+    private var storage: Storage?
+    /// The storage's slot table and items as plain pointers, refreshed after every change (`changed()`): a read
+    /// uses only these, so it never retains the storage (a retain and a release were a sixth of a warm read).
+    private var lookup = Lookup(nil)
+
+    /// What a lookup reads: the slot table, its mask (-1 when there are no slots) and the items.
+    private struct Lookup {
+        var slots: UnsafeMutablePointer<UInt64>?
+        var mask: Int
+        var items: UnsafeMutablePointer<Item>?
+
+        init(_ storage: Storage?) {
+            slots = storage?.slots
+            mask = (storage?.slotCount ?? 0) - 1
+            items = storage?.items
+        }
+    }
 
     private static let tagMask: UInt64 = 0xFFFF_FFFF_0000_0000
     private static let positionMask: UInt64 = 0x0000_0000_FFFF_FFFF
 
-    /// An index with slots for `minimumCapacity` keys, and room in its arrays for `reservedCapacity` keys
-    /// (reserved address space is not touched, so it costs no memory until used; a slot table is zeroed).
+    /// An index with slots for `minimumCapacity` keys, and room in its buffers for `reservedCapacity` keys
+    /// (reserved address space is not touched, so it costs no memory until used).
     init(minimumCapacity: Int = 0, reservedCapacity: Int = 0) {
         let reserved = Swift.max(minimumCapacity, reservedCapacity)
         if reserved > 0 {
-            items.reserveCapacity(reserved)
-            hashes.reserveCapacity(reserved)
+            storage = Storage(
+                capacity: reserved, slotCount: minimumCapacity > 0 ? KeyIndex.slotCount(for: minimumCapacity) : 0)
+            lookup = Lookup(storage)
         }
-        if minimumCapacity > 0 { slots = [UInt64](repeating: 0, count: KeyIndex.slotCount(for: minimumCapacity)) }
     }
 
-    var count: Int { items.count }
-    var isEmpty: Bool { items.isEmpty }
+    var count: Int { storage?.count ?? 0 }
+    var isEmpty: Bool { count == 0 }
     /// Index keys, by position.
-    var keys: LazyMapSequence<[Item], String> { items.lazy.map(\.key) }
+    var keys: Keys { Keys(storage: storage) }
     /// Entries, by position.
-    var values: LazyMapSequence<[Item], Entry> { items.lazy.map(\.entry) }
+    var values: Values { Values(storage: storage) }
+
+    /// The storage, unshared and allocated, for a change. The caller refreshes `lookup` when the change
+    /// may have moved the buffers (`changed`).
+    @inline(__always)
+    private mutating func unique() -> Storage {
+        if storage == nil {
+            storage = Storage(capacity: 0, slotCount: 0)
+            changed()
+        } else if !isKnownUniquelyReferenced(&storage) {
+            storage = storage!.copy()
+            changed()
+        }
+        return storage.unsafelyUnwrapped
+    }
+
+    /// Refreshes `lookup` after the storage's buffers may have been reallocated.
+    @inline(__always)
+    private mutating func changed() {
+        lookup = Lookup(storage)
+    }
 
     // MARK: Lookup
 
-    /// The entry under `key`, or nil. Setting nil removes it.
-    subscript(key: String) -> Entry? {
-        @inline(__always) get {
-            guard let position = position(of: key) else { return nil }
-            return items[position].entry
-        }
-        set {
-            if let newValue {
-                updateValue(newValue, forKey: key)
-            } else {
-                removeValue(forKey: key)
-            }
-        }
-    }
-
-    /// The position of `key`, or nil.
+    /// Finds `key` through the lookup pointers: its slot and position, or nil.
     @inline(__always)
-    func position(of key: String) -> Int? {
-        guard !slots.isEmpty else { return nil }
-        return find(key, hash: KeyIndex.hash(key))?.position
+    private func find(_ key: String) -> (slot: Int, position: Int)? {
+        guard lookup.mask >= 0 else { return nil }
+        return KeyIndex.find(
+            key, hash: KeyIndex.hash(key), slots: lookup.slots.unsafelyUnwrapped, mask: lookup.mask,
+            items: lookup.items.unsafelyUnwrapped)
     }
 
-    /// The entry at `position` (0..<count).
-    subscript(position position: Int) -> Entry {
-        get { items[position].entry }
-        set { items[position].entry = newValue }
-    }
-
-    /// Finds `key`: its slot and position, or nil. (No closure over `self` here: one would copy the index's
-    /// array references in and out, a retain and release each, on every call.)
+    /// Finds `key` in a slot table: its slot and position, or nil. (No closure here: one would retain and
+    /// release.)
     @inline(__always)
-    private func find(_ key: String, hash: UInt64) -> (slot: Int, position: Int)? {
-        let mask = slots.count - 1
+    fileprivate static func find(
+        _ key: String, hash: UInt64, slots: UnsafeMutablePointer<UInt64>, mask: Int,
+        items: UnsafeMutablePointer<Item>
+    ) -> (slot: Int, position: Int)? {
         let tag = hash & KeyIndex.tagMask
         var slot = Int(truncatingIfNeeded: hash) & mask
         while true {
@@ -100,104 +123,216 @@ struct KeyIndex: Sequence {
         }
     }
 
+    /// The entry under `key`, or nil. Setting nil removes it.
+    subscript(key: String) -> Entry? {
+        @inline(__always) get {
+            guard let position = find(key)?.position else { return nil }
+            return lookup.items.unsafelyUnwrapped[position].entry
+        }
+        set {
+            if let newValue {
+                updateValue(newValue, forKey: key)
+            } else {
+                removeValue(forKey: key)
+            }
+        }
+    }
+
+    /// The position of `key`, or nil.
+    @inline(__always)
+    func position(of key: String) -> Int? {
+        find(key)?.position
+    }
+
+    /// The entry at `position` (0..<count).
+    subscript(position position: Int) -> Entry {
+        get {
+            precondition(position >= 0 && position < count, "index position out of range")
+            return storage.unsafelyUnwrapped.items[position].entry
+        }
+        set {
+            precondition(position >= 0 && position < count, "index position out of range")
+            unique().items[position].entry = newValue
+            changed()
+        }
+    }
+
     // MARK: Changes
 
     /// Sets `entry` under `key`; returns the entry it replaced.
     @discardableResult
     mutating func updateValue(_ entry: Entry, forKey key: String) -> Entry? {
         let hash = KeyIndex.hash(key)
-        if !slots.isEmpty, let found = find(key, hash: hash) {
-            let old = items[found.position].entry
-            items[found.position].entry = entry
+        let storage = unique()
+        if let found = storage.find(key, hash: hash) {
+            let old = storage.items[found.position].entry
+            storage.items[found.position].entry = entry
             return old
         }
-        precondition(items.count < Int(UInt32.max) - 1, "a store holds fewer than 2^32 keys")
-        if (items.count + 1) * 4 > slots.count * 3 { grow(to: KeyIndex.slotCount(for: items.count + 1)) }
-        let position = items.count
-        items.append(Item(key: key, entry: entry))
-        hashes.append(hash)
-        insertSlot(hash: hash, position: position)
+        precondition(storage.count < Int(UInt32.max) - 1, "a store holds fewer than 2^32 keys")
+        if (storage.count + 1) * 4 > storage.slotCount * 3 {
+            storage.growSlots(to: KeyIndex.slotCount(for: storage.count + 1))
+        }
+        storage.append(Item(key: key, entry: entry), hash: hash)
+        storage.insertSlot(hash: hash, position: storage.count - 1)
+        changed()
         return nil
     }
 
     /// Removes `key`; returns its entry.
     @discardableResult
     mutating func removeValue(forKey key: String) -> Entry? {
-        guard !slots.isEmpty, let found = find(key, hash: KeyIndex.hash(key)) else { return nil }
-        let old = items[found.position].entry
-        removeSlot(at: found.slot)
-        let last = items.count - 1
+        guard let found = find(key) else { return nil }
+        let storage = unique()
+        let old = storage.items[found.position].entry
+        storage.removeSlot(at: found.slot)
+        let last = storage.count - 1
         if found.position != last {
             // Move the last position into the hole and point its slot there.
-            let lastSlot = slot(of: last)
-            items.swapAt(found.position, last)
-            hashes.swapAt(found.position, last)
-            slots[lastSlot] = (slots[lastSlot] & KeyIndex.tagMask) | UInt64(found.position + 1)
+            let lastSlot = storage.slot(of: last)
+            storage.items[found.position] = (storage.items + last).move()
+            storage.hashes[found.position] = storage.hashes[last]
+            storage.slots[lastSlot] = (storage.slots[lastSlot] & KeyIndex.tagMask) | UInt64(found.position + 1)
+        } else {
+            (storage.items + last).deinitialize(count: 1)
         }
-        items.removeLast()
-        hashes.removeLast()
+        storage.count = last
+        changed()
         return old
     }
 
     /// Removes every key.
     mutating func removeAll(keepingCapacity: Bool = false) {
-        items.removeAll(keepingCapacity: keepingCapacity)
-        hashes.removeAll(keepingCapacity: keepingCapacity)
-        if keepingCapacity {
-            for i in slots.indices { slots[i] = 0 }
-        } else {
-            slots = []
+        guard storage != nil else { return }
+        guard keepingCapacity else {
+            storage = nil
+            changed()
+            return
         }
+        let storage = unique()
+        storage.items.deinitialize(count: storage.count)
+        storage.count = 0
+        storage.slots.update(repeating: 0, count: storage.slotCount)
+        changed()
     }
 
-    // MARK: Slots
-
     /// The number of slots for `count` keys: a power of two at least 4/3 of it (and at least 8).
-    private static func slotCount(for count: Int) -> Int {
+    fileprivate static func slotCount(for count: Int) -> Int {
         var slots = 8
         while slots * 3 < count * 4 { slots *= 2 }
         return slots
     }
 
-    private mutating func grow(to slotCount: Int) {
-        slots = [UInt64](repeating: 0, count: slotCount)
-        for position in hashes.indices { insertSlot(hash: hashes[position], position: position) }
-    }
+    /// The buffers of an index: items and hashes by position (`capacity` of them allocated, `count`
+    /// initialized), and the slot table.
+    fileprivate final class Storage {
+        var items: UnsafeMutablePointer<Item>
+        var hashes: UnsafeMutablePointer<UInt64>
+        var capacity: Int
+        var count = 0
+        var slots: UnsafeMutablePointer<UInt64>
+        var slotCount: Int
 
-    /// Puts `position` in the first empty slot of `hash`'s run (there is one: the table is at most 3/4 full).
-    private mutating func insertSlot(hash: UInt64, position: Int) {
-        let mask = slots.count - 1
-        var slot = Int(truncatingIfNeeded: hash) & mask
-        while slots[slot] != 0 { slot = (slot + 1) & mask }
-        slots[slot] = (hash & KeyIndex.tagMask) | UInt64(position + 1)
-    }
-
-    /// The slot holding `position`.
-    private func slot(of position: Int) -> Int {
-        let mask = slots.count - 1
-        var slot = Int(truncatingIfNeeded: hashes[position]) & mask
-        while slots[slot] & KeyIndex.positionMask != UInt64(position + 1) { slot = (slot + 1) & mask }
-        return slot
-    }
-
-    /// Empties `slot`, shifting back the words after it that would otherwise be cut off from their home slot.
-    private mutating func removeSlot(at slot: Int) {
-        let mask = slots.count - 1
-        var hole = slot
-        var next = (slot + 1) & mask
-        while slots[next] != 0 {
-            let position = Int(truncatingIfNeeded: slots[next] & KeyIndex.positionMask) - 1
-            let home = Int(truncatingIfNeeded: hashes[position]) & mask
-            // The word at `next` may fill the hole when its home is not in (hole, next], cyclically.
-            let homeAfterHole = (home - hole) & mask
-            let nextAfterHole = (next - hole) & mask
-            if homeAfterHole == 0 || homeAfterHole > nextAfterHole {
-                slots[hole] = slots[next]
-                hole = next
-            }
-            next = (next + 1) & mask
+        init(capacity: Int, slotCount: Int) {
+            self.capacity = capacity
+            items = .allocate(capacity: capacity)
+            hashes = .allocate(capacity: capacity)
+            self.slotCount = slotCount
+            slots = Storage.zeroedSlots(slotCount)
         }
-        slots[hole] = 0
+
+        deinit {
+            items.deinitialize(count: count)
+            items.deallocate()
+            hashes.deallocate()
+            free(slots)
+        }
+
+        /// A zeroed slot table from `calloc`: a large one comes straight from the kernel, already zero, so its
+        /// pages cost nothing until a key lands in them.
+        static func zeroedSlots(_ count: Int) -> UnsafeMutablePointer<UInt64> {
+            guard let raw = calloc(Swift.max(count, 1), MemoryLayout<UInt64>.stride) else {
+                fatalError("out of memory for a key index of \(count) slots")
+            }
+            return raw.bindMemory(to: UInt64.self, capacity: Swift.max(count, 1))
+        }
+
+        func copy() -> Storage {
+            let copy = Storage(capacity: capacity, slotCount: slotCount)
+            copy.items.initialize(from: items, count: count)
+            copy.hashes.initialize(from: hashes, count: count)
+            copy.slots.update(from: slots, count: slotCount)
+            copy.count = count
+            return copy
+        }
+
+        func append(_ item: Item, hash: UInt64) {
+            if count == capacity {
+                let grown = Swift.max(8, capacity * 2)
+                let newItems = UnsafeMutablePointer<Item>.allocate(capacity: grown)
+                newItems.moveInitialize(from: items, count: count)
+                items.deallocate()
+                items = newItems
+                let newHashes = UnsafeMutablePointer<UInt64>.allocate(capacity: grown)
+                newHashes.moveInitialize(from: hashes, count: count)
+                hashes.deallocate()
+                hashes = newHashes
+                capacity = grown
+            }
+            (items + count).initialize(to: item)
+            hashes[count] = hash
+            count += 1
+        }
+
+        /// Finds `key`: its slot and position, or nil.
+        @inline(__always)
+        func find(_ key: String, hash: UInt64) -> (slot: Int, position: Int)? {
+            guard slotCount > 0 else { return nil }
+            return KeyIndex.find(key, hash: hash, slots: slots, mask: slotCount - 1, items: items)
+        }
+
+        func growSlots(to newCount: Int) {
+            free(slots)
+            slots = Storage.zeroedSlots(newCount)
+            slotCount = newCount
+            for position in 0..<count { insertSlot(hash: hashes[position], position: position) }
+        }
+
+        /// Puts `position` in the first empty slot of `hash`'s run (there is one: the table is at most 3/4 full).
+        func insertSlot(hash: UInt64, position: Int) {
+            let mask = slotCount - 1
+            var slot = Int(truncatingIfNeeded: hash) & mask
+            while slots[slot] != 0 { slot = (slot + 1) & mask }
+            slots[slot] = (hash & KeyIndex.tagMask) | UInt64(position + 1)
+        }
+
+        /// The slot holding `position`.
+        func slot(of position: Int) -> Int {
+            let mask = slotCount - 1
+            var slot = Int(truncatingIfNeeded: hashes[position]) & mask
+            while slots[slot] & KeyIndex.positionMask != UInt64(position + 1) { slot = (slot + 1) & mask }
+            return slot
+        }
+
+        /// Empties `slot`, shifting back the words after it that would otherwise be cut off from their home slot.
+        func removeSlot(at slot: Int) {
+            let mask = slotCount - 1
+            var hole = slot
+            var next = (slot + 1) & mask
+            while slots[next] != 0 {
+                let position = Int(truncatingIfNeeded: slots[next] & KeyIndex.positionMask) - 1
+                let home = Int(truncatingIfNeeded: hashes[position]) & mask
+                // The word at `next` may fill the hole when its home is not in (hole, next], cyclically.
+                let homeAfterHole = (home - hole) & mask
+                let nextAfterHole = (next - hole) & mask
+                if homeAfterHole == 0 || homeAfterHole > nextAfterHole {
+                    slots[hole] = slots[next]
+                    hole = next
+                }
+                next = (next + 1) & mask
+            }
+            slots[hole] = 0
+        }
     }
 
     // MARK: Hashing
@@ -283,16 +418,38 @@ struct KeyIndex: Sequence {
     // MARK: Sequence
 
     /// Iterates (key, entry) pairs in position order (insertion order, reshuffled by removals).
-    func makeIterator() -> Iterator { Iterator(items: items) }
+    func makeIterator() -> Iterator { Iterator(storage: storage) }
 
     struct Iterator: IteratorProtocol {
-        let items: [Item]
+        fileprivate let storage: Storage?
         var position = 0
 
         mutating func next() -> (key: String, value: Entry)? {
-            guard position < items.count else { return nil }
+            guard let storage, position < storage.count else { return nil }
             defer { position += 1 }
-            return (items[position].key, items[position].entry)
+            return (storage.items[position].key, storage.items[position].entry)
+        }
+    }
+
+    /// The keys, by position.
+    struct Keys: RandomAccessCollection {
+        fileprivate let storage: Storage?
+        var startIndex: Int { 0 }
+        var endIndex: Int { storage?.count ?? 0 }
+        subscript(position: Int) -> String {
+            precondition(position >= 0 && position < endIndex, "index position out of range")
+            return storage.unsafelyUnwrapped.items[position].key
+        }
+    }
+
+    /// The entries, by position.
+    struct Values: RandomAccessCollection {
+        fileprivate let storage: Storage?
+        var startIndex: Int { 0 }
+        var endIndex: Int { storage?.count ?? 0 }
+        subscript(position: Int) -> Entry {
+            precondition(position >= 0 && position < endIndex, "index position out of range")
+            return storage.unsafelyUnwrapped.items[position].entry
         }
     }
 }
