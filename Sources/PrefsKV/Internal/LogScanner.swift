@@ -28,6 +28,50 @@ enum LogScanner {
         plainKeys: Bool, minimumSeq: UInt64 = 0, apply: (RecordHeader) -> Void
     ) -> ScanResult {
         precondition(start & 7 == 0 && start <= limit && limit <= bytes.count)
+        // The common case, an intact log, takes two passes over the mapping and allocates nothing: the first
+        // verifies every record and their order, the second applies them. Damage (rare) goes to the salvage
+        // scan, which reads the range again from the start.
+        guard let end = intactEnd(bytes, from: start, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, minimumSeq)
+        else {
+            return salvage(
+                bytes, from: start, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, plainKeys: plainKeys,
+                minimumSeq: minimumSeq, apply: apply)
+        }
+        var log = Reader(bytes: bytes, plainKeys: plainKeys, start: start, minimumSeq: minimumSeq)
+        var offset = start
+        // Every record below `end` verified in the first pass; the mapping below a published log end does not
+        // change (the log is append-only), so the header fields are read again without the checksum.
+        while offset < end, let record = RecordHeader.plausible(in: bytes, at: offset, limit: end) {
+            log.accept(record, apply)
+            offset += record.length
+        }
+        log.finish()
+        return log.result
+    }
+
+    /// Where the intact log in `[start, limit)` ends, when every record there verifies and their sequence
+    /// numbers never decrease (up to trailing zeros, with `freeSpaceEndsLog`); nil when something is damaged.
+    private static func intactEnd(
+        _ bytes: UnsafeRawBufferPointer, from start: Int, to limit: Int, freeSpaceEndsLog: Bool,
+        _ minimumSeq: UInt64
+    ) -> Int? {
+        var offset = start
+        var lastSeq = minimumSeq
+        while offset < limit {
+            guard let record = RecordHeader.verified(in: bytes, at: offset, limit: limit), record.seq >= lastSeq else {
+                return freeSpaceEndsLog && firstNonZero(bytes, from: offset, to: limit) == nil ? offset : nil
+            }
+            lastSeq = record.seq
+            offset += record.length
+        }
+        return offset
+    }
+
+    /// The scan of a damaged range (see `scan`): keeps the longest run of verified records in sequence order.
+    private static func salvage(
+        _ bytes: UnsafeRawBufferPointer, from start: Int, to limit: Int, freeSpaceEndsLog: Bool,
+        plainKeys: Bool, minimumSeq: UInt64, apply: (RecordHeader) -> Void
+    ) -> ScanResult {
         var log = Reader(bytes: bytes, plainKeys: plainKeys, start: start, minimumSeq: minimumSeq)
         // Offsets only grow, so remembering the first non-zero byte found keeps zero checks linear overall.
         var nonZeroAt = -1
@@ -44,7 +88,6 @@ enum LogScanner {
         // Verified records in file order, applied once the whole range is read: damage further on can show
         // that some of them are out of place.
         var records: [RecordHeader] = []
-        records.reserveCapacity((limit - start) / 64)
         var offset = start
         while offset < limit {
             let next = RecordHeader.verified(in: bytes, at: offset, limit: limit)
@@ -85,6 +128,7 @@ enum LogScanner {
             log.finish()
             return log.result
         }
+        // Only reached when the first pass of `scan` and this one disagree: the range changed in between.
         for record in records { log.accept(record, apply) }
         log.finish()
         return log.result
@@ -118,11 +162,17 @@ enum LogScanner {
 
     /// Applies verified records in log order: holds transaction members until their commit record, and
     /// records damaged ranges and dropped transactions.
+    ///
+    /// A transaction's members are contiguous in what is accepted (a gap is a damaged range, which drops them),
+    /// so the pending ones are a run of the log: its first offset and count, read again when they are applied.
     private struct Reader {
         let bytes: UnsafeRawBufferPointer
         let plainKeys: Bool
         var result: ScanResult
-        var pending: [RecordHeader] = []
+        /// The members accepted since the last commit: where the first starts, how many, and their sequence.
+        var pendingStart = 0
+        var pendingCount = 0
+        var pendingSeq: UInt64 = 0
 
         init(bytes: UnsafeRawBufferPointer, plainKeys: Bool, start: Int, minimumSeq: UInt64) {
             self.bytes = bytes
@@ -131,30 +181,50 @@ enum LogScanner {
             result.maxSeq = minimumSeq
         }
 
+        /// The pending members, in log order.
+        func forEachPending(_ body: (RecordHeader) -> Void) {
+            var offset = pendingStart
+            for _ in 0..<pendingCount {
+                // They verified when accepted: only the fields are read again. (Nil would mean the mapping
+                // changed under the scan, which the log's protocol excludes; the rest is then not applied.)
+                guard let member = RecordHeader.plausible(in: bytes, at: offset, limit: bytes.count) else { return }
+                body(member)
+                offset += member.length
+            }
+        }
+
         mutating func accept(_ record: RecordHeader, _ apply: (RecordHeader) -> Void) {
             result.recordsKept += 1
             result.maxSeq = max(result.maxSeq, record.seq)
-            if let last = pending.last, last.seq != record.seq {
+            if pendingCount > 0 && pendingSeq != record.seq {
                 dropPending(upTo: record.offset, "a transaction's commit record is missing")
             }
             if record.kind == .commit {
                 let count = Int(
                     UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: record.valueOffset, as: UInt32.self)))
-                if count == pending.count && !pending.isEmpty {
-                    for member in pending { apply(member) }
-                    pending.removeAll()
+                if count == pendingCount && pendingCount > 0 {
+                    forEachPending(apply)
+                    pendingCount = 0
                 } else {
                     // Members were lost to damage before it: the whole transaction goes.
-                    pending.append(record)
+                    addPending(record)
                     dropPending(upTo: record.offset + record.length, "a transaction lost members")
                 }
             } else if record.isCommit {
-                if !pending.isEmpty { dropPending(upTo: record.offset, "a transaction's commit record is missing") }
+                if pendingCount > 0 { dropPending(upTo: record.offset, "a transaction's commit record is missing") }
                 apply(record)
             } else {
-                pending.append(record)
+                addPending(record)
             }
             result.end = record.offset + record.length
+        }
+
+        private mutating func addPending(_ record: RecordHeader) {
+            if pendingCount == 0 {
+                pendingStart = record.offset
+                pendingSeq = record.seq
+            }
+            pendingCount += 1
         }
 
         /// A range that holds no record to keep; `next` is the record kept right after it, if any.
@@ -171,16 +241,17 @@ enum LogScanner {
         }
 
         mutating func dropPending(upTo end: Int, _ reason: String) {
-            guard let first = pending.first else { return }
-            let keys = plainKeys ? pending.compactMap { LogScanner.keyName(bytes, $0) } : []
+            guard pendingCount > 0 else { return }
+            var keys: [String] = []
+            if plainKeys { forEachPending { if let name = LogScanner.keyName(bytes, $0) { keys.append(name) } } }
             result.damage.append(
-                PrefsDamage(range: first.offset..<end, records: pending.count, keys: keys, reason: reason))
-            result.recordsKept -= pending.count
-            pending.removeAll()
+                PrefsDamage(range: pendingStart..<end, records: pendingCount, keys: keys, reason: reason))
+            result.recordsKept -= pendingCount
+            pendingCount = 0
         }
 
         mutating func finish() {
-            if !pending.isEmpty { dropPending(upTo: result.end, "the log ends inside a transaction") }
+            if pendingCount > 0 { dropPending(upTo: result.end, "the log ends inside a transaction") }
         }
     }
 
