@@ -5,13 +5,14 @@
 /// `seal(u32 nameLength | name | value bytes)` with associated data `store UUID | tag | valueType | expiresAt`:
 /// a ciphertext moved under another key, into another store, or with an altered type or expiry fails to open.
 /// Both `seal` and `open` must authenticate: `open` throws when the bytes or the associated data were altered.
+/// A sealer is a class (it holds a key; a store keeps a reference to it, and copying one costs a retain).
 ///
 /// ```swift
 /// var configuration = PrefsStore.Configuration()
 /// configuration.sealer = try VaultSealer(masterKey: key)   // SecureVault's implementation
 /// let vault = try PrefsStore(id: "vault", directory: dir, configuration: configuration)
 /// ```
-public protocol PrefsSealer: Sendable {
+public protocol PrefsSealer: AnyObject, Sendable {
     /// A value derived from the key, stored in the header when the store is created and compared at every
     /// open: it tells a wrong key from damage before any record is read. At most 64 bytes.
     var keyCheck: [UInt8] { get }

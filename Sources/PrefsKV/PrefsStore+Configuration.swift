@@ -17,7 +17,10 @@ extension PrefsStore {
         /// What an open does with a damaged file. The default is ``RecoveryPolicy/salvage``.
         public var recovery: RecoveryPolicy = .salvage
         /// Seals keys and values on disk. The default is `nil`: a plain store.
-        public var sealer: (any PrefsSealer)? = nil
+        public var sealer: (any PrefsSealer)? {
+            get { references.sealer }
+            set { references = References(sealer: newValue, logger: references.logger) }
+        }
         /// Compacts on its own after a write when garbage is at least half the log and the log has reached
         /// three quarters of this many bytes; `nil` turns automatic compaction off. A store with less live data
         /// than 3/8 of it then keeps its file at this size at most; a larger one within about twice its live
@@ -29,13 +32,15 @@ extension PrefsStore {
         /// Where recovery reports and compaction failures are logged. Values are never logged. The default
         /// is a logger labelled "prefskv".
         public var logger: Logger {
-            get { customLogger ?? Logger(label: "prefskv") }
-            set { customLogger = newValue }
+            get { references.logger ?? Logger(label: "prefskv") }
+            set { references = References(sealer: references.sealer, logger: newValue) }
         }
-        /// The logger set by the app, if any. The default one is made when something is logged, not when a
-        /// configuration is: the first `Logger` of a process sets up swift-log's logging system (about 100 µs,
-        /// a sixth of a fresh process's first open when it was made here).
-        private var customLogger: Logger? = nil
+        /// The sealer and the app's logger, if any, held by reference: a configuration is then a few plain
+        /// words and one reference, copied with a retain. (Copying inline optional fields went through their
+        /// type metadata, which a fresh process instantiates at its first open.) The default logger is made when
+        /// something is logged, not when a configuration is: the first `Logger` of a process sets up swift-log's
+        /// logging system (about 100 µs, a sixth of a fresh process's first open when it was made here).
+        private var references = References.none
 
         /// A configuration with every default.
         ///
@@ -43,6 +48,17 @@ extension PrefsStore {
         /// let store = try PrefsStore(id: "ui", configuration: .init())
         /// ```
         public init() {}
+    }
+
+    /// A configuration's sealer and logger (immutable: a change makes a new one).
+    final class References: Sendable {
+        static let none = References(sealer: nil, logger: nil)
+        let sealer: (any PrefsSealer)?
+        let logger: Logger?
+        init(sealer: (any PrefsSealer)?, logger: Logger?) {
+            self.sealer = sealer
+            self.logger = logger
+        }
     }
 
     /// When a write reaches the disk.

@@ -50,7 +50,7 @@ extension PrefsStore {
         Engine.scan(into: &snapshot)
         let now = Sys.nowMilliseconds()
         return PrefsInspection(
-            path: paths.data, isSealed: header.isEncrypted, storeUUID: header.uuid, keyCheck: header.keyCheck,
+            path: paths.data, isSealed: header.isEncrypted, storeUUID: header.uuid.bytes, keyCheck: header.keyCheck,
             generation: header.generation, createdAt: header.createdAt,
             liveKeyCount: snapshot.index.values.filter { !$0.isExpired(now: now) }.count,
             fileBytes: file.mappedLength, damage: snapshot.damage)

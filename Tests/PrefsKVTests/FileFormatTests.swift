@@ -24,7 +24,7 @@ func hexDump(_ bytes: [UInt8]) -> [String] {
     static func exampleStore() throws -> (TempDir, [UInt8]) {
         let dir = try TempDir("format")
         let header = Header(
-            flags: 0, uuid: Array(0x10...0x1F), generation: 0, createdAt: 1_767_225_600_000, keyCheck: [])
+            flags: 0, uuid: StoreUUID(bytes: Array(0x10...0x1F)), generation: 0, createdAt: 1_767_225_600_000, keyCheck: [])
         try writeBytes(header.page(logEnd: 4096) + [UInt8](repeating: 0, count: 4096), to: dir.file("ui.prefs"))
         let store = try openStore(dir)
         try store.set("dark", forKey: "theme")

@@ -67,6 +67,63 @@ private final class Flag: Sendable {
         #expect(try reopened.verify().isClean)
     }
 
+    /// An intact store opens without the writer lock: an open is not held up by a transaction in progress in
+    /// another process, and sees what was committed, not what is being written.
+    @Test func anOpenDoesNotWaitForAnotherProcesssTransaction() throws {
+        let dir = try TempDir("mp-open-while-writing")
+        try openStore(dir).set(1, forKey: "before")
+        let holder = try Child(["prefs-hold-writer", dir.path, "ui", "never"])
+        defer { holder.killAndDrain() }
+        #expect(holder.waitForLine { _ in true } == "holding")
+        let done = Flag()
+        let path = dir.path
+        let opener = Thread {
+            if let store = try? PrefsStore(id: "ui", directory: path), (try? store.int(forKey: "before")) == 1,
+                (try? store.int(forKey: "never")) == Optional<Int>.none
+            {
+                done.set()
+            }
+        }
+        opener.start()
+        let deadline = Date().addingTimeInterval(10)
+        while !done.isSet && Date() < deadline { usleep(5_000) }
+        let opened = done.isSet
+        #expect(opened, "opening the store waited for another process's transaction")
+    }
+
+    /// Opening and reading a store whose lock page is ready writes nothing: neither file changes, not even its
+    /// modification time (a write to the lock page at every open was a journaled page fault on ext4).
+    @Test func openingAndReadingAReadyStoreWritesNothing() throws {
+        let dir = try TempDir("mp-open-writes-nothing")
+        do {
+            let store = try openStore(dir)
+            try store.set(1, forKey: "k")
+            try store.write { tx in try tx.set(2, forKey: "w") }  // the lock page is set up and used
+        }
+        let files = [dir.file("ui.prefs"), dir.file("ui.prefs.lock")]
+        func snapshot() throws -> [([UInt8], Int, Int)] {
+            try files.map { path in
+                var st = stat()
+                #expect(stat(path, &st) == 0)
+                return (try readBytes(path), st.st_mtim.tv_sec, st.st_mtim.tv_nsec)
+            }
+        }
+        let before = try snapshot()
+        usleep(20_000)  // a later write would carry a later modification time
+        for _ in 0..<3 {
+            let store = try openStore(dir)
+            #expect(try store.int(forKey: "k") == 1)
+            #expect(try store.int(forKey: "w") == 2)
+        }
+        let after = try snapshot()
+        for (file, (b, a)) in zip(files, zip(before, after)) {
+            let sameBytes = b.0 == a.0
+            let sameTime = b.1 == a.1 && b.2 == a.2
+            #expect(sameBytes, "\(file) changed")
+            #expect(sameTime, "\(file)'s modification time changed")
+        }
+    }
+
     /// After a reboot the lock page may still say "locked by thread N" (a process that died with the machine
     /// is never reported dead to anyone). The first handle to open the store alone sets the page up afresh.
     @Test func aLockPageLeftLockedByAVanishedProcessIsResetByTheFirstOpener() throws {

@@ -3,7 +3,7 @@ public import PrefsKV
 /// A sealer for the tests, the test helper and the fuzz targets only: a keyed XOR keystream with a keyed
 /// 64-bit authenticator. Not cryptography; it exercises the seam (tags, associated data, overhead, tamper
 /// detection) the way SecureVault's will.
-public struct TestSealer: PrefsSealer {
+public final class TestSealer: PrefsSealer {
     public let key: UInt64
 
     public init(key: UInt64) { self.key = key }

@@ -53,17 +53,18 @@ extension Engine {
         case .failure(let e):
             throw PrefsError.system(e, "fcntl(F_OFD_SETLK)", "cannot lock the store", path: paths.lock)
         }
-        // Another wipe may have unlinked the file we opened before we locked it: use the current one.
-        if !isCurrentLockFile(lockFD, paths: paths) {
+        // The open lock, then the writer lock: no open, write, compaction or recovery is under way while we
+        // retire the file. (Closing the descriptor releases the first; the mutex is released explicitly.)
+        try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
+        // Another wipe may have unlinked the file we opened before we locked it: use the current one. The
+        // size, read under the open lock, tells whether a lock page was set up.
+        guard let lockFileSize = currentLockFileSize(lockFD, paths: paths) else {
             guard attempt < 8 else {
                 throw PrefsError(.busy, "cannot remove the store: its lock file keeps being replaced", path: paths.lock)
             }
             return try destroy(paths: paths, attempt: attempt + 1)
         }
-        // The open lock, then the writer lock: no open, write, compaction or recovery is under way while we
-        // retire the file. (Closing the descriptor releases the first; the mutex is released explicitly.)
-        try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
-        let lockPage = try LockPage.open(fd: lockFD, path: paths.lock, initialize: false)
+        let lockPage = try LockPage.open(fd: lockFD, path: paths.lock, fileSize: lockFileSize, alone: false)
         _ = try lockPage?.lock(path: paths.lock)
         defer { lockPage?.unlock() }
 

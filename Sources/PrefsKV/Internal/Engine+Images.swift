@@ -199,10 +199,9 @@ extension Engine {
     // MARK: Recovery
 
     /// Acts on damage found by a scan (the snapshot is already adopted, holding what verified).
-    func recover(from snapshot: Snapshot) throws(PrefsError) {
-        let damage = snapshot.damage
+    func recover(damage: [PrefsDamage], recordsKept: Int) throws(PrefsError) {
         var report = PrefsRecoveryReport(
-            path: paths.data, quarantinePath: nil, recordsKept: snapshot.recordCount,
+            path: paths.data, quarantinePath: nil, recordsKept: recordsKept,
             recordsLost: damage.reduce(0) { $0 + $1.records }, lostKeys: damage.flatMap(\.keys), damage: damage,
             recoveredAt: Sys.nowMilliseconds())
         if configuration.recovery == .fail {

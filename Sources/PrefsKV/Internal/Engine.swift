@@ -129,7 +129,7 @@ final class Engine: @unchecked Sendable {
 
     private init(
         paths: StorePaths, configuration: PrefsStore.Configuration, lockFD: Int32, lockPage: LockPage?,
-        readOnlyCause: Errno?, snapshot: Snapshot
+        readOnlyCause: Errno?, snapshot: consuming Snapshot
     ) {
         self.paths = paths
         self.configuration = configuration
@@ -199,6 +199,7 @@ final class Engine: @unchecked Sendable {
         }
         // Until the engine owns the lock file, this function closes it on failure.
         var lockOwned = true
+        var lockFileSize = 0
         defer { if lockOwned && lockFD >= 0 { Sys.close(lockFD) } }
 
         // The presence lock: excludes a single-process handle from any other.
@@ -216,68 +217,94 @@ final class Engine: @unchecked Sendable {
             case .failure(let e):
                 throw PrefsError.system(e, "fcntl(F_OFD_SETLK)", "cannot lock the store", path: paths.lock)
             }
+            // The open lock: opens, wipes and lock-page set-ups take turns.
+            try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
             // A wipe unlinks the lock file while it holds the presence lock exclusively; a lock taken after
             // that on the unlinked file would exclude nobody. Holding the presence lock now, check that the
-            // path still names our file, and start over with the new one otherwise.
-            if !isCurrentLockFile(lockFD, paths: paths) {
+            // path still names our file, and start over with the new one otherwise (closing this one releases
+            // its locks). Its size, read under the open lock, tells whether a lock page was set up.
+            guard let size = currentLockFileSize(lockFD, paths: paths) else {
                 guard attempt < 8 else {
                     throw PrefsError(
                         .busy, "cannot open the store: its lock file keeps being replaced", path: paths.lock)
                 }
                 return try open(id: id, directory: directory, configuration: configuration, attempt: attempt + 1)
             }
-            // The open lock: opens, wipes and lock-page set-ups take turns.
-            try Sys.lockExclusive(lockFD).orThrow("flock", "cannot take the writer lock", path: paths.lock)
+            lockFileSize = size
         }
         // The writer lock of a multi-process handle: the lock page's mutex, set up afresh when no other handle
-        // has the store open (checked under the open lock, so none can appear before it is ready).
+        // has the store open and the page is not ready for use (checked under the open lock, so no handle can
+        // appear before it is ready).
         var lockPage: LockPage?
         do throws(PrefsError) {
             if lockFD >= 0 && readOnlyCause == nil && configuration.sharing == .multiProcess {
                 let alone = try Sys.presenceAlone(lockFD).orThrow(
                     "fcntl(F_OFD_GETLK)", "cannot inspect the store's lock", path: paths.lock)
-                lockPage = try LockPage.open(fd: lockFD, path: paths.lock, initialize: alone)
-                _ = try lockPage?.lock(path: paths.lock)
+                lockPage = try LockPage.open(fd: lockFD, path: paths.lock, fileSize: lockFileSize, alone: alone)
             }
         } catch {
             Sys.unlock(lockFD)
             throw error
         }
+        // An intact data file is read without the writer lock (a multi-process handle holds only the open lock
+        // then): its records up to the published log end never change, another handle's compaction marks it
+        // superseded, which the first access notices, and recovery, creation and clearing a stale superseded
+        // flag all happen under the writer lock, below. Taking the lock page's mutex writes to the lock file's
+        // page, a journaled ext4 page fault in a fresh process: about a tenth of a first open.
+        // (No `Snapshot?` here: an optional snapshot is copied and destroyed through its type metadata.)
         let snapshot: Snapshot
+        var writerLocked = false
         do throws(PrefsError) {
-            snapshot = try loadSnapshot(
-                paths: paths, sealer: configuration.sealer, readOnlyCause: &readOnlyCause, create: true)
+            if lockPage != nil,
+                case .intact(let intact) = try loadSnapshotIfIntact(
+                    paths: paths, sealer: configuration.sealer, readOnlyCause: &readOnlyCause)
+            {
+                snapshot = intact
+            } else {
+                _ = try lockPage?.lock(path: paths.lock)
+                writerLocked = lockPage != nil
+                snapshot = try loadSnapshot(
+                    paths: paths, sealer: configuration.sealer, readOnlyCause: &readOnlyCause, create: true)
+            }
         } catch {
-            lockPage?.unlock()
+            if writerLocked { lockPage?.unlock() }
             if lockFD >= 0 { Sys.unlock(lockFD) }
             throw error
         }
+        // The snapshot moves into the engine; its damage (nearly always none) moves out first. (A copy of the
+        // snapshot went through its fields' type metadata, instantiated at a fresh process's first open.)
+        let damage = snapshot.damage.isEmpty ? [] : snapshot.damage
         let engine = Engine(
             paths: paths, configuration: configuration, lockFD: lockFD, lockPage: lockPage,
             readOnlyCause: readOnlyCause, snapshot: snapshot)
         lockOwned = false
-        // The engine owns the lock file now (and closes it if recovery throws); release the writer lock
-        // through it.
+        // The engine owns the lock file now (and closes it if recovery throws); release the locks through it.
+        // A handle without a lock page holds its writer lock already: it is the open lock (flock).
         engine.holdsWriterLock = true
-        defer { engine.endOpenLock() }
-        if !snapshot.damage.isEmpty {
-            try engine.recover(from: snapshot)
+        defer { engine.endOpenLock(writerLocked: writerLocked || lockPage == nil) }
+        if !damage.isEmpty {
+            try engine.recover(damage: damage, recordsKept: engine.recordCount)
         }
         return engine
     }
 
     /// Whether `lockFD` is the file `paths.lock` names now (not one a wipe unlinked).
     static func isCurrentLockFile(_ lockFD: Int32, paths: StorePaths) -> Bool {
-        guard case .success(let held) = Sys.fstat(lockFD), case .success(let named) = Sys.lstat(paths.lock) else {
-            return false
-        }
-        return held.inode == named.inode && held.device == named.device
+        currentLockFileSize(lockFD, paths: paths) != nil
     }
 
-    /// Releases the writer lock and the open lock taken for the open.
-    func endOpenLock() {
+    /// The size of the lock file `lockFD` when it is the file `paths.lock` names now, nil otherwise.
+    static func currentLockFileSize(_ lockFD: Int32, paths: StorePaths) -> Int? {
+        guard case .success(let held) = Sys.fstat(lockFD), case .success(let named) = Sys.lstat(paths.lock),
+            held.inode == named.inode && held.device == named.device
+        else { return nil }
+        return held.size
+    }
+
+    /// Releases the locks taken for the open: the open lock, and the writer lock when the open took it.
+    func endOpenLock(writerLocked: Bool) {
         holdsWriterLock = false
-        lockPage?.unlock()
+        if writerLocked { lockPage?.unlock() }
         if lockFD >= 0 { Sys.unlock(lockFD) }
     }
 
@@ -358,14 +385,7 @@ final class Engine: @unchecked Sendable {
         case .failure(let e):
             throw PrefsError.system(e, "open", "cannot open the store file", path: paths.data)
         }
-        let header: Header
-        do throws(PrefsError) {
-            header = try readHeader(fd: fd, path: paths.data, sealer: sealer)
-        } catch {
-            Sys.close(fd)
-            throw error
-        }
-        let file = try MappedFile(fd: fd, path: paths.data, writable: readOnlyCause == nil)
+        let (file, header) = try mapWithHeader(fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil)
         var snapshot = Snapshot(file: file, header: header)
         scan(into: &snapshot)
         // A superseded flag on the file the path names is stale: a compactor was killed before its rename.
@@ -375,23 +395,82 @@ final class Engine: @unchecked Sendable {
         return snapshot
     }
 
+    /// What `loadSnapshotIfIntact` found.
+    enum IntactLoad {
+        /// The existing file, present, not superseded, and scanned without damage.
+        case intact(Snapshot)
+        /// Anything else: `loadSnapshot` under the writer lock deals with it.
+        case needsWriterLock
+    }
+
+    /// The snapshot of the existing data file when it can be used as it is: present, not superseded, and
+    /// scanned without damage. Errors that `loadSnapshot` would throw the same way (not a store, a wrong
+    /// key...) are thrown.
+    static func loadSnapshotIfIntact(
+        paths: StorePaths, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?
+    ) throws(PrefsError) -> IntactLoad {
+        let fd: Int32
+        switch Sys.open(paths.data, readOnlyCause == nil ? .readWrite : .readOnly) {
+        case .success(let f): fd = f
+        case .failure: return .needsWriterLock  // missing, or read-only: `loadSnapshot` sorts it out
+        }
+        let (file, header) = try mapWithHeader(fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil)
+        guard !file.isSuperseded else { return .needsWriterLock }
+        var snapshot = Snapshot(file: file, header: header)
+        scan(into: &snapshot)
+        return snapshot.damage.isEmpty ? .intact(snapshot) : .needsWriterLock
+    }
+
+    /// Maps the data file `fd` and reads its header from the mapping (one `fstat`, no read: the scan goes
+    /// through the same pages). Takes ownership of `fd`: it is closed on failure. A file that is not regular or
+    /// is shorter than a header page is never mapped; `readHeader` names its problem. Errors leave the file
+    /// untouched.
+    static func mapWithHeader(
+        fd: Int32, path: String, sealer: (any PrefsSealer)?, writable: Bool
+    ) throws(PrefsError) -> (MappedFile, Header) {
+        let status: FileStatus
+        switch Sys.fstat(fd) {
+        case .success(let s): status = s
+        case .failure(let e):
+            Sys.close(fd)
+            throw PrefsError.system(e, "fstat", "cannot inspect the store file", path: path)
+        }
+        guard status.isRegular && status.size >= Format.headerSize else {
+            defer { Sys.close(fd) }
+            _ = try readHeader(fd: fd, path: path, sealer: sealer)
+            // Unreachable: a header needs a whole page, and only a regular file has one to read.
+            throw PrefsError(.notAStore, "the store file is shorter than its header", path: path)
+        }
+        let file = try MappedFile(fd: fd, path: path, writable: writable, status: status)
+        let header = try file.withBytes { bytes throws(PrefsError) in
+            try checkedHeader(UnsafeRawBufferPointer(rebasing: bytes[0..<Format.headerSize]), path: path, sealer: sealer)
+        }
+        return (file, header)
+    }
+
     /// Reads and checks the header of an open file; errors leave the file untouched.
     static func readHeader(
         fd: Int32, path: String, sealer: (any PrefsSealer)?, checkSealer: Bool = true
     ) throws(PrefsError) -> Header {
         let status = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: path)
         guard status.isRegular else { throw PrefsError(.notAStore, "the store path is not a regular file", path: path) }
-        var page = [UInt8](repeating: 0, count: Format.headerSize)
-        let count = try page.withUnsafeMutableBytes { buffer in
-            Sys.pread(fd, into: buffer, at: 0)
-        }.orThrow("pread", "cannot read the store header", path: path)
+        // The page is read into the stack: no array, whose storage type a fresh process would instantiate.
+        return try withUnsafeTemporaryAllocation(byteCount: Format.headerSize, alignment: 8) {
+            page throws(PrefsError) -> Header in
+            let count = try Sys.pread(fd, into: page, at: 0).orThrow(
+                "pread", "cannot read the store header", path: path)
+            return try checkedHeader(
+                UnsafeRawBufferPointer(rebasing: page[0..<count]), path: path, sealer: sealer, checkSealer: checkSealer)
+        }
+    }
+
+    /// Parses a header page (`bytes` is what the file holds of it) and checks it against the sealer.
+    static func checkedHeader(
+        _ bytes: UnsafeRawBufferPointer, path: String, sealer: (any PrefsSealer)?, checkSealer: Bool = true
+    ) throws(PrefsError) -> Header {
         let header: Header
         do throws(Header.Problem) {
-            header = try page.withUnsafeBytes { bytes in
-                Result { () throws(Header.Problem) in
-                    try Header.parse(UnsafeRawBufferPointer(rebasing: bytes[0..<count]))
-                }
-            }.get()
+            header = try Header.parse(bytes)
         } catch {
             switch error {
             case .notAStore(let why):
@@ -407,16 +486,19 @@ final class Engine: @unchecked Sendable {
             }
         }
         guard checkSealer else { return header }
-        switch (header.isEncrypted, sealer) {
-        case (true, nil):
+        // Plain ifs, not a switch over a (Bool, sealer) tuple: that tuple's metadata would be instantiated at run
+        // time, in a fresh process's first open.
+        if let sealer {
+            guard header.isEncrypted else {
+                throw PrefsError(.notEncrypted, "the store is not sealed and was opened with a sealer", path: path)
+            }
+            guard sealer.keyCheck == header.keyCheck else {
+                throw PrefsError(.wrongKey, "the sealer's key check does not match the store's: wrong key", path: path)
+            }
+        } else if header.isEncrypted {
             throw PrefsError(.encrypted, "the store is sealed and was opened without a sealer", path: path)
-        case (false, .some):
-            throw PrefsError(.notEncrypted, "the store is not sealed and was opened with a sealer", path: path)
-        case (true, .some(let s)) where s.keyCheck != header.keyCheck:
-            throw PrefsError(.wrongKey, "the sealer's key check does not match the store's: wrong key", path: path)
-        default:
-            return header
         }
+        return header
     }
 
     /// Writes a new empty store through a temporary file and a rename, so the data path never names a
@@ -663,7 +745,7 @@ final class Engine: @unchecked Sendable {
         let old = (file: file, index: index)
         adopt(snapshot)
         if !snapshot.damage.isEmpty {
-            try recover(from: snapshot)
+            try recover(damage: snapshot.damage, recordsKept: snapshot.recordCount)
         }
         if wantsChanges {
             if file.writable && multiProcess && !file.isWatched { file.setWatched(true) }
@@ -807,14 +889,14 @@ final class Engine: @unchecked Sendable {
 
     /// Builds `store UUID | tag | valueType | expiresAt (i64 LE)`, the associated data of a sealed value.
     static func withAssociatedData<R>(
-        uuid: [UInt8], tag: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
+        uuid: StoreUUID, tag: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) rethrows -> R {
         // On the stack (a heap array here was a third of a warm sealed read's allocations).
-        let count = uuid.count + tag.count + 9
+        let count = 16 + tag.count + 9
         return try withUnsafeTemporaryAllocation(byteCount: count, alignment: 8) { ad in
             uuid.withUnsafeBytes { ad.copyMemory(from: $0) }
-            let rest = UnsafeMutableRawBufferPointer(rebasing: ad[uuid.count...])
+            let rest = UnsafeMutableRawBufferPointer(rebasing: ad[16...])
             if !tag.isEmpty { rest.copyMemory(from: tag) }
             rest[tag.count] = type.rawValue
             rest.storeBytes(of: expiresAt.littleEndian, toByteOffset: tag.count + 1, as: Int64.self)

@@ -3,8 +3,9 @@
 
 /// Layout constants of format version 1.
 enum Format {
-    /// "PREFSKV\0"
-    static let fileMagic: [UInt8] = [0x50, 0x52, 0x45, 0x46, 0x53, 0x4B, 0x56, 0x00]
+    /// "PREFSKV\0" (`50 52 45 46 53 4b 56 00`), read as one little-endian word.
+    static let fileMagic: UInt64 = 0x0056_4B53_4645_5250
+    static let fileMagicLength = 8
     static let version: UInt16 = 1
     /// The header occupies the first page; the log starts right after it.
     static let headerSize = 4096
@@ -117,7 +118,7 @@ enum ValueType: UInt8, CaseIterable {
 struct Header: Equatable {
     var version: UInt16 = Format.version
     var flags: UInt32
-    var uuid: [UInt8]
+    var uuid: StoreUUID
     var generation: UInt64
     var createdAt: Int64
     var keyCheck: [UInt8]
@@ -127,7 +128,7 @@ struct Header: Equatable {
     /// A new header with a random store UUID.
     static func new(keyCheck: [UInt8]?) -> Header {
         var rng = SystemRandomNumberGenerator()
-        let uuid = (0..<16).map { _ in UInt8.random(in: 0...255, using: &rng) }
+        let uuid = StoreUUID(low: rng.next(), high: rng.next())
         return Header(
             flags: keyCheck == nil ? 0 : Format.flagEncrypted, uuid: uuid, generation: 0,
             createdAt: Sys.nowMilliseconds(), keyCheck: keyCheck ?? [])
@@ -135,15 +136,16 @@ struct Header: Equatable {
 
     /// The whole header page: the static part with its CRC, then the dynamic part (log end, flags).
     func page(logEnd: Int, watched: Bool = false) -> [UInt8] {
-        precondition(uuid.count == 16 && keyCheck.count <= Format.maxKeyCheckLength)
+        precondition(keyCheck.count <= Format.maxKeyCheckLength)
         var page = [UInt8](repeating: 0, count: Format.headerSize)
         page.withUnsafeMutableBytes { p in
-            for (i, b) in Format.fileMagic.enumerated() { p[i] = b }
+            p.storeBytes(of: Format.fileMagic.littleEndian, as: UInt64.self)
             p.storeBytes(of: version.littleEndian, toByteOffset: Format.versionOffset, as: UInt16.self)
             p.storeBytes(
                 of: UInt16(Format.headerSize).littleEndian, toByteOffset: Format.headerSizeOffset, as: UInt16.self)
             p.storeBytes(of: flags.littleEndian, toByteOffset: Format.flagsOffset, as: UInt32.self)
-            for (i, b) in uuid.enumerated() { p[Format.uuidOffset + i] = b }
+            p.storeBytes(of: uuid.low.littleEndian, toByteOffset: Format.uuidOffset, as: UInt64.self)
+            p.storeBytes(of: uuid.high.littleEndian, toByteOffset: Format.uuidOffset + 8, as: UInt64.self)
             p.storeBytes(of: generation.littleEndian, toByteOffset: Format.generationOffset, as: UInt64.self)
             p.storeBytes(of: createdAt.littleEndian, toByteOffset: Format.createdAtOffset, as: Int64.self)
             p.storeBytes(
@@ -167,10 +169,10 @@ struct Header: Equatable {
 
     /// Parses the first bytes of a file (up to a page; `bytes.count` is what the file holds).
     static func parse(_ bytes: UnsafeRawBufferPointer) throws(Problem) -> Header {
-        guard bytes.count >= Format.fileMagic.count else {
+        guard bytes.count >= Format.fileMagicLength else {
             throw .notAStore("the file is \(bytes.count) bytes long, too short for a header")
         }
-        guard bytes.prefix(Format.fileMagic.count).elementsEqual(Format.fileMagic) else {
+        guard UInt64(littleEndian: bytes.loadUnaligned(as: UInt64.self)) == Format.fileMagic else {
             throw .notAStore("the file does not start with the PrefsKV magic")
         }
         // The version is read before the checksum: a newer format may lay out its header differently.
@@ -195,11 +197,44 @@ struct Header: Equatable {
         return Header(
             version: version,
             flags: UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.flagsOffset, as: UInt32.self)),
-            uuid: Array(bytes[Format.uuidOffset..<Format.uuidOffset + 16]),
+            uuid: StoreUUID(
+                low: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.uuidOffset, as: UInt64.self)),
+                high: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.uuidOffset + 8, as: UInt64.self))),
             generation: UInt64(
                 littleEndian: bytes.loadUnaligned(fromByteOffset: Format.generationOffset, as: UInt64.self)),
             createdAt: Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.createdAtOffset, as: Int64.self)),
-            keyCheck: Array(bytes[Format.keyCheckOffset..<Format.keyCheckOffset + keyCheckLength]))
+            // No array at all for a plain store (an empty one allocates nothing).
+            keyCheck: keyCheckLength == 0
+                ? [] : Array(UnsafeRawBufferPointer(rebasing: bytes[Format.keyCheckOffset..<Format.keyCheckOffset + keyCheckLength])))
+    }
+}
+
+/// A store's 16-byte random id, as two words (no array to build when a header is read).
+struct StoreUUID: Equatable {
+    /// Bytes 0..<8 and 8..<16, little-endian.
+    var low: UInt64
+    var high: UInt64
+
+    init(low: UInt64, high: UInt64) {
+        self.low = low
+        self.high = high
+    }
+
+    init(bytes: some Collection<UInt8>) {
+        precondition(bytes.count == 16, "a store UUID is 16 bytes")
+        var words: (UInt64, UInt64) = (0, 0)
+        withUnsafeMutableBytes(of: &words) { out in
+            for (i, b) in bytes.enumerated() { out[i] = b }
+        }
+        self.init(low: UInt64(littleEndian: words.0), high: UInt64(littleEndian: words.1))
+    }
+
+    /// The 16 bytes as stored in the header.
+    var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
+
+    func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        let words = (low.littleEndian, high.littleEndian)
+        return try Swift.withUnsafeBytes(of: words) { try body($0) }
     }
 }
 

@@ -17,12 +17,18 @@ final class MappedFile {
     @exclusivity(unchecked) private(set) var mappedLength: Int
 
     /// Maps the whole of `fd` (at least one header page). Takes ownership of `fd`: it is closed on failure.
-    init(fd: Int32, path: String, writable: Bool) throws(PrefsError) {
+    /// `status` is the file's `fstat`, when the caller has just made it.
+    init(fd: Int32, path: String, writable: Bool, status known: FileStatus? = nil) throws(PrefsError) {
         self.fd = fd
         self.path = path
         self.writable = writable
         do throws(PrefsError) {
-            let status = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: path)
+            let status: FileStatus
+            if let known {
+                status = known
+            } else {
+                status = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: path)
+            }
             precondition(status.size >= Format.headerSize, "mapping a file shorter than its header")
             identity = status
             mappedLength = status.size
