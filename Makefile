@@ -11,12 +11,14 @@
 # And the benchmarks (Benchmarks/, their own package; Documentation/Performance.md):
 #   make bench        release build, full run (a few minutes); report on stdout and in Benchmarks/results/
 #   make bench-quick  the same in quick mode (under a minute after the build); BENCH_QUICK=1 make bench too
+#   make audit-first-open  a fresh process's first open under callgrind: its instruction count, and a failure if
+#                     it builds Swift type metadata at run time (scripts/audit-first-open.sh)
 SWIFT ?= swift
 KEYRING := scripts/with-keyring.sh
 BENCH := Benchmarks
 BENCH_FLAGS := $(if $(filter-out 0,$(BENCH_QUICK)),--quick,)
 
-.PHONY: all bootstrap build demo doctor test torture fuzz fuzz-corpus bench bench-quick format clean
+.PHONY: all bootstrap build demo doctor test torture fuzz fuzz-corpus bench bench-quick audit-first-open format clean
 
 all: build
 
@@ -98,8 +100,11 @@ bench: bootstrap
 bench-quick:
 	@$(MAKE) --no-print-directory bench BENCH_QUICK=1
 
+audit-first-open: bootstrap
+	@scripts/audit-first-open.sh
+
 format:
 	$(SWIFT) format --in-place --recursive --configuration .swift-format Package.swift Sources Tests
 
 clean:
-	rm -rf .build .build-fuzz .build-tsan $(BENCH)/.build
+	rm -rf .build .build-fuzz .build-tsan $(BENCH)/.build $(BENCH)/.build-prof
