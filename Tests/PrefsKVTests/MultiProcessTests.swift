@@ -9,6 +9,23 @@ private final class Flag: Sendable {
     private let value = Atomic<Bool>(false)
     func set() { value.store(true, ordering: .releasing) }
     var isSet: Bool { value.load(ordering: .acquiring) }
+
+    /// Waits up to `seconds` for the flag; whether it was set.
+    func wait(seconds: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while !isSet && Date() < deadline { usleep(5_000) }
+        return isSet
+    }
+}
+
+/// Runs `body` on a new thread and waits up to 10 s for it to return true; false when it returned false or is
+/// still running (hung).
+private func finishes(_ body: @escaping @Sendable () -> Bool) -> Bool {
+    let done = Flag()
+    Thread {
+        if body() { done.set() }
+    }.start()
+    return done.wait(seconds: 10)
 }
 
 @Suite struct MultiProcessTests {
@@ -75,19 +92,11 @@ private final class Flag: Sendable {
         let holder = try Child(["prefs-hold-writer", dir.path, "ui", "never"])
         defer { holder.killAndDrain() }
         #expect(holder.waitForLine { _ in true } == "holding")
-        let done = Flag()
         let path = dir.path
-        let opener = Thread {
-            if let store = try? PrefsStore(id: "ui", directory: path), (try? store.int(forKey: "before")) == 1,
-                (try? store.int(forKey: "never")) == Optional<Int>.none
-            {
-                done.set()
-            }
+        let opened = finishes {
+            guard let store = try? PrefsStore(id: "ui", directory: path) else { return false }
+            return (try? store.int(forKey: "before")) == 1 && (try? store.int(forKey: "never")) == Optional<Int>.none
         }
-        opener.start()
-        let deadline = Date().addingTimeInterval(10)
-        while !done.isSet && Date() < deadline { usleep(5_000) }
-        let opened = done.isSet
         #expect(opened, "opening the store waited for another process's transaction")
     }
 
@@ -135,21 +144,15 @@ private final class Flag: Sendable {
         var owner = UInt32(0x3FFF_FFF0).littleEndian
         #expect(pwrite(fd, &owner, 4, 64) == 4)
         close(fd)
-        let done = Flag()
         let path = dir.path
-        let writer = Thread {
+        let finished = finishes {
             var configuration = PrefsStore.Configuration()
             configuration.logger.logLevel = .critical
-            if let store = try? PrefsStore(id: "ui", directory: path, configuration: configuration),
-                (try? store.set(2, forKey: "after")) != nil
-            {
-                done.set()
+            guard let store = try? PrefsStore(id: "ui", directory: path, configuration: configuration) else {
+                return false
             }
+            return (try? store.set(2, forKey: "after")) != nil
         }
-        writer.start()
-        let deadline = Date().addingTimeInterval(10)
-        while !done.isSet && Date() < deadline { usleep(10_000) }
-        let finished = done.isSet
         #expect(finished, "opening and writing hung on a lock page left locked")
         if finished { #expect(try openStore(dir).int(forKey: "after") == 2) }
     }

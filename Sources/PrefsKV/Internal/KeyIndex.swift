@@ -68,9 +68,9 @@ struct KeyIndex: Sequence {
     var count: Int { storage?.count ?? 0 }
     var isEmpty: Bool { count == 0 }
     /// Index keys, by position.
-    var keys: Keys { Keys(storage: storage) }
+    var keys: Column<String> { Column(storage: storage) { $0.key } }
     /// Entries, by position.
-    var values: Values { Values(storage: storage) }
+    var values: Column<Entry> { Column(storage: storage) { $0.entry } }
 
     /// The storage, unshared and allocated, for a change. The caller refreshes `lookup` when the change
     /// may have moved the buffers (`changed`).
@@ -431,25 +431,15 @@ struct KeyIndex: Sequence {
         }
     }
 
-    /// The keys, by position.
-    struct Keys: RandomAccessCollection {
+    /// One field of the items (`keys`, `values`), by position.
+    struct Column<Element>: RandomAccessCollection {
         fileprivate let storage: Storage?
+        fileprivate let field: (Item) -> Element
         var startIndex: Int { 0 }
         var endIndex: Int { storage?.count ?? 0 }
-        subscript(position: Int) -> String {
+        subscript(position: Int) -> Element {
             precondition(position >= 0 && position < endIndex, "index position out of range")
-            return storage.unsafelyUnwrapped.items[position].key
-        }
-    }
-
-    /// The entries, by position.
-    struct Values: RandomAccessCollection {
-        fileprivate let storage: Storage?
-        var startIndex: Int { 0 }
-        var endIndex: Int { storage?.count ?? 0 }
-        subscript(position: Int) -> Entry {
-            precondition(position >= 0 && position < endIndex, "index position out of range")
-            return storage.unsafelyUnwrapped.items[position].entry
+            return field(storage.unsafelyUnwrapped.items[position])
         }
     }
 }
