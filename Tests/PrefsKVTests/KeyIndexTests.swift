@@ -91,8 +91,10 @@ import Testing
         for i in 0..<100 { original["key.\(i)"] = Self.entry(i) }
         var copy = original
         let iterator = original.makeIterator()
-        copy["key.0"] = Self.entry(1_000)
+        copy["key.0"] = Self.entry(1_000)  // an overwrite: the first change makes the copy its own buffers
+        #expect(copy["key.0"]?.recordOffset == 8_000 && original["key.0"]?.recordOffset == 0)
         copy["key.1"] = nil
+        #expect(copy["key.1"] == nil && copy.position(of: "key.99") != nil && original["key.1"] != nil)
         copy["new"] = Self.entry(2_000)
         #expect(original.count == 100 && copy.count == 100)
         #expect(original["key.0"]?.recordOffset == 0 && copy["key.0"]?.recordOffset == 8_000)

@@ -348,6 +348,47 @@ struct Layout: Codable, Equatable {
         #expect(try reopened.string(forKey: "b") == "y")
     }
 
+    /// Store files are opened with O_NOATIME: opening and reading a store leaves their access times. (With
+    /// relatime, mapping a file whose access time is older than its modification time updates it, a journaled
+    /// inode write at nearly every open.) A control file in the same directory, mapped the ordinary way, shows
+    /// that this file system does update access times.
+    @Test func openingAStoreLeavesItsFilesAccessTimes() throws {
+        let dir = try TempDir("noatime")
+        do { try openStore(dir).set(1, forKey: "k") }
+        let control = dir.file("control")
+        try writeBytes([UInt8](repeating: 1, count: 4096), to: control)
+        let files = [dir.file("ui.prefs"), dir.file("ui.prefs.lock"), control]
+        func accessTime(_ path: String) -> timespec {
+            var st = stat()
+            #expect(stat(path, &st) == 0)
+            return st.st_atim
+        }
+        // Access times an hour before the modification times (which stay): relatime updates them at the next
+        // access.
+        let utimeOmit = (1 << 30) - 2
+        for path in files {
+            var times = [timespec(tv_sec: time(nil) - 3600, tv_nsec: 0), timespec(tv_sec: 0, tv_nsec: utimeOmit)]
+            #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        }
+        let before = files.map(accessTime)
+        let fd = open(control, O_RDONLY)
+        #expect(fd >= 0)
+        if let mapped = mmap(nil, 4096, PROT_READ, MAP_SHARED, fd, 0), mapped != MAP_FAILED {
+            #expect(mapped.load(as: UInt8.self) == 1)
+            munmap(mapped, 4096)
+        }
+        close(fd)
+        let store = try openStore(dir)
+        #expect(try store.int(forKey: "k") == 1)
+        let after = files.map(accessTime)
+        func same(_ a: timespec, _ b: timespec) -> Bool { a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec }
+        #expect(
+            !same(before[2], after[2]),
+            "control: this file system does not update access times (noatime?); the test needs relatime or strictatime")
+        #expect(same(before[0], after[0]), "opening the store updated the data file's access time")
+        #expect(same(before[1], after[1]), "opening the store updated the lock file's access time")
+    }
+
     @Test func singleProcessHandleExcludesEveryOtherOpener() throws {
         let dir = try TempDir()
         let single = try openStore(dir) { $0.sharing = .singleProcess }

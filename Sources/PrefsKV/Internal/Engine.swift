@@ -271,9 +271,9 @@ final class Engine: @unchecked Sendable {
             if lockFD >= 0 { Sys.unlock(lockFD) }
             throw error
         }
-        // The snapshot moves into the engine; its damage (nearly always none) moves out first. (A copy of the
+        // The snapshot moves into the engine, its damage (nearly always none) out of it first. (A copy of the
         // snapshot went through its fields' type metadata, instantiated at a fresh process's first open.)
-        let damage = snapshot.damage.isEmpty ? [] : snapshot.damage
+        let damage = snapshot.damage
         let engine = Engine(
             paths: paths, configuration: configuration, lockFD: lockFD, lockPage: lockPage,
             readOnlyCause: readOnlyCause, snapshot: snapshot)
@@ -385,9 +385,8 @@ final class Engine: @unchecked Sendable {
         case .failure(let e):
             throw PrefsError.system(e, "open", "cannot open the store file", path: paths.data)
         }
-        let (file, header) = try mapWithHeader(fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil)
-        var snapshot = Snapshot(file: file, header: header)
-        scan(into: &snapshot)
+        let snapshot = try scannedSnapshot(fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil)
+        let file = snapshot.file
         // A superseded flag on the file the path names is stale: a compactor was killed before its rename.
         // We hold the writer lock (or cannot write at all), so no compaction is under way. A damaged file is
         // left as it is: its quarantine copy must be byte-identical, and recovery replaces it anyway.
@@ -414,20 +413,17 @@ final class Engine: @unchecked Sendable {
         case .success(let f): fd = f
         case .failure: return .needsWriterLock  // missing, or read-only: `loadSnapshot` sorts it out
         }
-        let (file, header) = try mapWithHeader(fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil)
-        guard !file.isSuperseded else { return .needsWriterLock }
-        var snapshot = Snapshot(file: file, header: header)
-        scan(into: &snapshot)
-        return snapshot.damage.isEmpty ? .intact(snapshot) : .needsWriterLock
+        let snapshot = try scannedSnapshot(fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil)
+        return snapshot.damage.isEmpty && !snapshot.file.isSuperseded ? .intact(snapshot) : .needsWriterLock
     }
 
-    /// Maps the data file `fd` and reads its header from the mapping (one `fstat`, no read: the scan goes
-    /// through the same pages). Takes ownership of `fd`: it is closed on failure. A file that is not regular or
-    /// is shorter than a header page is never mapped; `readHeader` names its problem. Errors leave the file
-    /// untouched.
-    static func mapWithHeader(
+    /// Maps the data file `fd`, reads its header from the mapping (one `fstat`, no read: the scan goes through
+    /// the same pages) and scans its log. Takes ownership of `fd`: it is closed on failure. A file that is not
+    /// regular or is shorter than a header page is never mapped; `readHeader` names its problem. Errors leave
+    /// the file untouched.
+    static func scannedSnapshot(
         fd: Int32, path: String, sealer: (any PrefsSealer)?, writable: Bool
-    ) throws(PrefsError) -> (MappedFile, Header) {
+    ) throws(PrefsError) -> Snapshot {
         let status: FileStatus
         switch Sys.fstat(fd) {
         case .success(let s): status = s
@@ -445,7 +441,9 @@ final class Engine: @unchecked Sendable {
         let header = try file.withBytes { bytes throws(PrefsError) in
             try checkedHeader(UnsafeRawBufferPointer(rebasing: bytes[0..<Format.headerSize]), path: path, sealer: sealer)
         }
-        return (file, header)
+        var snapshot = Snapshot(file: file, header: header)
+        scan(into: &snapshot)
+        return snapshot
     }
 
     /// Reads and checks the header of an open file; errors leave the file untouched.

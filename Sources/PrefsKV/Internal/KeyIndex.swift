@@ -72,8 +72,8 @@ struct KeyIndex: Sequence {
     /// Entries, by position.
     var values: Column<Entry> { Column(storage: storage) { $0.entry } }
 
-    /// The storage, unshared and allocated, for a change. The caller refreshes `lookup` when the change
-    /// may have moved the buffers (`changed`).
+    /// The storage, unshared and allocated, for a change (`lookup` follows a new storage). A change that
+    /// reallocates a buffer (an insert that grows) refreshes `lookup` itself (`changed`).
     @inline(__always)
     private mutating func unique() -> Storage {
         if storage == nil {
@@ -153,7 +153,6 @@ struct KeyIndex: Sequence {
         set {
             precondition(position >= 0 && position < count, "index position out of range")
             unique().items[position].entry = newValue
-            changed()
         }
     }
 
@@ -197,7 +196,6 @@ struct KeyIndex: Sequence {
             (storage.items + last).deinitialize(count: 1)
         }
         storage.count = last
-        changed()
         return old
     }
 
@@ -213,7 +211,6 @@ struct KeyIndex: Sequence {
         storage.items.deinitialize(count: storage.count)
         storage.count = 0
         storage.slots.update(repeating: 0, count: storage.slotCount)
-        changed()
     }
 
     /// The number of slots for `count` keys: a power of two at least 4/3 of it (and at least 8).

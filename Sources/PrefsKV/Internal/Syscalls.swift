@@ -79,8 +79,10 @@ enum Sys {
         let flags = mode.flags | O_CLOEXEC | (isDirectory ? 0 : O_NOFOLLOW)
         return path.withCString { cPath in
             if !isDirectory {
-                let r = retrying { prefs_open(cPath, flags | prefs_o_noatime, permissions) }
-                if case .failure(let e) = r, e == .notPermitted {} else { return r }
+                switch retrying({ prefs_open(cPath, flags | prefs_o_noatime, permissions) }) {
+                case .failure(let e) where e == .notPermitted: break  // not our file: without O_NOATIME
+                case let r: return r
+                }
             }
             return retrying { prefs_open(cPath, flags, permissions) }
         }
