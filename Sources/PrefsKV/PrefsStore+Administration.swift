@@ -122,11 +122,7 @@ extension PrefsStore {
     /// The quarantine copies of the store `id` in `directory`, sorted.
     package static func quarantineCopies(id: String, directory: String) throws -> [String] {
         try Engine.validate(storeID: id)
-        let paths = StorePaths(id: id, directory: directory)
-        let names = try Sys.directoryEntries(directory).orThrow(
-            "opendir", "cannot list the store directory", path: directory)
-        return names.filter { Engine.isQuarantineName($0, dataFileName: paths.dataFileName) }.sorted()
-            .map { join(directory, $0) }
+        return try Recovery.quarantineCopies(of: StorePaths(id: id, directory: directory)).map { join(directory, $0) }
     }
 
     /// Every store in `directory`: each regular file named `<id>.prefs`, with its quarantine copies, sorted by
@@ -138,7 +134,7 @@ extension PrefsStore {
         for name in names where name.hasSuffix(".prefs") && name.utf8.count > ".prefs".utf8.count {
             let path = join(directory, name)
             guard case .success(let status) = Sys.lstat(path), status.isRegular else { continue }
-            let quarantined = names.filter { Engine.isQuarantineName($0, dataFileName: name) }.sorted()
+            let quarantined = names.filter { Recovery.isQuarantineName($0, dataFileName: name) }.sorted()
             stores.append(
                 PrefsStoreFiles(
                     id: String(name.dropLast(".prefs".count)), dataPath: path,
@@ -158,7 +154,7 @@ extension PrefsStore {
     /// an open racing with the removal may also answer `busy`.
     package static func destroy(id: String, directory: String) throws -> PrefsDestroyReport {
         try Engine.validate(storeID: id)
-        let destroyed = try Engine.destroy(paths: StorePaths(id: id, directory: directory))
+        let destroyed = try Destroy.destroy(paths: StorePaths(id: id, directory: directory))
         return PrefsDestroyReport(removed: destroyed.removed, lockKept: destroyed.lockKept)
     }
 

@@ -86,7 +86,7 @@ extension PrefsStore {
         try read { e throws(PrefsError) in
             let now = Sys.nowMilliseconds()
             var out: [PrefsEntryInfo] = []
-            for (key, entry) in e.index where !entry.isExpired(now: now) {
+            for (key, entry) in e.log.index where !entry.isExpired(now: now) {
                 guard let name = try e.name(forIndexKey: key) else { continue }
                 let size = try e.withValue(of: entry, name: name) { $0.count }
                 out.append(
@@ -115,8 +115,8 @@ extension Engine {
     func exportEntries() throws(PrefsError) -> [ExportEntry] {
         let now = Sys.nowMilliseconds()
         var out: [ExportEntry] = []
-        for entry in index.values where !entry.isExpired(now: now) {
-            let (name, value) = try withPlainEntry(entry)
+        for entry in log.index.values where !entry.isExpired(now: now) {
+            let (name, value) = try plainEntry(entry)
             out.append(
                 ExportEntry(
                     key: name, type: entry.type, bytes: value, expiresAt: entry.expiresAt == 0 ? nil : entry.expiresAt))

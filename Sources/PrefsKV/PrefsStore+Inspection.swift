@@ -40,14 +40,14 @@ extension PrefsStore {
         }
         let header: Header
         do throws(PrefsError) {
-            header = try Engine.readHeader(fd: fd, path: paths.data, sealer: nil, checkSealer: false)
+            header = try StoreLog.readHeader(fd: fd, path: paths.data, sealer: nil, checkSealer: false)
         } catch {
             Sys.close(fd)
             throw error
         }
         let file = try MappedFile(fd: fd, path: paths.data, writable: false)
         var snapshot = Snapshot(file: file, header: header)
-        Engine.scan(into: &snapshot)
+        StoreLog.scan(into: &snapshot)
         let now = Sys.nowMilliseconds()
         return PrefsInspection(
             path: paths.data, isSealed: header.isEncrypted, storeUUID: header.uuid.bytes, keyCheck: header.keyCheck,

@@ -8,15 +8,15 @@ extension PrefsStore {
     public func sync() throws {
         try engine.withLock { e throws(PrefsError) in
             try e.refreshIfNeeded()
-            guard e.file.writable else { return }
-            try e.file.syncData()
+            guard e.log.file.writable else { return }
+            try e.log.file.syncData()
             // Flushed into a file deleted or replaced while open: that is not durable for anyone.
-            if e.file.isUnlinked {
+            if e.log.file.isUnlinked {
                 try e.withWriterLock { () throws(PrefsError) in try e.followIfUnlinked() }
-                try e.file.syncData()
+                try e.log.file.syncData()
             }
             // A compaction of a buffered store leaves its rename to be made durable here.
-            e.syncDirectoryIfNeeded()
+            e.log.syncDirectoryIfNeeded()
         }
     }
 
@@ -53,15 +53,15 @@ extension PrefsStore {
             let now = Sys.nowMilliseconds()
             var keys = 0
             var live = 0
-            for entry in e.index.values where !entry.isExpired(now: now) {
+            for entry in e.log.index.values where !entry.isExpired(now: now) {
                 keys += 1
                 live += entry.recordLength
             }
-            let log = e.knownEnd - Format.logStart
+            let log = e.log.knownEnd - Format.logStart
             return PrefsStats(
-                keyCount: keys, liveBytes: live, logBytes: log, fileBytes: try e.file.currentSize(),
-                recordCount: e.recordCount, garbageRatio: log == 0 ? 0 : Double(log - live) / Double(log),
-                generation: e.header.generation, lastRecovery: e.lastRecovery)
+                keyCount: keys, liveBytes: live, logBytes: log, fileBytes: try e.log.file.currentSize(),
+                recordCount: e.log.recordCount, garbageRatio: log == 0 ? 0 : Double(log - live) / Double(log),
+                generation: e.log.header.generation, lastRecovery: e.lastRecovery)
         }
     }
 
@@ -74,7 +74,7 @@ extension PrefsStore {
     /// ```
     public func verify() throws -> PrefsVerifyReport {
         try read { e throws(PrefsError) in
-            Engine.verify(file: e.file, header: e.header, sealer: e.sealer, path: e.paths.data)
+            Verify.verify(file: e.log.file, header: e.log.header, sealer: e.sealer, path: e.paths.data)
         }
     }
 
@@ -95,13 +95,13 @@ extension PrefsStore {
         let header: Header
         do {
             // Without a sealer a sealed store is checked by checksum only, so its key check is not compared.
-            header = try Engine.readHeader(fd: fd, path: paths.data, sealer: sealer, checkSealer: sealer != nil)
+            header = try StoreLog.readHeader(fd: fd, path: paths.data, sealer: sealer, checkSealer: sealer != nil)
         } catch {
             Sys.close(fd)
             throw error
         }
         let file = try MappedFile(fd: fd, path: paths.data, writable: false)
-        return Engine.verify(file: file, header: header, sealer: sealer, path: paths.data)
+        return Verify.verify(file: file, header: header, sealer: sealer, path: paths.data)
     }
 
     /// Writes a compacted image of the store to `path` atomically (temporary file, flush, rename, directory
@@ -111,7 +111,7 @@ extension PrefsStore {
     /// try store.backup(to: "/home/me/ui-backup.prefs")
     /// ```
     public func backup(to path: String) throws {
-        try read { e throws(PrefsError) in try e.backup(to: path) }
+        try read { e throws(PrefsError) in try e.log.backup(to: path) }
     }
 
     /// Replaces the store's contents with a backup made by ``backup(to:)``, after checking every record of

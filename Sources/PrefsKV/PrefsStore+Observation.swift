@@ -91,10 +91,10 @@ extension PrefsStore {
         do {
             try engine.withLock { e throws(PrefsError) in
                 e.wantsChanges = true
-                guard multiProcess, e.file.writable, e.readOnlyCause == nil else { return }
+                guard multiProcess, e.log.file.writable, e.readOnlyCause == nil else { return }
                 try e.withWriterLock { () throws(PrefsError) in
                     try e.catchUpLocked()
-                    e.file.setWatched(true)
+                    e.log.file.setWatched(true)
                 }
             }
         } catch {
@@ -118,8 +118,8 @@ extension PrefsStore {
     func checkForExternalChanges() {
         do {
             _ = try read { e throws(PrefsError) in
-                if e.wantsChanges && e.file.writable && e.multiProcess && !e.file.isWatched {
-                    try e.withWriterLock { () throws(PrefsError) in e.file.setWatched(true) }
+                if e.wantsChanges && e.log.file.writable && e.multiProcess && !e.log.file.isWatched {
+                    try e.withWriterLock { () throws(PrefsError) in e.log.file.setWatched(true) }
                 }
                 return 0
             }

@@ -200,7 +200,7 @@ public final class PrefsStore: Sendable {
         get throws {
             try read { e throws(PrefsError) in
                 let now = Sys.nowMilliseconds()
-                return e.index.values.reduce(0) { $0 + ($1.isExpired(now: now) ? 0 : 1) }
+                return e.log.index.values.reduce(0) { $0 + ($1.isExpired(now: now) ? 0 : 1) }
             }
         }
     }
@@ -405,7 +405,7 @@ public final class PrefsStore: Sendable {
         }
     }
 
-    /// Writes one value: in place for a plain store, through a one-change transaction for a sealed one.
+    /// Writes one value under the writer lock (the engine appends it in place, or seals it through a commit).
     @inline(__always)
     func writeOne(
         _ key: String, _ type: ValueType, _ expiresAfter: Duration?, length: Int,
@@ -419,15 +419,7 @@ public final class PrefsStore: Sendable {
             try engine.withLock { e throws(PrefsError) in
                 try e.beginWrite()
                 defer { e.endWrite() }
-                if e.isSealed {
-                    var value = [UInt8](repeating: 0, count: length)
-                    value.withUnsafeMutableBytes { fill($0) }
-                    // Wiped when this scope ends: by then the committed change list that shared it is released.
-                    defer { value.withUnsafeMutableBytes { Sys.zero($0) } }
-                    try e.commit([.set(name: key, type: type, value: value, expiresAt: expiresAt)])
-                } else {
-                    try e.setOne(name: key, type: type, expiresAt: expiresAt, valueLength: length, fill: fill)
-                }
+                try e.set(name: key, type: type, expiresAt: expiresAt, valueLength: length, fill: fill)
                 return e.hasPendingEvents
             }
         }

@@ -60,7 +60,7 @@ struct VaultFileRecords {
         records.compactMap { record in
             let sealed = Array(bytes[record.valueRange])
             return try? record.tag.withUnsafeBytes { tag in
-                try Engine.withAssociatedData(
+                try SealedRecordCodec.withAssociatedData(
                     uuid: StoreUUID(bytes: storeUUID), tag: tag, type: ValueType(rawValue: record.valueType)!, expiresAt: record.expiresAt
                 ) { ad in
                     try sealed.withUnsafeBytes { try sealer.open($0, associatedData: ad) { Array($0) } }

@@ -313,14 +313,15 @@ enum RecordWriter {
     /// The CRC32C state after the record magic, which every record's checksum starts with.
     static let afterMagic = CRC32C.afterPrefix(littleEndian: Format.recordMagic)
 
-    /// Writes one record at `offset` and returns its length. The value is produced by `fillValue` directly in
-    /// place. The magic is stored last, after the CRC, so a half-written record never starts with it.
+    /// Writes one record at `offset` and returns its header (its `length` is the bytes it took). The value is
+    /// produced by `fillValue` directly in place. The magic is stored last, after the CRC, so a half-written record
+    /// never starts with it.
     @inline(__always)
     static func write(
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, kind: RecordKind, valueType: UInt8, flags: UInt8,
         seq: UInt64, expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int,
         fillValue: (UnsafeMutableRawBufferPointer) throws -> Void
-    ) rethrows -> Int {
+    ) rethrows -> RecordHeader {
         let length = Format.recordLength(keyLength: key.count, valueLength: valueLength)
         precondition(offset & 7 == 0 && offset + length <= bytes.count, "record does not fit its buffer")
         let base = bytes.baseAddress! + offset
@@ -344,7 +345,9 @@ enum RecordWriter {
         crc.update(UnsafeRawBufferPointer(start: base + 4, count: length - 8))
         base.storeBytes(of: crc.value.littleEndian, toByteOffset: length - 4, as: UInt32.self)
         base.storeBytes(of: Format.recordMagic.littleEndian, toByteOffset: 0, as: UInt32.self)
-        return length
+        return RecordHeader(
+            offset: offset, kind: kind, valueType: valueType, flags: flags, keyLength: key.count,
+            valueLength: valueLength, seq: seq, expiresAt: expiresAt)
     }
 
     /// Copies a verified record into `bytes` at `offset` with sequence number `seq`, setting its commit flag
@@ -361,6 +364,6 @@ enum RecordWriter {
             valueLength: value.count
         ) { out in
             if !value.isEmpty { out.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count) }
-        }
+        }.length
     }
 }

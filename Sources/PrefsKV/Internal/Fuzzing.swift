@@ -15,7 +15,7 @@ package enum PrefsFuzzing {
         let result = LogScanner.scan(view, from: 0, to: length, freeSpaceEndsLog: wholeFile, plainKeys: true) {
             record in
             precondition(record.offset >= 0 && record.offset + record.length <= length, "a record outside the log")
-            Engine.applyToIndex(record, bytes: view, sealed: false, index: &index, liveBytes: &liveBytes)
+            StoreLog.applyToIndex(record, bytes: view, sealed: false, index: &index, liveBytes: &liveBytes)
         }
         precondition(result.end <= length && liveBytes >= 0, "the scan left the log")
         return (result.recordsKept, result.damage.count, index.count)

@@ -1,0 +1,58 @@
+// Backup and restore: a compacted image of the live records written elsewhere, and a backup checked record by
+// record before a copy of it is installed as the store.
+
+extension StoreLog {
+    /// Writes a compacted image of the live data to `destination` (through `destination.tmp-<pid>` and a
+    /// rename, then an fsync of its directory).
+    func backup(to destination: String) throws(PrefsError) {
+        let (live, length) = liveEntriesInOrder()
+        let temporary = "\(destination).tmp-\(Sys.processID())"
+        let image = try StoreImage.write(
+            temporary: temporary, finalPath: destination, header: header, logLength: length,
+            capacity: Format.headerSize + length, watched: false
+        ) { bytes throws(PrefsError) in
+            file.withBytes { source in StoreImage.copyRecords(live, from: source, into: bytes) }
+        }
+        _ = image
+        if case .failure(let e) = Sys.rename(temporary, destination) {
+            _ = Sys.unlink(temporary)
+            throw PrefsError.system(e, "rename", "cannot put the backup in place", path: destination)
+        }
+        let directory = destination.split(separator: "/", omittingEmptySubsequences: false).dropLast()
+            .joined(separator: "/")
+        syncDirectory(StorePaths(id: "x", directory: directory.isEmpty ? "." : directory))
+    }
+
+    /// Validates the image at `source` completely (header, key check against `sealer`, every record), then
+    /// swaps a copy of its live records in as the store. A damaged backup is refused and the store is left as
+    /// it was.
+    func restore(from source: String, sealer: (any PrefsSealer)?, watched: Bool) throws(PrefsError) {
+        let fd = try Sys.open(source, .readOnly).orThrow("open", "cannot open the backup", path: source)
+        let backupHeader: Header
+        do throws(PrefsError) {
+            backupHeader = try StoreLog.readHeader(fd: fd, path: source, sealer: sealer)
+        } catch {
+            Sys.close(fd)
+            throw error
+        }
+        let backupFile = try MappedFile(fd: fd, path: source, writable: false)
+        var backup = Snapshot(file: backupFile, header: backupHeader)
+        StoreLog.scan(into: &backup)
+        guard backup.damage.isEmpty else {
+            throw PrefsError(
+                .invalidInput, "the backup is damaged and was not restored: \(backup.damage)", path: source)
+        }
+        let now = Sys.nowMilliseconds()
+        let live = backup.index.values.filter { !$0.isExpired(now: now) }.sorted { $0.recordOffset < $1.recordOffset }
+        let length = live.reduce(0) { $0 + $1.recordLength }
+        var newHeader = backupHeader
+        newHeader.generation = max(header.generation, backupHeader.generation) + 1
+        let image = try StoreImage.write(
+            paths: paths, header: newHeader, logLength: length, capacity: Format.headerSize + 2 * length,
+            watched: watched
+        ) { bytes throws(PrefsError) in
+            backupFile.withBytes { source in StoreImage.copyRecords(live, from: source, into: bytes) }
+        }
+        try install(image, header: newHeader)
+    }
+}

@@ -1,0 +1,181 @@
+// New store images and compaction. Every image is written to a temporary file, flushed, and renamed over its
+// destination; the old file is never modified except for its superseded word, so a crash at any instant leaves
+// either the old or the new image under the name. Recovery, restore and rekey install their images here too.
+
+/// Writing a store image to a temporary file.
+enum StoreImage {
+    /// Creates `temporary` (replacing a stale one), sizes it with real blocks, writes the header page and
+    /// lets `fill` write the log from offset 4096, then flushes it. The result is mapped writable; on any
+    /// failure the temporary file is removed.
+    static func write(
+        temporary: String, finalPath: String, header: Header, logLength: Int, capacity: Int, watched: Bool,
+        fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
+    ) throws(PrefsError) -> MappedFile {
+        precondition(capacity >= Format.headerSize + logLength)
+        _ = Sys.unlink(temporary)
+        let fd = try Sys.open(temporary, .createNew).orThrow("open", "cannot create a new store image", path: temporary)
+        do throws(PrefsError) {
+            try Sys.fchmod(fd, 0o600).orThrow("fchmod", "cannot set the new image's mode", path: temporary)
+            try Sys.allocate(fd, offset: 0, length: capacity).orThrow(
+                "posix_fallocate", "cannot allocate \(capacity) bytes for a new store image", path: temporary)
+        } catch {
+            Sys.close(fd)
+            _ = Sys.unlink(temporary)
+            throw error
+        }
+        do throws(PrefsError) {
+            let image = try MappedFile(fd: fd, path: finalPath, writable: true)
+            let page = header.page(logEnd: Format.logStart + logLength, watched: watched)
+            try image.withMutableBytes { bytes throws(PrefsError) in
+                page.withUnsafeBytes { bytes.copyMemory(from: $0) }
+                try fill(bytes)
+            }
+            try image.syncData()
+            return image
+        } catch {
+            _ = Sys.unlink(temporary)
+            throw error
+        }
+    }
+
+    /// An image of the store at `paths`, written to its temporary file.
+    static func write(
+        paths: StorePaths, header: Header, logLength: Int, capacity: Int, watched: Bool,
+        fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
+    ) throws(PrefsError) -> MappedFile {
+        try write(
+            temporary: paths.temporary, finalPath: paths.data, header: header, logLength: logLength,
+            capacity: capacity, watched: watched, fill: fill)
+    }
+
+    /// Copies `entries`' records (live entries in log order) from `source` into an image's log, numbered
+    /// 1, 2, 3...
+    static func copyRecords(
+        _ entries: some Sequence<Entry>, from source: UnsafeRawBufferPointer, into bytes: UnsafeMutableRawBufferPointer
+    ) {
+        var offset = Format.logStart
+        for (i, entry) in entries.enumerated() {
+            offset += RecordWriter.copy(recordHeader(of: entry), from: source, into: bytes, at: offset, seq: UInt64(i + 1))
+        }
+    }
+
+    /// The record header of an index entry (a committed set record; its sequence number is not kept).
+    static func recordHeader(of entry: Entry) -> RecordHeader {
+        RecordHeader(
+            offset: entry.recordOffset, kind: .set, valueType: entry.type.rawValue,
+            flags: RecordFlags.commit | (entry.sealed ? RecordFlags.sealed : 0), keyLength: entry.keyLength,
+            valueLength: entry.valueLength, seq: 0, expiresAt: entry.expiresAt)
+    }
+}
+
+extension StoreLog {
+    // MARK: Compaction
+
+    /// Under the writer lock: writes the live records to a new image sized 4096 + 2 x live bytes (so the
+    /// file is at most twice the live data plus the header page), then swaps it in. Returns whether expired
+    /// entries were dropped.
+    ///
+    /// The index is carried over, not rebuilt: each live entry's record offset is updated in place (no
+    /// rehashing, no rescan of the image). Builds with `PREFSKV_INTERNAL_CHECKS` (debug builds: the tests)
+    /// also scan every new image and check that it gives back exactly this index.
+    ///
+    /// The directory is fsynced right after the rename, whatever the durability: deferring it to the next
+    /// `sync()` (tried for the benchmarks) saved a few microseconds per automatic compaction on a disk, but left
+    /// the name's durability to a later call that the power-loss model (PowerLossTests) did not hold for, and
+    /// made `compact()` weaker than its documentation.
+    ///
+    /// `minimumCapacity` (automatic compaction: the auto-compaction threshold) sizes the new file at least that
+    /// large, so that a small store does not grow its file again in several steps (each an `fallocate` and a new
+    /// mapping) before the next compaction; the file then stays within max(2 x live + page, threshold).
+    func compact(minimumCapacity: Int, watched: Bool) throws(PrefsError) -> Bool {
+        let now = Sys.nowMilliseconds()
+        // Live entries in log order. The sort moves plain integers, (record offset / 8) << 20 | ordinal into
+        // `positions` (offsets are below 2^48, so this fits while there are fewer than 2^20 keys): sorting the
+        // entries with their dictionary indices and a closure cost half of a compaction.
+        var positions: [Int] = []
+        positions.reserveCapacity(index.count)
+        var expired: [String] = []
+        for position in 0..<index.count {
+            if index.values[position].isExpired(now: now) {
+                expired.append(index.keys[position])
+            } else {
+                positions.append(position)
+            }
+        }
+        let ordinals: [Int]
+        if positions.count < 1 << 20 {
+            var packed = positions.indices.map {
+                UInt64(index.values[positions[$0]].recordOffset >> 3) << 20 | UInt64($0)
+            }
+            packed.sort()
+            ordinals = packed.map { Int($0 & (1 << 20 - 1)) }
+        } else {
+            ordinals = positions.indices.sorted {
+                index.values[positions[$0]].recordOffset < index.values[positions[$1]].recordOffset
+            }
+        }
+        let live = ordinals.map { (position: positions[$0], entry: index.values[positions[$0]]) }
+        let length = live.reduce(0) { $0 + $1.entry.recordLength }
+        var newHeader = header
+        newHeader.generation += 1
+        let image = try StoreImage.write(
+            paths: paths, header: newHeader, logLength: length,
+            capacity: max(Format.headerSize + 2 * length, minimumCapacity / Sys.pageSize * Sys.pageSize),
+            watched: watched
+        ) { bytes throws(PrefsError) in
+            file.withBytes { source in StoreImage.copyRecords(live.lazy.map { $0.entry }, from: source, into: bytes) }
+        }
+        try rename(image, temporary: paths.temporary)
+
+        // The image holds the live records in the same order, back to back from the log start.
+        var offset = Format.logStart
+        for item in live {
+            index[position: item.position].recordOffset = offset
+            offset += item.entry.recordLength
+        }
+        for key in expired { index.removeValue(forKey: key) }
+        file = image
+        header = newHeader
+        liveBytes = length
+        recordCount = live.count
+        nextSeq = UInt64(live.count) + 1
+        knownEnd = Format.logStart + length
+        knownEndWord = image.logEndWord
+        directorySyncedGeneration = newHeader.generation
+        #if PREFSKV_INTERNAL_CHECKS
+        var check = Snapshot(file: image, header: newHeader)
+        StoreLog.scan(into: &check)
+        precondition(
+            check.damage.isEmpty && check.end == knownEnd && check.liveBytes == liveBytes
+                && check.index.count == index.count
+                && check.index.allSatisfy { index[$0.key]?.recordOffset == $0.value.recordOffset },
+            "a compacted image does not give back the index it was written from")
+        #endif
+        return !expired.isEmpty
+    }
+
+    // MARK: Installing an image
+
+    /// Swaps a flushed image in: marks the current file superseded (other handles then reopen the path),
+    /// renames the image over the data file, fsyncs the directory, and adopts the image (scanning it).
+    func install(_ image: MappedFile, header newHeader: Header) throws(PrefsError) {
+        try rename(image, temporary: paths.temporary)
+        var snapshot = Snapshot(file: image, header: newHeader)
+        StoreLog.scan(into: &snapshot)
+        precondition(snapshot.damage.isEmpty, "a freshly written image does not verify")
+        adopt(snapshot)
+        directorySyncedGeneration = newHeader.generation
+    }
+
+    /// Marks the current file superseded, renames the flushed image over the data file, and fsyncs the
+    /// directory.
+    private func rename(_ image: MappedFile, temporary: String) throws(PrefsError) {
+        if file.writable { file.setSuperseded(true) }
+        if case .failure(let e) = Sys.rename(temporary, paths.data) {
+            if file.writable { file.setSuperseded(false) }
+            _ = Sys.unlink(temporary)
+            throw PrefsError.system(e, "rename", "cannot put the new store image in place", path: paths.data)
+        }
+        syncDirectory(paths)
+    }
+}

@@ -1,0 +1,185 @@
+// How a store's records carry its keys and values: the index key of a name, the key written to the disk, a set
+// record's value bytes (plain or sealed) and reading them back. Two implementations: plain (the key's UTF-8 and
+// the value as it is) and sealed (SealedRecordCodec.swift: the sealer's tag and the sealed `name | value`).
+//
+// An enum over the two, not a protocol: the read path switches on a tag (no existential dispatch, no generic
+// metadata at a fresh process's first open).
+
+enum RecordCodec {
+    case plain
+    case sealed(SealedRecordCodec)
+
+    init(sealer: (any PrefsSealer)?) {
+        if let sealer { self = .sealed(SealedRecordCodec(sealer: sealer)) } else { self = .plain }
+    }
+
+    /// Whether the index is keyed by sealer tags.
+    @inline(__always)
+    var isSealed: Bool {
+        if case .plain = self { return false }
+        return true
+    }
+
+    var sealer: (any PrefsSealer)? {
+        switch self {
+        case .plain: nil
+        case .sealed(let sealed): sealed.sealer
+        }
+    }
+
+    // MARK: Keys
+
+    /// The index key for a key name: the name itself, or the hex of the sealer's tag.
+    @inline(__always)
+    func indexKey(forName name: String) -> String {
+        switch self {
+        case .plain: name
+        case .sealed(let sealed): sealed.indexKey(forName: name)
+        }
+    }
+
+    /// The index key of a record: its key for a plain store, the hex of its tag for a sealed one.
+    @inline(__always)
+    static func indexKey(_ keyBytes: UnsafeRawBufferPointer, sealed: Bool) -> String {
+        sealed ? hex(keyBytes) : String(decoding: keyBytes, as: UTF8.self)
+    }
+
+    /// The on-disk key of a name: its UTF-8 bytes, or the sealer's tag, which the index key already spells in
+    /// hex (decoding it costs a hundredth of computing the tag again).
+    func diskKey(_ name: String, indexKey: String) -> [UInt8] {
+        switch self {
+        case .plain: Array(name.utf8)
+        case .sealed: RecordCodec.unhex(indexKey)
+        }
+    }
+
+    /// The flags every record of this codec carries besides the commit flag.
+    @inline(__always)
+    var recordFlags: UInt8 { isSealed ? RecordFlags.sealed : 0 }
+
+    static func hex(_ bytes: some Collection<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            var i = 0
+            for b in bytes {
+                out[i] = hexDigit(b >> 4)
+                out[i + 1] = hexDigit(b & 15)
+                i += 2
+            }
+            return i
+        }
+    }
+
+    @inline(__always)
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
+
+    /// The bytes of a lowercase hex string made by `hex`.
+    static func unhex(_ text: String) -> [UInt8] {
+        var text = text
+        return text.withUTF8 { digits in
+            precondition(digits.count % 2 == 0, "an index key of a sealed store is hex")
+            func value(_ c: UInt8) -> UInt8 { c <= 0x39 ? c - 0x30 : c - 0x57 }
+            return (0..<digits.count / 2).map { value(digits[2 * $0]) << 4 | value(digits[2 * $0 + 1]) }
+        }
+    }
+
+    // MARK: Names
+
+    /// Key names for index keys, sorted: the keys themselves in a plain store; names learned by opening
+    /// records in a sealed one (unreadable ones are left out).
+    func names(forIndexKeys keys: [String], in log: StoreLog) -> [String] {
+        switch self {
+        case .plain: return Engine.sortedUnique(keys)
+        case .sealed(let sealed):
+            var out: [String] = []
+            for key in keys {
+                if let name = try? sealed.name(forIndexKey: key, in: log) { out.append(name) }
+            }
+            return Engine.sortedUnique(out)
+        }
+    }
+
+    /// The name of an entry, opening a sealed record the first time.
+    func name(forIndexKey key: String, in log: StoreLog) throws(PrefsError) -> String? {
+        switch self {
+        case .plain: key
+        case .sealed(let sealed): try sealed.name(forIndexKey: key, in: log)
+        }
+    }
+
+    /// Forgets learned names whose index keys `keep` rejects (after entries went away).
+    func retainNames(where keep: (String) -> Bool) {
+        if case .sealed(let sealed) = self { sealed.names = sealed.names.filter { keep($0.key) } }
+    }
+
+    func forgetNames() {
+        if case .sealed(let sealed) = self { sealed.names.removeAll() }
+    }
+
+    // MARK: Values
+
+    /// Passes the plain value bytes of `entry` to `body`: straight from the mapping, or opened by the sealer.
+    @inline(__always)
+    func withValue<R>(
+        of entry: Entry, name: String, in log: StoreLog, _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> R
+    ) throws(PrefsError) -> R {
+        if !entry.sealed {
+            return try log.file.withBytes { bytes throws(PrefsError) in
+                try body(
+                    UnsafeRawBufferPointer(rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength]))
+            }
+        }
+        guard case .sealed(let sealed) = self else { throw SealedRecordCodec.missingSealer(log.paths) }
+        return try sealed.withPlaintext(of: entry, expectedName: name, in: log) { _, value throws(PrefsError) in
+            try body(value)
+        }
+    }
+
+    /// The name and plain value bytes of an entry.
+    func plainEntry(_ entry: Entry, in log: StoreLog) throws(PrefsError) -> (String, [UInt8]) {
+        if !entry.sealed {
+            return log.file.withBytes { bytes in
+                (
+                    String(decoding: bytes[entry.keyOffset..<entry.keyOffset + entry.keyLength], as: UTF8.self),
+                    Array(bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength])
+                )
+            }
+        }
+        guard case .sealed(let sealed) = self else { throw SealedRecordCodec.missingSealer(log.paths) }
+        return try sealed.withPlaintext(of: entry, expectedName: nil, in: log) { name, value in (name, Array(value)) }
+    }
+
+    // MARK: Framing
+
+    /// The stored value length of a set record of `name` holding `valueLength` plain bytes.
+    func storedLength(name: String, valueLength: Int) -> Int {
+        switch self {
+        case .plain: valueLength
+        case .sealed(let sealed): SealedRecordCodec.storedLength(name: name, valueLength: valueLength, sealer: sealed.sealer)
+        }
+    }
+
+    /// Writes a set record of `name` at `offset` (its on-disk key `key`, `storedLength` from `storedLength`)
+    /// and returns its header. Throws what the sealer throws.
+    func writeSet(
+        into bytes: UnsafeMutableRawBufferPointer, at offset: Int, flags: UInt8, seq: UInt64, name: String,
+        key: UnsafeRawBufferPointer, type: ValueType, value: [UInt8], expiresAt: Int64, storedLength: Int,
+        uuid: StoreUUID
+    ) throws -> RecordHeader {
+        switch self {
+        case .plain:
+            return RecordWriter.write(
+                into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags, seq: seq,
+                expiresAt: expiresAt, key: key, valueLength: storedLength
+            ) { out in
+                if !value.isEmpty { value.withUnsafeBytes { out.copyMemory(from: $0) } }
+            }
+        case .sealed(let sealed):
+            return try RecordWriter.write(
+                into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags | RecordFlags.sealed,
+                seq: seq, expiresAt: expiresAt, key: key, valueLength: storedLength
+            ) { out in
+                try sealed.seal(name: name, value: value, tag: key, type: type, expiresAt: expiresAt, uuid: uuid, into: out)
+            }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+// Recovery of a damaged data file (Documentation/Recovery.md): the scan (StoreLog+Load.swift, LogScanner.swift)
+// keeps every record that verifies and reports the damage; here the policy is applied, the damaged original is
+// copied aside byte for byte (its quarantine copy), and a compacted image of what verified replaces it. The
+// report types are public, in PrefsStore+Recovery.swift.
+
+enum Recovery {
+    /// Acts on damage found by a scan of the file `log` holds (already adopted, holding what verified): throws
+    /// under `.fail`; otherwise, when the file is writable, quarantines it and compacts what verified into a new
+    /// image. Returns the report.
+    static func recover(
+        _ log: StoreLog, damage: [PrefsDamage], recordsKept: Int, policy: PrefsStore.RecoveryPolicy, watched: Bool
+    ) throws(PrefsError) -> PrefsRecoveryReport {
+        let paths = log.paths
+        var report = PrefsRecoveryReport(
+            path: paths.data, quarantinePath: nil, recordsKept: recordsKept,
+            recordsLost: damage.reduce(0) { $0 + $1.records }, lostKeys: damage.flatMap(\.keys), damage: damage,
+            recoveredAt: Sys.nowMilliseconds())
+        if policy == .fail {
+            throw PrefsError(
+                .corrupted,
+                "the store is damaged and the recovery policy is .fail; the file was left untouched: "
+                    + report.description, path: paths.data)
+        }
+        if log.file.writable {
+            report.quarantinePath = try quarantine(log.file, paths: paths)
+            _ = try log.compact(minimumCapacity: 0, watched: watched)
+        }
+        return report
+    }
+
+    /// Copies the damaged file, byte for byte, to `<data>.corrupt-<UTC time>[-n]`, mode 0400.
+    static func quarantine(_ file: MappedFile, paths: StorePaths) throws(PrefsError) -> String {
+        let base = paths.data + ".corrupt-" + Sys.utcTimestamp()
+        var attempt = 0
+        while true {
+            let path = attempt == 0 ? base : "\(base)-\(attempt)"
+            switch Sys.open(path, .createNew) {
+            case .failure(let e) where e == .exists:
+                attempt += 1
+                continue
+            case .failure(let e):
+                throw PrefsError.system(e, "open", "cannot create the quarantine copy of a damaged store", path: path)
+            case .success(let fd):
+                defer { Sys.close(fd) }
+                do {
+                    try file.withBytes { bytes throws(PrefsError) in
+                        try Sys.pwrite(fd, bytes, at: 0).orThrow(
+                            "pwrite", "cannot copy a damaged store aside", path: path)
+                    }
+                    try Sys.fdatasync(fd).orThrow("fdatasync", "cannot flush the quarantine copy", path: path)
+                    try Sys.fchmod(fd, 0o400).orThrow("fchmod", "cannot make the quarantine copy read-only", path: path)
+                } catch {
+                    _ = Sys.unlink(path)
+                    throw error
+                }
+                syncDirectory(paths)
+                return path
+            }
+        }
+    }
+
+    /// Whether `name` is a quarantine copy of `dataFileName`: `<data>.corrupt-<yyyyMMdd'T'HHmmss'Z'>[-n]`.
+    /// The exact shape matters: `ui.prefs.corrupt-x.prefs` is the data file of the store `ui.prefs.corrupt-x`.
+    static func isQuarantineName(_ name: String, dataFileName: String) -> Bool {
+        let prefix = dataFileName + ".corrupt-"
+        guard name.hasPrefix(prefix) else { return false }
+        let stamp = Array(name.utf8.dropFirst(prefix.utf8.count))
+        func digits(_ range: Range<Int>) -> Bool { stamp[range].allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }
+        guard stamp.count >= 16, digits(0..<8), stamp[8] == UInt8(ascii: "T"), digits(9..<15),
+            stamp[15] == UInt8(ascii: "Z")
+        else { return false }
+        if stamp.count == 16 { return true }
+        return stamp.count > 17 && stamp[16] == UInt8(ascii: "-") && digits(17..<stamp.count)
+    }
+
+    /// The quarantine copies of the store at `paths`, sorted by name.
+    static func quarantineCopies(of paths: StorePaths) throws(PrefsError) -> [String] {
+        let names = try Sys.directoryEntries(paths.directory).orThrow(
+            "opendir", "cannot list the store directory", path: paths.directory)
+        return names.filter { isQuarantineName($0, dataFileName: paths.dataFileName) }.sorted()
+    }
+}

@@ -1,0 +1,131 @@
+// The sealed implementation of RecordCodec. On disk a sealed set record's key is the sealer's tag of the name,
+// and its value `seal(u32 nameLength | name | value)` with associated data
+// `store UUID | tag | valueType | expiresAt (i64 LE)` (PrefsSealer.swift, Documentation/FileFormat.md).
+
+final class SealedRecordCodec {
+    let sealer: any PrefsSealer
+    /// Index key (hex tag) to key name, learned by opening records (and by writing them).
+    @exclusivity(unchecked) var names: [String: String] = [:]
+    /// Key name to index key (hex of the sealer's tag), for names used through this handle.
+    /// A tag costs a keyed hash (BLAKE2b, about a microsecond with its hex); a lookup here a tenth of that.
+    /// Cleared when it grows past `indexKeyCacheLimit` names; a new sealer (rekey) gets a new codec.
+    @exclusivity(unchecked) var indexKeyCache: [ByteKey: String] = [:]
+    static let indexKeyCacheLimit = 4096
+
+    init(sealer: any PrefsSealer) {
+        self.sealer = sealer
+    }
+
+    static func missingSealer(_ paths: StorePaths) -> PrefsError {
+        PrefsError(.encrypted, "a sealed record was found without a sealer", path: paths.data)
+    }
+
+    @inline(__always)
+    func indexKey(forName name: String) -> String {
+        if let known = indexKeyCache[ByteKey(name)] { return known }
+        let key = RecordCodec.hex(sealer.tag(forKey: name))
+        if indexKeyCache.count >= SealedRecordCodec.indexKeyCacheLimit {
+            indexKeyCache.removeAll(keepingCapacity: true)
+        }
+        indexKeyCache[ByteKey(name)] = key
+        return key
+    }
+
+    /// The name of a sealed entry, opening its record the first time.
+    func name(forIndexKey key: String, in log: StoreLog) throws(PrefsError) -> String? {
+        if let name = names[key] { return name }
+        guard let entry = log.index[key] else { return nil }
+        let name = try withPlaintext(of: entry, expectedName: nil, in: log) { name, _ in name }
+        names[key] = name
+        return name
+    }
+
+    static func storedLength(name: String, valueLength: Int, sealer: any PrefsSealer) -> Int {
+        4 + name.utf8.count + valueLength + sealer.overhead
+    }
+
+    /// Opens a sealed entry: plaintext is `u32 nameLength | name | value`.
+    func withPlaintext<R>(
+        of entry: Entry, expectedName: String?, in log: StoreLog,
+        _ body: (String, UnsafeRawBufferPointer) throws(PrefsError) -> R
+    ) throws(PrefsError) -> R {
+        let sealer = self.sealer
+        let uuid = log.header.uuid
+        do {
+            return try log.file.withBytes { bytes in
+                let tag = UnsafeRawBufferPointer(rebasing: bytes[entry.keyOffset..<entry.keyOffset + entry.keyLength])
+                let sealed = UnsafeRawBufferPointer(
+                    rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength])
+                return try SealedRecordCodec.withAssociatedData(
+                    uuid: uuid, tag: tag, type: entry.type, expiresAt: entry.expiresAt
+                ) { ad in
+                    try sealer.open(sealed, associatedData: ad) { plain in
+                        guard plain.count >= 4 else { throw SealedPayloadError() }
+                        let nameLength = Int(UInt32(littleEndian: plain.loadUnaligned(as: UInt32.self)))
+                        guard 4 + nameLength <= plain.count else { throw SealedPayloadError() }
+                        let nameBytes = UnsafeRawBufferPointer(rebasing: plain[4..<4 + nameLength])
+                        let name: String
+                        if let expectedName {
+                            // The sealed name must be exactly the one asked for: compare bytes, no decoding.
+                            var expected = expectedName
+                            let same = expected.withUTF8 { $0.count == nameLength && nameBytes.elementsEqual($0) }
+                            guard same else { throw SealedPayloadError() }
+                            name = expectedName
+                        } else {
+                            guard let decoded = String(validating: nameBytes, as: UTF8.self) else {
+                                throw SealedPayloadError()
+                            }
+                            name = decoded
+                        }
+                        return try body(name, UnsafeRawBufferPointer(rebasing: plain[(4 + nameLength)...]))
+                    }
+                }
+            }
+        } catch let error as PrefsError {
+            throw error
+        } catch {
+            throw PrefsError(
+                .tampered,
+                "a sealed record \(expectedName.map { "for key \"\($0)\" " } ?? "")failed to open: it was altered, "
+                    + "moved or sealed with another key", path: log.paths.data, underlying: error)
+        }
+    }
+
+    /// Seals `u32 nameLength | name | value` into `out` (exactly `storedLength` bytes) with the associated data
+    /// of the record. The plaintext copy is wiped once sealed: freed heap must not keep it.
+    func seal(
+        name: String, value: [UInt8], tag: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
+        uuid: StoreUUID, into out: UnsafeMutableRawBufferPointer
+    ) throws {
+        var plain = [UInt8]()
+        defer { plain.withUnsafeMutableBytes { Sys.zero($0) } }
+        plain.reserveCapacity(4 + name.utf8.count + value.count)
+        withUnsafeBytes(of: UInt32(name.utf8.count).littleEndian) { plain.append(contentsOf: $0) }
+        plain.append(contentsOf: name.utf8)
+        plain.append(contentsOf: value)
+        let sealer = self.sealer
+        try SealedRecordCodec.withAssociatedData(uuid: uuid, tag: tag, type: type, expiresAt: expiresAt) { ad in
+            try plain.withUnsafeBytes { try sealer.seal($0, associatedData: ad, into: out) }
+        }
+    }
+
+    /// Builds `store UUID | tag | valueType | expiresAt (i64 LE)`, the associated data of a sealed value.
+    static func withAssociatedData<R>(
+        uuid: StoreUUID, tag: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R {
+        // On the stack (a heap array here was a third of a warm sealed read's allocations).
+        let count = 16 + tag.count + 9
+        return try withUnsafeTemporaryAllocation(byteCount: count, alignment: 8) { ad in
+            uuid.withUnsafeBytes { ad.copyMemory(from: $0) }
+            let rest = UnsafeMutableRawBufferPointer(rebasing: ad[16...])
+            if !tag.isEmpty { rest.copyMemory(from: tag) }
+            rest[tag.count] = type.rawValue
+            rest.storeBytes(of: expiresAt.littleEndian, toByteOffset: tag.count + 1, as: Int64.self)
+            return try body(UnsafeRawBufferPointer(ad))
+        }
+    }
+}
+
+/// A sealed value's plaintext does not have the expected shape (or names another key).
+struct SealedPayloadError: Error {}

@@ -1,0 +1,213 @@
+// Loading a data file into a snapshot: open it (creating an empty store when allowed), check its header
+// against the sealer, map it and scan its log. Damage is returned in the snapshot, not acted on (recovery is
+// Recovery.swift's). Every error leaves the file untouched.
+
+extension StoreLog {
+    /// Opens the data file (creating it when absent and allowed), validates its header against the sealer,
+    /// maps it and scans the log. Damage is returned in the snapshot, not acted on.
+    static func loadSnapshot(
+        paths: StorePaths, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?, create: Bool
+    ) throws(PrefsError) -> Snapshot {
+        var fd: Int32
+        switch Sys.open(paths.data, readOnlyCause == nil ? .readWrite : .readOnly) {
+        case .success(let f): fd = f
+        case .failure(let e) where e == .noEntry && create && readOnlyCause == nil:
+            try createStoreFile(paths: paths, sealer: sealer)
+            fd = try Sys.open(paths.data, .readWrite).orThrow(
+                "open", "cannot open the new store file", path: paths.data)
+        case .failure(let e) where e == .noEntry && readOnlyCause != nil:
+            throw PrefsError.system(readOnlyCause!, "open", "cannot create the store file", path: paths.data)
+        case .failure(let e) where StoreLock.isReadOnlyCause(e) && readOnlyCause == nil:
+            fd = try Sys.open(paths.data, .readOnly).orThrow("open", "cannot open the store file", path: paths.data)
+            readOnlyCause = e
+        case .failure(let e):
+            throw PrefsError.system(e, "open", "cannot open the store file", path: paths.data)
+        }
+        let snapshot = try scannedSnapshot(fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil)
+        let file = snapshot.file
+        // A superseded flag on the file the path names is stale: a compactor was killed before its rename.
+        // We hold the writer lock (or cannot write at all), so no compaction is under way. A damaged file is
+        // left as it is: its quarantine copy must be byte-identical, and recovery replaces it anyway.
+        if snapshot.damage.isEmpty && file.isSuperseded && file.writable { file.setSuperseded(false) }
+        return snapshot
+    }
+
+    /// What `loadSnapshotIfIntact` found.
+    enum IntactLoad {
+        /// The existing file, present, not superseded, and scanned without damage.
+        case intact(Snapshot)
+        /// Anything else: `loadSnapshot` under the writer lock deals with it.
+        case needsWriterLock
+    }
+
+    /// The snapshot of the existing data file when it can be used as it is: present, not superseded, and
+    /// scanned without damage. Errors that `loadSnapshot` would throw the same way (not a store, a wrong
+    /// key...) are thrown.
+    static func loadSnapshotIfIntact(
+        paths: StorePaths, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?
+    ) throws(PrefsError) -> IntactLoad {
+        let fd: Int32
+        switch Sys.open(paths.data, readOnlyCause == nil ? .readWrite : .readOnly) {
+        case .success(let f): fd = f
+        case .failure: return .needsWriterLock  // missing, or read-only: `loadSnapshot` sorts it out
+        }
+        let snapshot = try scannedSnapshot(fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil)
+        return snapshot.damage.isEmpty && !snapshot.file.isSuperseded ? .intact(snapshot) : .needsWriterLock
+    }
+
+    /// Maps the data file `fd`, reads its header from the mapping (one `fstat`, no read: the scan goes through
+    /// the same pages) and scans its log. Takes ownership of `fd`: it is closed on failure. A file that is not
+    /// regular or is shorter than a header page is never mapped; `readHeader` names its problem. Errors leave
+    /// the file untouched.
+    static func scannedSnapshot(
+        fd: Int32, path: String, sealer: (any PrefsSealer)?, writable: Bool
+    ) throws(PrefsError) -> Snapshot {
+        let status: FileStatus
+        switch Sys.fstat(fd) {
+        case .success(let s): status = s
+        case .failure(let e):
+            Sys.close(fd)
+            throw PrefsError.system(e, "fstat", "cannot inspect the store file", path: path)
+        }
+        guard status.isRegular && status.size >= Format.headerSize else {
+            defer { Sys.close(fd) }
+            _ = try readHeader(fd: fd, path: path, sealer: sealer)
+            // Unreachable: a header needs a whole page, and only a regular file has one to read.
+            throw PrefsError(.notAStore, "the store file is shorter than its header", path: path)
+        }
+        let file = try MappedFile(fd: fd, path: path, writable: writable, status: status)
+        let header = try file.withBytes { bytes throws(PrefsError) in
+            try checkedHeader(UnsafeRawBufferPointer(rebasing: bytes[0..<Format.headerSize]), path: path, sealer: sealer)
+        }
+        var snapshot = Snapshot(file: file, header: header)
+        scan(into: &snapshot)
+        return snapshot
+    }
+
+    /// Reads and checks the header of an open file; errors leave the file untouched.
+    static func readHeader(
+        fd: Int32, path: String, sealer: (any PrefsSealer)?, checkSealer: Bool = true
+    ) throws(PrefsError) -> Header {
+        let status = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: path)
+        guard status.isRegular else { throw PrefsError(.notAStore, "the store path is not a regular file", path: path) }
+        // The page is read into the stack: no array, whose storage type a fresh process would instantiate.
+        return try withUnsafeTemporaryAllocation(byteCount: Format.headerSize, alignment: 8) {
+            page throws(PrefsError) -> Header in
+            let count = try Sys.pread(fd, into: page, at: 0).orThrow(
+                "pread", "cannot read the store header", path: path)
+            return try checkedHeader(
+                UnsafeRawBufferPointer(rebasing: page[0..<count]), path: path, sealer: sealer, checkSealer: checkSealer)
+        }
+    }
+
+    /// Parses a header page (`bytes` is what the file holds of it) and checks it against the sealer.
+    static func checkedHeader(
+        _ bytes: UnsafeRawBufferPointer, path: String, sealer: (any PrefsSealer)?, checkSealer: Bool = true
+    ) throws(PrefsError) -> Header {
+        let header: Header
+        do throws(Header.Problem) {
+            header = try Header.parse(bytes)
+        } catch {
+            switch error {
+            case .notAStore(let why):
+                throw PrefsError(.notAStore, "not a PrefsKV store: \(why); the file was left untouched", path: path)
+            case .unsupportedVersion(let v):
+                throw PrefsError(
+                    .unsupportedVersion,
+                    "the store was written by format version \(v); this library reads version \(Format.version); "
+                        + "the file was left untouched", path: path)
+            case .damaged(let why):
+                throw PrefsError(
+                    .corrupted, "the store header cannot be read: \(why); the file was left untouched", path: path)
+            }
+        }
+        guard checkSealer else { return header }
+        // Plain ifs, not a switch over a (Bool, sealer) tuple: that tuple's metadata would be instantiated at run
+        // time, in a fresh process's first open.
+        if let sealer {
+            guard header.isEncrypted else {
+                throw PrefsError(.notEncrypted, "the store is not sealed and was opened with a sealer", path: path)
+            }
+            guard sealer.keyCheck == header.keyCheck else {
+                throw PrefsError(.wrongKey, "the sealer's key check does not match the store's: wrong key", path: path)
+            }
+        } else if header.isEncrypted {
+            throw PrefsError(.encrypted, "the store is sealed and was opened without a sealer", path: path)
+        }
+        return header
+    }
+
+    /// Writes a new empty store through a temporary file and a rename, so the data path never names a
+    /// half-written file.
+    static func createStoreFile(paths: StorePaths, sealer: (any PrefsSealer)?) throws(PrefsError) {
+        var header = Header.new(keyCheck: sealer?.keyCheck)
+        if let sealer {
+            precondition(sealer.keyCheck.count <= Format.maxKeyCheckLength, "a sealer's key check is at most 64 bytes")
+            precondition(sealer.overhead <= Format.maxSealerOverhead, "a sealer's overhead is at most 1024 bytes")
+            header.keyCheck = sealer.keyCheck
+        }
+        let image = try StoreImage.write(
+            paths: paths, header: header, logLength: 0, capacity: Format.headerSize + 4096, watched: false
+        ) { _ throws(PrefsError) in }
+        try Sys.rename(paths.temporary, paths.data).orThrow("rename", "cannot create the store file", path: paths.data)
+        _ = image
+        syncDirectory(paths)
+    }
+
+    /// Scans the whole log of a freshly mapped snapshot.
+    static func scan(into snapshot: inout Snapshot) {
+        let file = snapshot.file
+        let size = file.mappedLength
+        let word = file.logEndWord
+        snapshot.endWord = word
+        let sealed = snapshot.header.isEncrypted
+        var limit = size
+        var extraDamage: PrefsDamage?
+        var freeSpaceEndsLog = false
+        if let end = Format.decodeLogEnd(word), end >= Format.logStart, end & 7 == 0 {
+            if end <= size {
+                limit = end
+            } else {
+                extraDamage = PrefsDamage(
+                    range: size..<end, records: 1, keys: [], reason: "the file ends before the log end")
+            }
+        } else {
+            // The log-end word is damaged: salvage-scan the whole file; zeros after the last record are free.
+            freeSpaceEndsLog = true
+            snapshot.damage.append(
+                PrefsDamage(
+                    range: Format.logEndOffset..<Format.logEndOffset + 8, records: 0, keys: [],
+                    reason: "the header's log-end word is damaged"))
+        }
+        // Slots for one key per 64 bytes of log (a typical record is 48 to 64 bytes), and array room for as
+        // many keys as the log can hold records (no copy while the scan fills them).
+        let log = max(0, limit - Format.logStart)
+        var index = KeyIndex(
+            minimumCapacity: log / 64,
+            reservedCapacity: log / Format.recordLength(keyLength: 1, valueLength: 0))
+        var liveBytes = 0
+        let result = file.withBytes { bytes in
+            LogScanner.scan(
+                bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, plainKeys: !sealed
+            ) { record in
+                StoreLog.applyToIndex(record, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
+            }
+        }
+        snapshot.index = index
+        snapshot.liveBytes = liveBytes
+        snapshot.recordCount = result.recordsKept
+        snapshot.maxSeq = result.maxSeq
+        snapshot.end = result.end
+        snapshot.damage += result.damage
+        if var extra = extraDamage {
+            // Merge with a damaged range running to the end of the file (the torn last record).
+            if let last = snapshot.damage.last, last.range.upperBound == size {
+                extra = PrefsDamage(
+                    range: last.range.lowerBound..<extra.range.upperBound, records: last.records, keys: last.keys,
+                    reason: extra.reason)
+                snapshot.damage.removeLast()
+            }
+            snapshot.damage.append(extra)
+        }
+    }
+}

@@ -1,0 +1,325 @@
+// The log of one store handle: the mapped data file, its header, the index of the records it holds, the log
+// end and the sequence number this handle knows; appending and publishing records, growing the mapping, and
+// reading records other handles appended. Loading a file into a snapshot: StoreLog+Load.swift. Not thread-safe:
+// used under `PrefsStore.engine`'s Mutex.
+
+/// A data file opened, mapped and scanned.
+struct Snapshot {
+    var file: MappedFile
+    var header: Header
+    var index = KeyIndex()
+    var liveBytes = 0
+    var recordCount = 0
+    var maxSeq: UInt64 = 0
+    var end = Format.logStart
+    var endWord: UInt64 = 0
+    var damage: [PrefsDamage] = []
+}
+
+final class StoreLog {
+    let paths: StorePaths
+    /// `.synchronous` durability: fdatasync around every publish.
+    let synchronous: Bool
+    let multiProcess: Bool
+
+    // Every access to this state happens under `PrefsStore.engine`'s Mutex, one thread at a time, so runtime
+    // exclusivity checks (a measurable share of a 60 ns read) cannot find anything the lock does not exclude.
+
+    @exclusivity(unchecked) var file: MappedFile
+    @exclusivity(unchecked) var header: Header
+    @exclusivity(unchecked) var index: KeyIndex
+    @exclusivity(unchecked) var liveBytes: Int
+    @exclusivity(unchecked) var recordCount: Int
+    @exclusivity(unchecked) var nextSeq: UInt64
+    @exclusivity(unchecked) var knownEnd: Int
+    @exclusivity(unchecked) var knownEndWord: UInt64
+    /// The generation of the file whose name this handle knows to be durable (an fsync of the directory
+    /// followed its rename); nil until this handle has synced the directory itself.
+    @exclusivity(unchecked) var directorySyncedGeneration: UInt64?
+
+    init(paths: StorePaths, configuration: PrefsStore.Configuration, snapshot: consuming Snapshot) {
+        self.paths = paths
+        synchronous = configuration.durability == .synchronous
+        multiProcess = configuration.sharing == .multiProcess
+        file = snapshot.file
+        header = snapshot.header
+        index = snapshot.index
+        liveBytes = snapshot.liveBytes
+        recordCount = snapshot.recordCount
+        nextSeq = snapshot.maxSeq + 1
+        knownEnd = snapshot.end
+        knownEndWord = snapshot.endWord
+    }
+
+    /// Replaces the file and index with a snapshot's.
+    func adopt(_ snapshot: Snapshot) {
+        file = snapshot.file
+        header = snapshot.header
+        index = snapshot.index
+        liveBytes = snapshot.liveBytes
+        recordCount = snapshot.recordCount
+        // The file is the truth: a new image is numbered from 1 again.
+        nextSeq = snapshot.maxSeq + 1
+        knownEnd = snapshot.end
+        knownEndWord = snapshot.endWord
+    }
+
+    // MARK: Reading
+
+    /// Whether the mapped header says nobody wrote, compacted or restored since this handle last looked: two
+    /// atomic loads.
+    @inline(__always)
+    var isUpToDate: Bool { file.logEndWord == knownEndWord && !file.isSuperseded }
+
+    /// The live (unexpired) entry for an index key.
+    @inline(__always)
+    func liveEntry(_ key: String) -> Entry? {
+        guard let entry = index[key], !entry.isExpired(now: Sys.nowMilliseconds()) else { return nil }
+        return entry
+    }
+
+    /// Live entries in log order, and the bytes their records occupy.
+    func liveEntriesInOrder() -> (entries: [Entry], length: Int) {
+        let now = Sys.nowMilliseconds()
+        let live = index.values.filter { !$0.isExpired(now: now) }.sorted { $0.recordOffset < $1.recordOffset }
+        return (live, live.reduce(0) { $0 + $1.recordLength })
+    }
+
+    /// Whether the file this handle maps is still the one the data path names (after a superseded flag).
+    var fileIsNamed: Bool {
+        guard case .success(let status) = Sys.lstat(paths.data) else { return false }
+        return status.inode == file.identity.inode && status.device == file.identity.device
+    }
+
+    // MARK: Catching up with other handles
+
+    /// Reads the records other handles appended since this handle last looked, when the published log end
+    /// allows (`changed` collects their index keys when `collectChanges`, `damage` what was skipped). False when
+    /// the log end is damaged, went backwards or points past the file: the file must be reloaded under the writer
+    /// lock.
+    func readAppended(
+        collectingChanges collectChanges: Bool, changed: inout [String], damage: inout [PrefsDamage]
+    ) throws(PrefsError) -> Bool {
+        let word = file.logEndWord
+        guard word != knownEndWord else { return true }
+        guard let end = Format.decodeLogEnd(word), end >= knownEnd, end & 7 == 0 else { return false }
+        if end > file.mappedLength {
+            let size = try file.currentSize()
+            guard size >= end else { return false }
+            try file.remap(length: size)
+        }
+        appendScan(to: end, word: word, collectChanges: collectChanges, changed: &changed, damage: &damage)
+        return true
+    }
+
+    /// Reads records other handles appended in `[knownEnd, end)`.
+    private func appendScan(
+        to end: Int, word: UInt64, collectChanges wants: Bool, changed: inout [String], damage: inout [PrefsDamage]
+    ) {
+        let sealed = header.isEncrypted
+        var found: [String] = []
+        var index = self.index
+        self.index = KeyIndex()  // keep the index uniquely referenced while it is mutated
+        var liveBytes = self.liveBytes
+        let result = file.withBytes { bytes in
+            LogScanner.scan(
+                bytes, from: knownEnd, to: end, freeSpaceEndsLog: false, plainKeys: !sealed, minimumSeq: nextSeq - 1
+            ) { record in
+                if wants {
+                    if record.kind == .removeAll {
+                        found += index.keys
+                    } else if record.kind != .commit {
+                        found.append(RecordCodec.indexKey(record.key(in: bytes), sealed: sealed))
+                    }
+                }
+                StoreLog.applyToIndex(record, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
+            }
+        }
+        self.index = index
+        self.liveBytes = liveBytes
+        recordCount += result.recordsKept
+        nextSeq = max(nextSeq, result.maxSeq + 1)
+        knownEnd = end
+        knownEndWord = word
+        damage += result.damage
+        changed += found
+    }
+
+    /// Index keys whose values differ between an old mapping and the current state.
+    func changedIndexKeys(from oldFile: MappedFile, oldIndex: KeyIndex) -> [String] {
+        var changed: [String] = []
+        oldFile.withBytes { oldBytes in
+            file.withBytes { newBytes in
+                for (key, new) in index {
+                    if let old = oldIndex[key], old.type == new.type, old.expiresAt == new.expiresAt,
+                        old.valueLength == new.valueLength,
+                        oldBytes[old.valueOffset..<old.valueOffset + old.valueLength].elementsEqual(
+                            newBytes[new.valueOffset..<new.valueOffset + new.valueLength])
+                    {
+                        continue
+                    }
+                    changed.append(key)
+                }
+                for key in oldIndex.keys where index[key] == nil { changed.append(key) }
+            }
+        }
+        return changed
+    }
+
+    // MARK: Appending
+
+    /// Compare-before-set in a plain store: true when `key` holds exactly this type, expiry and value (as
+    /// `fill` writes it) and has not expired.
+    @inline(__always)
+    func holds(
+        _ key: String, type: ValueType, expiresAt: Int64, valueLength: Int,
+        fill: (UnsafeMutableRawBufferPointer) -> Void
+    ) -> Bool {
+        guard let old = index[key], old.type == type, old.expiresAt == expiresAt, old.valueLength == valueLength,
+            !old.isExpired(now: Sys.nowMilliseconds())
+        else { return false }
+        return withUnsafeTemporaryAllocation(byteCount: valueLength, alignment: 8) { candidate in
+            fill(candidate)
+            return file.withBytes { bytes in
+                Sys.bytesEqual(
+                    bytes.baseAddress! + old.valueOffset,
+                    UnsafeRawPointer(candidate.baseAddress) ?? bytes.baseAddress!, count: valueLength)
+            }
+        }
+    }
+
+    /// Compare-before-set for a value given as bytes, in a plain record.
+    func holdsPlain(_ old: Entry, value: [UInt8]) -> Bool {
+        guard old.valueLength == value.count else { return false }
+        return file.withBytes { bytes in
+            value.withUnsafeBytes { v in
+                Sys.bytesEqual(
+                    bytes.baseAddress! + old.valueOffset, v.baseAddress ?? bytes.baseAddress!, count: value.count)
+            }
+        }
+    }
+
+    /// Appends and publishes one committed set record of a plain store, keyed `name` in the index.
+    @inline(__always)
+    func appendSet(
+        name: String, key: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64, valueLength: Int,
+        fill: (UnsafeMutableRawBufferPointer) -> Void
+    ) throws(PrefsError) {
+        let length = Format.recordLength(keyLength: key.count, valueLength: valueLength)
+        let offset = knownEnd
+        try ensureCapacity(offset + length)
+        let seq = nextSeq
+        let record = file.withMutableBytes { bytes in
+            RecordWriter.write(
+                into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: RecordFlags.commit,
+                seq: seq, expiresAt: expiresAt, key: key, valueLength: valueLength, fillValue: fill)
+        }
+        let entry = Entry(record)
+        try publish(end: offset + length, records: 1) { () in
+            if let old = index.updateValue(entry, forKey: name) { liveBytes -= old.recordLength }
+            liveBytes += entry.recordLength
+        }
+    }
+
+    /// Appends `length` bytes of records written by `write` (given the mapping, the start offset and the
+    /// sequence number, returning the headers it wrote), publishes them as `records` records, applies them to
+    /// the index, then runs `applied` with the headers.
+    func append(
+        length: Int, records: Int,
+        write: (UnsafeMutableRawBufferPointer, Int, UInt64) throws(PrefsError) -> [RecordHeader],
+        applied: ([RecordHeader]) -> Void
+    ) throws(PrefsError) {
+        let start = knownEnd
+        try ensureCapacity(start + length)
+        let seq = nextSeq
+        let headers = try file.withMutableBytes { bytes throws(PrefsError) in try write(bytes, start, seq) }
+        let sealed = header.isEncrypted
+        try publish(end: start + length, records: records) { () in
+            file.withBytes { bytes in
+                for record in headers {
+                    StoreLog.applyToIndex(record, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
+                }
+            }
+            applied(headers)
+        }
+    }
+
+    /// Makes the records in `[knownEnd, end)` part of the log, then applies them to the index.
+    ///
+    /// `.buffered`: one release store of the log-end word (the acknowledgement point for process crashes).
+    /// `.synchronous`: fdatasync the records, publish, fdatasync again, so a power cut can never leave the
+    /// log end pointing at bytes that did not reach the disk (and fsync the directory when a compaction since
+    /// the last one left the file's name not yet durable).
+    private func publish(end: Int, records: Int, apply: () -> Void) throws(PrefsError) {
+        if synchronous { try file.syncData() }
+        knownEndWord = file.publish(logEnd: end)
+        knownEnd = end
+        nextSeq += 1
+        recordCount += records
+        apply()
+        if multiProcess && file.isWatched {
+            // Observers in other processes wait on inotify, which stores through a mapping never wake.
+            // Failing to wake them loses no data: the write is already published.
+            try? file.announce(knownEndWord)
+        }
+        if synchronous {
+            try file.syncData()
+            syncDirectoryIfNeeded()
+        }
+    }
+
+    /// Makes the mapping at least `end` bytes long: follows growth by another process, otherwise doubles
+    /// the log area (or, when the disk is nearly full, grows by just what is needed).
+    func ensureCapacity(_ end: Int) throws(PrefsError) {
+        if end <= file.mappedLength { return }
+        let size = try file.currentSize()
+        if size >= end {
+            try file.remap(length: size)
+            return
+        }
+        let page = Sys.pageSize
+        let needed = (end + page - 1) / page * page
+        var doubled = Format.headerSize + max(file.mappedLength - Format.headerSize, 4096) * 2
+        while doubled < needed { doubled = Format.headerSize + (doubled - Format.headerSize) * 2 }
+        do throws(PrefsError) {
+            try file.grow(to: doubled)
+        } catch where error.code == .diskFull && doubled > needed {
+            try file.grow(to: needed)
+        }
+    }
+
+    /// Makes the name of the current file durable if no fsync of the directory is known to have followed the
+    /// rename that put it there (a buffered compaction by this or another handle, or a file this handle did not
+    /// see being installed). Called by `sync()` and by synchronous writes.
+    func syncDirectoryIfNeeded() {
+        guard directorySyncedGeneration != header.generation else { return }
+        syncDirectory(paths)
+        directorySyncedGeneration = header.generation
+    }
+
+    /// Applies one committed record to an index.
+    @inline(__always)
+    static func applyToIndex(
+        _ record: RecordHeader, bytes: UnsafeRawBufferPointer, sealed: Bool, index: inout KeyIndex,
+        liveBytes: inout Int
+    ) {
+        switch record.kind {
+        case .set:
+            guard record.isSealed == sealed else { return }
+            let entry = Entry(record)
+            if let old = index.updateValue(entry, forKey: RecordCodec.indexKey(record.key(in: bytes), sealed: sealed)) {
+                liveBytes -= old.recordLength
+            }
+            liveBytes += entry.recordLength
+        case .delete:
+            if let old = index.removeValue(forKey: RecordCodec.indexKey(record.key(in: bytes), sealed: sealed)) {
+                liveBytes -= old.recordLength
+            }
+        case .removeAll:
+            index.removeAll(keepingCapacity: true)
+            liveBytes = 0
+        case .commit:
+            break
+        }
+    }
+}

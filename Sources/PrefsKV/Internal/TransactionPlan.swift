@@ -1,0 +1,173 @@
+// A transaction's commit, planned and written: the net effect per key (compare-before-set drops unchanged
+// values), each record framed by the codec and appended to the log with one publish.
+
+struct TransactionPlan {
+    /// A record about to be written.
+    enum Record {
+        case set(indexKey: String, name: String, type: ValueType, value: [UInt8], expiresAt: Int64)
+        case delete(indexKey: String, name: String)
+        case removeAll
+    }
+
+    var records: [Record] = []
+    /// Names whose values change (observers are told).
+    var changed: [String] = []
+
+    /// The records `ops` need, in first-touch order, against the engine's current state.
+    init(_ ops: [TransactionOp], engine: Engine) throws(PrefsError) {
+        let log = engine.log
+        let codec = engine.codec
+        var clearsAll = false
+        var order: [String] = []
+        var final: [ByteKey: TransactionOp] = [:]
+        for op in ops {
+            switch op {
+            case .removeAll:
+                clearsAll = true
+                order.removeAll()
+                final.removeAll()
+            case .set(let name, _, _, _), .remove(let name):
+                if final.updateValue(op, forKey: ByteKey(name)) == nil { order.append(name) }
+            }
+        }
+        if clearsAll && !log.index.isEmpty {
+            records.append(.removeAll)
+            if engine.wantsChanges { changed += engine.liveNames() }
+        }
+        for name in order {
+            let indexKey = codec.indexKey(forName: name)
+            switch final[ByteKey(name)]! {
+            case .set(_, let type, let value, let expiresAt):
+                if !clearsAll,
+                    try TransactionPlan.isUnchanged(
+                        indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt, log: log,
+                        codec: codec)
+                {
+                    continue
+                }
+                records.append(.set(indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt))
+                changed.append(name)
+            case .remove:
+                guard !clearsAll, let old = log.index[indexKey] else { continue }
+                records.append(.delete(indexKey: indexKey, name: name))
+                if !old.isExpired(now: Sys.nowMilliseconds()) { changed.append(name) }
+            case .removeAll:
+                preconditionFailure()
+            }
+        }
+    }
+
+    /// Compare-before-set: true when the key holds exactly this type, expiry and value and has not expired.
+    private static func isUnchanged(
+        indexKey: String, name: String, type: ValueType, value: [UInt8], expiresAt: Int64, log: StoreLog,
+        codec: RecordCodec
+    ) throws(PrefsError) -> Bool {
+        guard let old = log.index[indexKey], old.type == type, old.expiresAt == expiresAt,
+            !old.isExpired(now: Sys.nowMilliseconds())
+        else { return false }
+        if !old.sealed { return log.holdsPlain(old, value: value) }
+        guard case .sealed(let sealed) = codec else { throw SealedRecordCodec.missingSealer(log.paths) }
+        // Sealed: the cached plaintext CRC rules out most changes without opening; equality is confirmed by
+        // comparing plaintext, so a CRC collision can never skip a real change.
+        let crc = value.withUnsafeBytes { CRC32C.checksum($0) }
+        if let known = old.plainCRC, known != crc { return false }
+        let same = try sealed.withPlaintext(of: old, expectedName: name, in: log) { _, plain throws(PrefsError) in
+            plain.count == value.count && value.withUnsafeBytes { plain.elementsEqual($0) }
+        }
+        if same { log.index[indexKey]?.plainCRC = crc }
+        return same
+    }
+
+    /// Frames the records with the engine's codec and appends them to its log: one record with the commit flag
+    /// for a single change, otherwise the changes followed by a commit record, published together.
+    mutating func write(engine: Engine) throws(PrefsError) {
+        let log = engine.log
+        let codec = engine.codec
+        let paths = engine.paths
+        let records = self.records
+        // Lay out the records.
+        struct Layout {
+            var key: [UInt8]
+            var valueLength: Int
+            var length: Int
+        }
+        var layouts: [Layout] = []
+        var total = 0
+        for record in records {
+            let layout: Layout
+            switch record {
+            case .set(let indexKey, let name, _, let value, _):
+                let key = codec.diskKey(name, indexKey: indexKey)
+                let valueLength = codec.storedLength(name: name, valueLength: value.count)
+                layout = Layout(
+                    key: key, valueLength: valueLength,
+                    length: Format.recordLength(keyLength: key.count, valueLength: valueLength))
+            case .delete(let indexKey, let name):
+                let key = codec.diskKey(name, indexKey: indexKey)
+                layout = Layout(
+                    key: key, valueLength: 0, length: Format.recordLength(keyLength: key.count, valueLength: 0))
+            case .removeAll:
+                layout = Layout(key: [], valueLength: 0, length: Format.recordLength(keyLength: 0, valueLength: 0))
+            }
+            layouts.append(layout)
+            total += layout.length
+        }
+        let single = records.count == 1
+        let commitLength = Format.recordLength(keyLength: 0, valueLength: 4)
+        if !single { total += commitLength }
+        let flags = single ? RecordFlags.commit : 0
+        let uuid = log.header.uuid
+        try log.append(length: total, records: records.count + (single ? 0 : 1)) {
+            bytes, start, seq throws(PrefsError) -> [RecordHeader] in
+            var offset = start
+            var headers: [RecordHeader] = []
+            for (record, layout) in zip(records, layouts) {
+                let header: RecordHeader
+                switch record {
+                case .set(_, let name, let type, let value, let expiresAt):
+                    do {
+                        header = try layout.key.withUnsafeBytes { key in
+                            try codec.writeSet(
+                                into: bytes, at: offset, flags: flags, seq: seq, name: name, key: key, type: type,
+                                value: value, expiresAt: expiresAt, storedLength: layout.valueLength, uuid: uuid)
+                        }
+                    } catch {
+                        throw PrefsError(
+                            .io, "the sealer failed to seal the value of key \"\(name)\"", path: paths.data,
+                            underlying: error)
+                    }
+                case .delete:
+                    header = layout.key.withUnsafeBytes { key in
+                        RecordWriter.write(
+                            into: bytes, at: offset, kind: .delete, valueType: 0, flags: flags | codec.recordFlags,
+                            seq: seq, expiresAt: 0, key: key, valueLength: 0
+                        ) { _ in }
+                    }
+                case .removeAll:
+                    header = RecordWriter.write(
+                        into: bytes, at: offset, kind: .removeAll, valueType: 0, flags: flags, seq: seq, expiresAt: 0,
+                        key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: 0
+                    ) { _ in }
+                }
+                headers.append(header)
+                offset += header.length
+            }
+            if !single {
+                _ = RecordWriter.write(
+                    into: bytes, at: offset, kind: .commit, valueType: 0, flags: RecordFlags.commit, seq: seq,
+                    expiresAt: 0, key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: 4
+                ) { out in out.storeBytes(of: UInt32(records.count).littleEndian, as: UInt32.self) }
+            }
+            return headers
+        } applied: { _ in
+            // A sealed store learns the names it wrote, and their plaintext CRCs (for compare-before-set).
+            guard case .sealed(let sealed) = codec else { return }
+            for record in records {
+                if case .set(let indexKey, let name, _, let value, _) = record {
+                    sealed.names[indexKey] = name
+                    log.index[indexKey]?.plainCRC = value.withUnsafeBytes { CRC32C.checksum($0) }
+                }
+            }
+        }
+    }
+}

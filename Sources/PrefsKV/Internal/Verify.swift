@@ -1,0 +1,37 @@
+// Verify: a full scan of a mapped file and, with a sealer, an authentication of every sealed value. Read-only.
+
+enum Verify {
+    /// Scans a mapped file completely and, with a sealer, opens every sealed value. Changes nothing.
+    static func verify(
+        file: MappedFile, header: Header, sealer: (any PrefsSealer)?, path: String
+    ) -> PrefsVerifyReport {
+        var snapshot = Snapshot(file: file, header: header)
+        StoreLog.scan(into: &snapshot)
+        var damage = snapshot.damage
+        var verified = snapshot.recordCount
+        if let sealer, header.isEncrypted {
+            // Authenticate every committed set record, live or not.
+            file.withBytes { bytes in
+                let limit = snapshot.end
+                _ = LogScanner.scan(bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: true, plainKeys: false) {
+                    record in
+                    guard record.kind == .set, record.isSealed else { return }
+                    let ok: Bool = SealedRecordCodec.withAssociatedData(
+                        uuid: header.uuid, tag: record.key(in: bytes),
+                        type: ValueType(rawValue: record.valueType)!, expiresAt: record.expiresAt
+                    ) { ad in
+                        (try? sealer.open(record.value(in: bytes), associatedData: ad) { _ in true }) ?? false
+                    }
+                    if !ok {
+                        verified -= 1
+                        damage.append(
+                            PrefsDamage(
+                                range: record.offset..<record.offset + record.length, records: 1, keys: [],
+                                reason: "a sealed value fails to authenticate (tampered or moved)"))
+                    }
+                }
+            }
+        }
+        return PrefsVerifyReport(path: path, recordsVerified: verified, damage: damage, isSealed: header.isEncrypted)
+    }
+}
