@@ -1,5 +1,12 @@
-/// What can be read of a store without its key and without changing it: for tools and for the vault, which
-/// must learn which key a sealed store needs before it can open it.
+/// What the header of a store says, read without its key, without a lock and without changing it: for tools and
+/// for the vault, which must learn which key a sealed store needs before it can open it. Reading it costs one
+/// `pread` of the header page; what needs the log (live keys, damage) is ``scanLog()``, on demand.
+///
+/// ```swift
+/// if let inspection = try PrefsStore.inspect(id: "vault", directory: dir), inspection.isSealed {
+///     let key = try keyStore.load(keyCheck: inspection.keyCheck)
+/// }
+/// ```
 package struct PrefsInspection: Sendable, Equatable {
     /// The data file.
     package var path: String
@@ -13,17 +20,30 @@ package struct PrefsInspection: Sendable, Equatable {
     package var generation: UInt64
     /// Creation time, milliseconds since the Unix epoch.
     package var createdAt: Int64
-    /// Live (not deleted, not expired) keys, counted by checksum alone.
-    package var liveKeyCount: Int
     /// Bytes of the data file.
     package var fileBytes: Int
+}
+
+/// What a scan of a store's log finds without its key (``PrefsInspection/scanLog()``).
+///
+/// ```swift
+/// let scan = try PrefsStore.inspect(id: "ui", directory: dir)?.scanLog()
+/// print(scan?.liveKeyCount ?? 0)
+/// ```
+package struct PrefsLogScan: Sendable, Equatable {
+    /// Live (not deleted, not expired) keys, counted by checksum alone.
+    package var liveKeyCount: Int
     /// Damaged ranges found by the scan (empty when clean).
     package var damage: [PrefsDamage]
 }
 
 extension PrefsStore {
-    /// Reads the header and scans the log of the store `id` without a sealer, without a lock and without
-    /// creating, recovering or modifying anything.
+    /// Reads the header of the store `id` without a sealer, without a lock and without creating, recovering
+    /// or modifying anything. The log is not read (see ``PrefsInspection/scanLog()``).
+    ///
+    /// ```swift
+    /// let inspection = try PrefsStore.inspect(id: "ui", directory: dir)
+    /// ```
     ///
     /// - Returns: nil when the store's data file does not exist.
     /// - Throws: for a file that is not a store, a newer format or an unreadable header.
@@ -38,22 +58,39 @@ extension PrefsStore {
         case .failure(let error) where error == .noEntry: return nil
         case .failure(let error): throw PrefsError.system(error, "open", "cannot open the store file", path: paths.data)
         }
+        defer { Sys.close(fd) }
+        let header = try StoreLog.readHeader(fd: fd, path: paths.data, sealer: nil, checkSealer: false)
+        let size = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: paths.data).size
+        return PrefsInspection(
+            path: paths.data, isSealed: header.isEncrypted, storeUUID: header.uuid.bytes, keyCheck: header.keyCheck,
+            generation: header.generation, createdAt: header.createdAt, fileBytes: size)
+    }
+}
+
+extension PrefsInspection {
+    /// Maps the inspected file and scans its whole log, as an open would, without a sealer, a lock or any change:
+    /// a sealed store's records are checked by checksum alone.
+    ///
+    /// ```swift
+    /// let live = try inspection.scanLog().liveKeyCount
+    /// ```
+    ///
+    /// - Throws: when the file can no longer be opened, or its header no longer reads.
+    package func scanLog() throws -> PrefsLogScan {
+        let fd = try Sys.open(path, .readOnly).orThrow("open", "cannot open the store file", path: path)
         let header: Header
         do throws(PrefsError) {
-            header = try StoreLog.readHeader(fd: fd, path: paths.data, sealer: nil, checkSealer: false)
+            header = try StoreLog.readHeader(fd: fd, path: path, sealer: nil, checkSealer: false)
         } catch {
             Sys.close(fd)
             throw error
         }
-        let file = try MappedFile(fd: fd, path: paths.data, writable: false)
+        let file = try MappedFile(fd: fd, path: path, writable: false)
         var snapshot = Snapshot(file: file, header: header)
         StoreLog.scan(into: &snapshot)
         let now = Sys.nowMilliseconds()
-        return PrefsInspection(
-            path: paths.data, isSealed: header.isEncrypted, storeUUID: header.uuid.bytes, keyCheck: header.keyCheck,
-            generation: header.generation, createdAt: header.createdAt,
-            liveKeyCount: snapshot.index.values.filter { !$0.isExpired(now: now) }.count,
-            fileBytes: file.mappedLength, damage: snapshot.damage)
+        return PrefsLogScan(
+            liveKeyCount: snapshot.index.values.filter { !$0.isExpired(now: now) }.count, damage: snapshot.damage)
     }
 }
 

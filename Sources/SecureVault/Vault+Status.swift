@@ -54,7 +54,7 @@ extension Vault {
         do {
             if let inspection = try PrefsStore.inspect(id: service, directory: storeDirectory) {
                 status.fileExists = true
-                status.itemCount = inspection.liveKeyCount
+                status.itemCount = try inspection.scanLog().liveKeyCount
             }
         } catch {
             status.fileExists = true

@@ -33,7 +33,8 @@ extension VaultGroup {
                 let items = try target.vault.items()
                 // Sealed names are only learnt by opening records: one that does not open is left out of
                 // `items()`. The checksum scan still counts it.
-                let stored = (try? PrefsStore.inspect(id: target.service, directory: target.directory))??.liveKeyCount
+                let stored = (try? PrefsStore.inspect(id: target.service, directory: target.directory)?.scanLog())?
+                    .liveKeyCount
                 let unreadable = max(0, (stored ?? items.count) - items.count)
                 console.answer(
                     json: [
