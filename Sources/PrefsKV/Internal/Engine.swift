@@ -197,11 +197,10 @@ final class Engine: @unchecked Sendable {
 
     /// Under the writer lock: follows a compaction or restore by another handle, then reads new records.
     func catchUpLocked() throws(PrefsError) {
-        let file = log.file
-        if file.isSuperseded {
+        if log.file.isSuperseded {
             if log.fileIsNamed {
                 // Still our file: the flag is stale, from a compactor killed between flag and rename.
-                if file.writable { file.setSuperseded(false) }
+                if log.file.writable { log.file.setSuperseded(false) }
             } else {
                 try reload()
             }

@@ -250,6 +250,7 @@ final class StoreLog {
     /// `.synchronous`: fdatasync the records, publish, fdatasync again, so a power cut can never leave the
     /// log end pointing at bytes that did not reach the disk (and fsync the directory when a compaction since
     /// the last one left the file's name not yet durable).
+    @inline(__always)
     private func publish(end: Int, records: Int, apply: () -> Void) throws(PrefsError) {
         if synchronous { try file.syncData() }
         knownEndWord = file.publish(logEnd: end)
