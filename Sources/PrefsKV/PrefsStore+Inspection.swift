@@ -47,9 +47,9 @@ extension PrefsStore {
     ///
     /// - Returns: nil when the store's data file does not exist.
     /// - Throws: for a file that is not a store, a newer format or an unreadable header.
-    package static func inspect(id: String, directory: String = PrefsStore.defaultDirectory) throws
-        -> PrefsInspection?
-    {
+    package static func inspect(
+        id: String, directory: String = PrefsStore.defaultDirectory
+    ) throws -> PrefsInspection? {
         try Engine.validate(storeID: id)
         let paths = StorePaths(id: id, directory: directory)
         let fd: Int32

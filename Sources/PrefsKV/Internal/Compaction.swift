@@ -55,7 +55,8 @@ enum StoreImage {
     ) {
         var offset = Format.logStart
         for (i, entry) in entries.enumerated() {
-            offset += RecordWriter.copy(recordHeader(of: entry), from: source, into: bytes, at: offset, seq: UInt64(i + 1))
+            offset += RecordWriter.copy(
+                recordHeader(of: entry), from: source, into: bytes, at: offset, seq: UInt64(i + 1))
         }
     }
 

@@ -64,9 +64,9 @@ final class Engine: @unchecked Sendable {
     // MARK: Open
 
     /// Opens (creating when absent) the store `id` in `directory`.
-    static func open(id: String, directory: String, configuration: PrefsStore.Configuration) throws(PrefsError)
-        -> Engine
-    {
+    static func open(
+        id: String, directory: String, configuration: PrefsStore.Configuration
+    ) throws(PrefsError) -> Engine {
         try validate(storeID: id)
         let paths = StorePaths(id: id, directory: directory)
         let lock = try StoreLock.acquire(paths: paths, for: .open(configuration.sharing))

@@ -154,7 +154,8 @@ enum RecordCodec {
     func storedLength(name: String, valueLength: Int) -> Int {
         switch self {
         case .plain: valueLength
-        case .sealed(let sealed): SealedRecordCodec.storedLength(name: name, valueLength: valueLength, sealer: sealed.sealer)
+        case .sealed(let sealed):
+            SealedRecordCodec.storedLength(name: name, valueLength: valueLength, sealer: sealed.sealer)
         }
     }
 
@@ -178,7 +179,8 @@ enum RecordCodec {
                 into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags | RecordFlags.sealed,
                 seq: seq, expiresAt: expiresAt, key: key, valueLength: storedLength
             ) { out in
-                try sealed.seal(name: name, value: value, tag: key, type: type, expiresAt: expiresAt, uuid: uuid, into: out)
+                try sealed.seal(
+                    name: name, value: value, tag: key, type: type, expiresAt: expiresAt, uuid: uuid, into: out)
             }
         }
     }

@@ -77,7 +77,8 @@ extension StoreLog {
         }
         let file = try MappedFile(fd: fd, path: path, writable: writable, status: status)
         let header = try file.withBytes { bytes throws(PrefsError) in
-            try checkedHeader(UnsafeRawBufferPointer(rebasing: bytes[0..<Format.headerSize]), path: path, sealer: sealer)
+            try checkedHeader(
+                UnsafeRawBufferPointer(rebasing: bytes[0..<Format.headerSize]), path: path, sealer: sealer)
         }
         var snapshot = Snapshot(file: file, header: header)
         scan(into: &snapshot)

@@ -284,7 +284,7 @@ final class StoreLog {
         while doubled < needed { doubled = Format.headerSize + (doubled - Format.headerSize) * 2 }
         do throws(PrefsError) {
             try file.grow(to: doubled)
-        } catch where error.code == .diskFull && doubled > needed {
+        } catch  where error.code == .diskFull && doubled > needed {
             try file.grow(to: needed)
         }
     }
