@@ -26,8 +26,8 @@ public struct VaultError: Error, Sendable {
 
         /// The keyring holding the master key is locked; unlock it and try again. Never reported as "absent".
         public static let locked = Code(.locked)
-        /// No Secret Service can be asked: no session bus, no service on it, or no default collection.
-        /// ``VaultError/unavailableReason`` says which.
+        /// No Secret Service can be asked: no session bus, no service on it, or no default collection (the
+        /// ``message`` says which, and so does ``Vault/status()``).
         public static let unavailable = Code(.unavailable)
         /// The Secret Service did not answer within the configured deadline (a hung or stopped daemon).
         public static let timeout = Code(.timeout)
@@ -58,18 +58,6 @@ public struct VaultError: Error, Sendable {
         public var description: String { base.rawValue }
     }
 
-    /// Why no Secret Service could be asked.
-    public enum UnavailableReason: String, Sendable, CustomStringConvertible {
-        /// No D-Bus session bus: `DBUS_SESSION_BUS_ADDRESS` unset or unreachable, nothing to autolaunch.
-        case noSessionBus
-        /// A bus, but no `org.freedesktop.secrets` on it and nothing to activate.
-        case noSecretService
-        /// A Secret Service without a `default` collection (a keyring daemon that was never unlocked once).
-        case noDefaultCollection
-
-        public var description: String { rawValue }
-    }
-
     /// The failure underneath, for diagnostics.
     public enum Cause: Sendable, Equatable, CustomStringConvertible {
         /// A system call failed with this `errno`.
@@ -92,8 +80,6 @@ public struct VaultError: Error, Sendable {
     public var code: Code
     /// What failed, on which vault, item or file, and why. Never contains a secret value.
     public var message: String
-    /// Set when ``code`` is ``Code/unavailable``.
-    public var unavailableReason: UnavailableReason?
     /// The underlying failure, when there is one.
     public var cause: Cause?
     /// Set when an open store handle went stale under another process (re-keyed or wiped): retrying with a
@@ -101,10 +87,9 @@ public struct VaultError: Error, Sendable {
     var isStaleHandle = false
 
     /// Creates an error; the vault creates these, apps normally only read them.
-    public init(code: Code, message: String, unavailableReason: UnavailableReason? = nil, cause: Cause? = nil) {
+    public init(code: Code, message: String, cause: Cause? = nil) {
         self.code = code
         self.message = message
-        self.unavailableReason = unavailableReason
         self.cause = cause
     }
 }
