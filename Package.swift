@@ -52,10 +52,20 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // The UI state of the example client app (theme, sidebar): app policy over `PersistedState`, not library
+        // API. Shared by the launch demo, the test helper and the tests; not a product.
+        .target(
+            name: "ExampleAppState",
+            dependencies: ["PrefsKV", .product(name: "Logging", package: "swift-log")],
+            path: "Examples/AppState",
+            swiftSettings: swiftSettings
+        ),
         // The app-launch demo (`make demo`): a client app's launches, each a new process, with timings.
         .executableTarget(
             name: "launch-demo",
-            dependencies: ["PrefsKV", "SecureVault", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "PrefsKV", "SecureVault", "ExampleAppState", .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Examples/LaunchDemo",
             swiftSettings: swiftSettings
         ),
@@ -64,7 +74,8 @@ let package = Package(
         .executableTarget(
             name: "vault-test-helper",
             dependencies: [
-                "PrefsKV", "SecureVault", "TestSealer", "TestKit", .product(name: "Logging", package: "swift-log"),
+                "PrefsKV", "SecureVault", "ExampleAppState", "TestSealer", "TestKit",
+                .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/TestHelper",
             swiftSettings: swiftSettings
@@ -92,13 +103,16 @@ let package = Package(
         .target(name: "TestKit", path: "Tests/TestKit", swiftSettings: swiftSettings),
         .testTarget(
             name: "PrefsKVTests",
-            dependencies: ["PrefsKV", "TestSealer", "TestSupport", "TestKit", "vault-test-helper"],
+            dependencies: [
+                "PrefsKV", "ExampleAppState", "TestSealer", "TestSupport", "TestKit", "vault-test-helper",
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "SecureVaultTests",
             dependencies: [
-                "SecureVault", "PrefsKV", "CSodium", "TestSupport", .product(name: "Logging", package: "swift-log"),
+                "SecureVault", "PrefsKV", "ExampleAppState", "CSodium", "TestSupport",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),

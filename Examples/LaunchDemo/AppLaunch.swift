@@ -1,3 +1,4 @@
+import ExampleAppState
 import Foundation
 import Logging
 import PrefsKV

@@ -316,7 +316,7 @@ extension PrefsStore {
     ///
     /// ```swift
     /// let ui = PrefsStore.openOrLog(id: "ui", directory: appDataDirectory)
-    /// let theme = PersistedState.theme(in: ui)
+    /// let theme = PersistedState(name: "theme", version: 0, defaults: "light", store: ui)
     /// ```
     public static func openOrLog(
         id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration()

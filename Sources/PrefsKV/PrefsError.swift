@@ -1,5 +1,5 @@
 /// The one error type of PrefsKV: a stable ``code``, a ``message`` saying what failed on which file or key
-/// and why, the ``path`` concerned, and the underlying cause.
+/// and why, the ``path`` concerned, and the underlying ``cause``. SecureVault's `VaultError` has the same shape.
 ///
 /// Messages name keys and files, never values. "Not found" is not an error: getters return `nil`.
 ///
@@ -9,7 +9,7 @@
 /// } catch PrefsError.Code.diskFull {
 ///     // free some space, then retry
 /// } catch let error as PrefsError {
-///     print(error.code, error.message)
+///     print(error.code, error.message, error.path ?? "-", error.cause.map { "\($0)" } ?? "-")
 /// }
 /// ```
 public struct PrefsError: Error, CustomStringConvertible {
@@ -53,7 +53,7 @@ public struct PrefsError: Error, CustomStringConvertible {
         public static let busy = Code(.busy)
         /// A file that must exist does not (a backup to restore, a store to verify).
         public static let notFound = Code(.notFound)
-        /// Any other I/O failure; ``PrefsError/underlyingErrno`` says which.
+        /// Any other I/O failure; ``PrefsError/cause`` holds the `errno`.
         public static let io = Code(.io)
         /// The disk or quota is full. What was stored before stays readable.
         public static let diskFull = Code(.diskFull)
@@ -65,16 +65,34 @@ public struct PrefsError: Error, CustomStringConvertible {
         public var description: String { value.rawValue }
     }
 
+    /// The failure underneath.
+    ///
+    /// ```swift
+    /// if case .errno(let value)? = error.cause, value == ENOSPC { showDiskFullHint() }
+    /// ```
+    public enum Cause: Sendable, CustomStringConvertible {
+        /// A system call failed with this `errno`.
+        case errno(Int32)
+        /// A ``PrefsSealer`` or a JSON coder threw this error.
+        case error(any Error)
+
+        /// `errno 28`, or the error's own description.
+        public var description: String {
+            switch self {
+            case .errno(let value): return "errno \(value)"
+            case .error(let error): return "\(error)"
+            }
+        }
+    }
+
     /// What kind of failure this is.
     public let code: Code
     /// What failed, on which file or key, and why. Never contains a value.
     public let message: String
     /// The file or directory concerned, when there is one.
     public let path: String?
-    /// The `errno` of the failed system call, when one failed.
-    public let underlyingErrno: Int32?
-    /// The error thrown by a ``PrefsSealer`` or a JSON coder, when one did.
-    public let underlyingError: (any Error)?
+    /// The underlying failure, when there is one.
+    public let cause: Cause?
 
     init(
         _ code: Code, _ message: String, path: String? = nil, errno: Int32? = nil,
@@ -83,11 +101,25 @@ public struct PrefsError: Error, CustomStringConvertible {
         self.code = code
         self.message = message
         self.path = path
-        self.underlyingErrno = errno
-        self.underlyingError = underlying
+        self.cause = errno.map { .errno($0) } ?? underlying.map { .error($0) }
     }
 
-    public var description: String { "PrefsError.\(code): \(message)" }
+    /// `PrefsError.diskFull: <message>`, then the cause in parentheses unless the message already names it.
+    public var description: String { describeError("PrefsError", code, message, cause) }
+}
+
+/// The one description format of the package's errors (`PrefsError`, `VaultError`): the type and the code, the
+/// message, and the cause in parentheses unless the message already names it (the system-call factories write
+/// the errno into their messages).
+package func describeError(
+    _ type: String, _ code: some CustomStringConvertible, _ message: String, _ cause: (some CustomStringConvertible)?
+) -> String {
+    var text = "\(type).\(code): \(message)"
+    if let cause {
+        let named = "\(cause)"
+        if !message.contains(named) { text += " (\(named))" }
+    }
+    return text
 }
 
 extension PrefsError.Code {

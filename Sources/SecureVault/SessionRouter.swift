@@ -96,8 +96,7 @@ public final class SessionRouter: Sendable {
             throw VaultError(
                 code: cause.code,
                 message: "signed in, but the session could not be saved in vault '\(vault.service)', so it lasts "
-                    + "until the app quits: \(cause.message)", unavailableReason: cause.unavailableReason,
-                cause: cause.cause)
+                    + "until the app quits: \(cause.message)", path: cause.path, cause: cause.cause)
         }
         session.isPersisted = true
         current.withLock { $0 = session }
@@ -153,7 +152,7 @@ public final class SessionRouter: Sendable {
         throw VaultError(
             code: first.code,
             message: "logged out and removed the session's files, but \(failures.count) step(s) failed; the first: "
-                + first.message, unavailableReason: first.unavailableReason, cause: first.cause)
+                + first.message, path: first.path, cause: first.cause)
     }
 }
 

@@ -40,7 +40,7 @@ extension Vault {
                             code: .corrupted,
                             message:
                                 "store '\(id)' at \(inspection.path) is not sealed by a vault; it was left untouched",
-                            cause: .file(path: inspection.path))
+                            path: inspection.path)
                     }
                     guard let key = try secretForPreferences(itemName) else {
                         throw VaultError(
@@ -48,14 +48,14 @@ extension Vault {
                             message:
                                 "encrypted store '\(id)' exists at \(inspection.path) but its key '\(itemName)' is not "
                                 + "in vault '\(service)'; the file was left untouched",
-                            cause: .file(path: inspection.path))
+                            path: inspection.path)
                     }
                     sealer = VaultSealer(masterKey: key, identity: identity)
                     guard sealer.keyCheck == inspection.keyCheck else {
                         throw VaultError(
                             code: .wrongKey,
                             message: "the key '\(itemName)' in vault '\(service)' does not open store '\(id)'; "
-                                + "the file was left untouched", cause: .file(path: inspection.path))
+                                + "the file was left untouched", path: inspection.path)
                     }
                 } else {
                     let key: SecretBytes

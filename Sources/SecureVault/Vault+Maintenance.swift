@@ -101,7 +101,7 @@ extension Vault {
                 throw VaultError(
                     code: .keyMissing,
                     message: "vault '\(service)' cannot be recovered: its master key is not in the key store",
-                    cause: .file(path: path))
+                    path: path)
             }
             var storeConfiguration = PrefsStore.Configuration()
             storeConfiguration.sealer = VaultSealer(masterKey: masterKey, identity: identity)
@@ -128,7 +128,7 @@ extension Vault {
         guard let identity = KeyIdentity(encoded: inspection.keyCheck) else {
             throw VaultError(
                 code: .corrupted, message: "vault '\(service)': \(path) is not a SecureVault file",
-                cause: .file(path: path))
+                path: path)
         }
         return identity
     }

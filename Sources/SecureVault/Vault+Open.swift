@@ -44,13 +44,13 @@ extension Vault {
             throw VaultError(
                 code: .corrupted,
                 message: "vault '\(service)': \(path) is not a SecureVault file (its header names no vault key); "
-                    + "it was left untouched", cause: .file(path: path))
+                    + "it was left untouched", path: path)
         }
         guard identity.kind == configuration.keyStore.kind else {
             throw VaultError(
                 code: .wrongKey,
                 message: "vault '\(service)' was created with the \(identity.kind.name) key store, not "
-                    + "\(configuration.keyStore.kind.name); the file was left untouched", cause: .file(path: path))
+                    + "\(configuration.keyStore.kind.name); the file was left untouched", path: path)
         }
         let cacheKey = path + "|" + identity.vaultIDHex + "|" + identity.keyIDHex
         let sealer: VaultSealer
@@ -62,7 +62,7 @@ extension Vault {
                     code: .keyMissing,
                     message: "vault '\(service)' has data in \(path) but its master key is not in the "
                         + "\(identity.kind.name) key store (deleted, or the keyring was reset); the file was left "
-                        + "untouched: restore the key, or wipe the vault to start over", cause: .file(path: path))
+                        + "untouched: restore the key, or wipe the vault to start over", path: path)
             }
             sealer = VaultSealer(masterKey: masterKey, identity: identity)
             guard sealer.keyCheck == inspection.keyCheck else {
@@ -70,7 +70,7 @@ extension Vault {
                     code: .wrongKey,
                     message: "vault '\(service)': the \(identity.kind.name) key store returned a key that does not "
                         + "match the vault's key check (a wrong passphrase?); the file was left untouched",
-                    cause: .file(path: path))
+                    path: path)
             }
         }
         return try adopt(sealer: sealer)
@@ -118,7 +118,7 @@ extension Vault {
             guard info.isDirectory else {
                 throw VaultError(
                     code: .permissionDenied, message: "vault directory \(storeDirectory) is not a directory",
-                    cause: .file(path: storeDirectory))
+                    path: storeDirectory)
             }
             try checkOwnership(info, storeDirectory, what: "vault directory")
         case .failure(let error) where error.isNotFound:
@@ -138,7 +138,7 @@ extension Vault {
             guard info.isRegular else {
                 throw VaultError(
                     code: .permissionDenied, message: "vault file \(path) is not a regular file",
-                    cause: .file(path: path))
+                    path: path)
             }
             try checkOwnership(info, path, what: "vault file")
         case .failure(let error) where error.isNotFound:
@@ -153,20 +153,20 @@ extension Vault {
             throw VaultError(
                 code: .permissionDenied,
                 message: "\(what) \(path) belongs to uid \(info.owner), not to this user (uid \(VaultSys.userID)); "
-                    + "refusing to use it", cause: .file(path: path))
+                    + "refusing to use it", path: path)
         }
         guard info.mode & 0o077 == 0 else {
             throw VaultError(
                 code: .permissionDenied,
                 message: "\(what) \(path) has mode 0\(String(info.mode, radix: 8)): other users may read it; "
-                    + "refusing to use it (chmod go= \(path))", cause: .file(path: path))
+                    + "refusing to use it (chmod go= \(path))", path: path)
         }
     }
 
     func fileError(_ error: Errno, _ what: String, _ path: String) -> VaultError {
         let code: VaultError.Code = error.isPermission ? .permissionDenied : error.isDiskFull ? .diskFull : .io
         return VaultError(
-            code: code, message: "vault '\(service)': \(what) \(path): \(error.description)",
+            code: code, message: "vault '\(service)': \(what) \(path): \(error.description)", path: path,
             cause: .errno(error.rawValue))
     }
 }

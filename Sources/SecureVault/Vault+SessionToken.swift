@@ -16,19 +16,31 @@ public enum SessionTokenState: Sendable, Equatable {
     case expired(expiredAt: Date)
     /// No token is stored.
     case absent
-    /// Whether a token exists cannot be known now; the reason says why.
-    case unavailable(SessionTokenUnavailableReason)
+    /// Whether a token exists cannot be known now; the reason says why. Never ``SessionTokenReason/absent`` or
+    /// ``SessionTokenReason/expired``: those are states of their own.
+    case unavailable(SessionTokenReason)
 }
 
-/// Why a session token cannot be read.
-public enum SessionTokenUnavailableReason: String, Sendable, Equatable {
-    /// The keyring is locked.
+/// Why there is no usable session token: the one answer to that question, for the vault
+/// (``SessionTokenState/unavailable(_:)``) and for the launch (``LaunchRoute/signIn(reason:)``).
+///
+/// ```swift
+/// if case .signIn(let reason) = router.route(), reason.isUnavailable {
+///     showNotice("Signed out because the keyring said: \(reason)")   // locked, noSecretService, ...
+/// }
+/// ```
+public enum SessionTokenReason: String, Sendable, Equatable, CaseIterable {
+    /// No token is stored: a first launch, or after logout.
+    case absent
+    /// The stored token has expired.
+    case expired
+    /// The keyring is locked: the token may exist but cannot be read now.
     case locked
-    /// No Secret Service (or no session bus, or no default keyring) is reachable.
+    /// No Secret Service (or no session bus, or no default keyring) is reachable; ``Vault/status()`` says which.
     case noSecretService
     /// The Secret Service did not answer in time.
     case timeout
-    /// The vault has data but its master key is gone.
+    /// The vault has data but its master key is gone (deleted, or the keyring was reset).
     case keyMissing
     /// The key store returned a key that does not open the vault.
     case wrongKey
@@ -37,6 +49,11 @@ public enum SessionTokenUnavailableReason: String, Sendable, Equatable {
     /// The vault file could not be read: permissions, I/O.
     case storageFailure
 
+    /// True when whether a token exists could not be known (every reason but `absent` and `expired`): the app
+    /// may tell the user why they are asked to sign in again.
+    public var isUnavailable: Bool { self != .absent && self != .expired }
+
+    /// Why a failed token read could not know the answer: every error code has its reason.
     init(_ error: VaultError) {
         switch error.code {
         case .locked: self = .locked
@@ -90,7 +107,7 @@ extension Vault {
             }
             return state ?? .absent
         } catch let error as VaultError {
-            return .unavailable(SessionTokenUnavailableReason(error))
+            return .unavailable(SessionTokenReason(error))
         } catch {
             return .unavailable(.storageFailure)
         }

@@ -245,7 +245,7 @@ public final class Vault: Sendable {
                 throw VaultError(
                     code: .corrupted,
                     message: "vault '\(service)': item '\(key)' opened but its contents are not "
-                        + "a SecureVault item", cause: .file(path: path))
+                        + "a SecureVault item", path: path)
             case .some(.some(let value)): return value
             }
         }

@@ -1,5 +1,7 @@
-/// The one error type of SecureVault: a stable ``code``, a human ``message`` naming what failed and why,
-/// and the underlying ``cause``.
+import PrefsKV
+
+/// The one error type of SecureVault: a stable ``code``, a human ``message`` naming what failed and why, the
+/// ``path`` of the file or directory concerned, and the underlying ``cause``; the same shape as `PrefsError`.
 ///
 /// Messages name the vault, the item or the file, never a secret value. "Not found" is not an error:
 /// lookups return `nil`. A keyring that cannot be asked (locked, absent, hung) is always an error, never `nil`.
@@ -13,7 +15,7 @@
 ///     print(error.message)    // e.g. "no Secret Service is reachable on the session bus ..."
 /// }
 /// ```
-public struct VaultError: Error, Sendable {
+public struct VaultError: Error, CustomStringConvertible {
     /// What kind of failure this is. Stable: scripts and apps switch on it (`vaultctl` prints it as
     /// `{"error": {"code": "locked", ...}}`).
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -26,8 +28,8 @@ public struct VaultError: Error, Sendable {
 
         /// The keyring holding the master key is locked; unlock it and try again. Never reported as "absent".
         public static let locked = Code(.locked)
-        /// No Secret Service can be asked: no session bus, no service on it, or no default collection.
-        /// ``VaultError/unavailableReason`` says which.
+        /// No Secret Service can be asked: no session bus, no service on it, or no default collection (the
+        /// ``message`` says which, and so does ``Vault/status()``).
         public static let unavailable = Code(.unavailable)
         /// The Secret Service did not answer within the configured deadline (a hung or stopped daemon).
         public static let timeout = Code(.timeout)
@@ -58,67 +60,59 @@ public struct VaultError: Error, Sendable {
         public var description: String { base.rawValue }
     }
 
-    /// Why no Secret Service could be asked.
-    public enum UnavailableReason: String, Sendable, CustomStringConvertible {
-        /// No D-Bus session bus: `DBUS_SESSION_BUS_ADDRESS` unset or unreachable, nothing to autolaunch.
-        case noSessionBus
-        /// A bus, but no `org.freedesktop.secrets` on it and nothing to activate.
-        case noSecretService
-        /// A Secret Service without a `default` collection (a keyring daemon that was never unlocked once).
-        case noDefaultCollection
-
-        public var description: String { rawValue }
-    }
-
-    /// The failure underneath, for diagnostics.
-    public enum Cause: Sendable, Equatable, CustomStringConvertible {
+    /// The failure underneath.
+    ///
+    /// ```swift
+    /// if case .secretService(let domain, let code, _)? = error.cause { log("\(domain) \(code)") }
+    /// ```
+    public enum Cause: Sendable, CustomStringConvertible {
         /// A system call failed with this `errno`.
         case errno(Int32)
         /// libsecret reported this GError (domain as `g_quark_to_string` gives it, e.g. `g-dbus-error-quark`).
         case secretService(domain: String, code: Int32, message: String)
-        /// The vault's file (no errno: the file's contents were the problem).
-        case file(path: String)
+        /// The storage engine or a coder threw this error.
+        case error(any Error)
 
+        /// `errno 13`, `g-dbus-error-quark 2: <message>`, or the error's own description.
         public var description: String {
             switch self {
             case .errno(let value): return "errno \(value)"
             case .secretService(let domain, let code, let message): return "\(domain) \(code): \(message)"
-            case .file(let path): return path
+            case .error(let error): return "\(error)"
             }
         }
     }
 
     /// What kind of failure this is.
-    public var code: Code
+    public let code: Code
     /// What failed, on which vault, item or file, and why. Never contains a secret value.
-    public var message: String
-    /// Set when ``code`` is ``Code/unavailable``.
-    public var unavailableReason: UnavailableReason?
+    public let message: String
+    /// The vault file, or another file or directory concerned, when there is one.
+    public let path: String?
     /// The underlying failure, when there is one.
-    public var cause: Cause?
-    /// Set when an open store handle went stale under another process (re-keyed or wiped): retrying with a
-    /// fresh handle gives the real answer.
+    public let cause: Cause?
+    /// Set when an open store handle went stale under another process (re-keyed or wiped): `Vault.perform`
+    /// retries once with a fresh handle. Internal: never part of what an app sees.
     var isStaleHandle = false
 
-    /// Creates an error; the vault creates these, apps normally only read them.
-    public init(code: Code, message: String, unavailableReason: UnavailableReason? = nil, cause: Cause? = nil) {
+    /// An error; only the vault creates these.
+    init(code: Code, message: String, path: String? = nil, cause: Cause? = nil) {
         self.code = code
         self.message = message
-        self.unavailableReason = unavailableReason
+        self.path = path
         self.cause = cause
     }
-}
 
-extension VaultError: CustomStringConvertible {
-    public var description: String {
-        var text = "\(code): \(message)"
-        if let cause { text += " (\(cause))" }
-        return text
-    }
+    /// `VaultError.locked: <message>`, then the cause in parentheses unless the message already names it.
+    public var description: String { describeError("VaultError", code, message, cause) }
 }
 
 extension VaultError.Code {
     /// Lets `catch VaultError.Code.locked { ... }` match a thrown ``VaultError`` by its code.
+    ///
+    /// ```swift
+    /// do { try vault.set(token, for: "session") } catch VaultError.Code.diskFull { freeSomeSpace() }
+    /// ```
     public static func ~= (code: VaultError.Code, error: any Error) -> Bool {
         (error as? VaultError)?.code == code
     }

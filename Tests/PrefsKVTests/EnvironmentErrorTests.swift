@@ -26,7 +26,8 @@ import Testing
         let error = try #require(failure, "256 KiB never filled up")
         #expect(error.code == .diskFull)
         #expect(error.path == storeDir + "/ui.prefs")
-        #expect(error.underlyingErrno == ENOSPC)
+        guard case .errno(let value)? = error.cause else { Issue.record("no errno: \(error)"); return }
+        #expect(value == ENOSPC)
         #expect(written.count > 10)
         for (key, value) in written { #expect(try store.data(forKey: key) == value) }
         // A compaction needs room for a new image: it fails the same way and leaves the store as it was.

@@ -1,3 +1,4 @@
+import ExampleAppState
 import Foundation
 import Synchronization
 import Testing

@@ -16,6 +16,7 @@
 //
 // Environment: VAULT_TEST_DIR (vault directory), VAULT_TEST_PREFS_DIR (preference stores; the default is
 // VAULT_TEST_DIR with "-prefs" appended), VAULT_TEST_DEADLINE_MS.
+import ExampleAppState
 import FoundationEssentials
 import Glibc
 import Logging

@@ -17,9 +17,15 @@ extension VaultError {
         case .busy: code = .locked
         default: code = .io
         }
+        let cause: Cause? =
+            switch error.cause {
+            case .errno(let value)?: .errno(value)
+            case .error(let underlying)?: .error(underlying)
+            case nil: nil
+            }
         self.init(
             code: code, message: "vault '\(service)' (\(error.path ?? "no file")): \(error.message)",
-            cause: error.underlyingErrno.map { .errno($0) } ?? .file(path: error.path ?? ""))
+            path: error.path, cause: cause)
     }
 
     /// Wraps whatever a PrefsKV call threw.
@@ -27,7 +33,7 @@ extension VaultError {
         switch error {
         case let error as VaultError: return error
         case let error as PrefsError: return VaultError(error, vault: service)
-        default: return VaultError(code: .io, message: "vault '\(service)': \(error)")
+        default: return VaultError(code: .io, message: "vault '\(service)': \(error)", cause: .error(error))
         }
     }
 }

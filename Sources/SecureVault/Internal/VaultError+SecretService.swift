@@ -15,17 +15,17 @@ extension VaultError {
             self.init(
                 code: .unavailable,
                 message: "\(operation): no D-Bus session bus is reachable, so no Secret Service can be asked",
-                unavailableReason: .noSessionBus, cause: cause)
+                cause: cause)
         case .noSecretService:
             self.init(
                 code: .unavailable,
                 message: "\(operation): no Secret Service (gnome-keyring, KeePassXC...) is running on the session bus",
-                unavailableReason: .noSecretService, cause: cause)
+                cause: cause)
         case .noDefaultCollection:
             self.init(
                 code: .unavailable,
                 message: "\(operation): the Secret Service has no default keyring; create or unlock one first",
-                unavailableReason: .noDefaultCollection, cause: cause)
+                cause: cause)
         case .timeout:
             self.init(code: .timeout, message: "\(operation): \(failure.message)", cause: cause)
         case .other:

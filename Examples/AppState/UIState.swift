@@ -1,6 +1,9 @@
 public import Logging
+public import PrefsKV
 
-// The two persisted states a client app hydrates at launch, shipped as examples of `PersistedState`.
+// The UI state a client app hydrates at launch, written as an app writes it over `PersistedState`: the
+// library offers the mechanism (a named, versioned, migrated state), the app its own types and defaults.
+// The launch demo (Examples/LaunchDemo), the test helper and the tests share this one definition.
 
 /// The app's colour scheme, persisted as the state `theme`. The default is ``light``.
 ///
