@@ -1,6 +1,4 @@
 import ArgumentParser
-import FoundationEssentials
-import Glibc
 import PrefsKV
 import SecureVault
 
@@ -49,7 +47,7 @@ struct DoctorReport {
     var exitCode: Int32
 
     static func gather(directory: String?) -> DoctorReport {
-        let busAddress = ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"]
+        let busAddress = System.environment("DBUS_SESSION_BUS_ADDRESS")
         var probe: LibSecret.ServiceProbe?
         var failure: SecretServiceFailure?
         do {
@@ -69,13 +67,12 @@ struct DoctorReport {
     }
 
     private static func inspect(kind: String, path: String) -> Directory {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
+        guard let status = System.fileStatus(path) else {
             return Directory(kind: kind, path: path, exists: false, mode: nil, owner: nil, secure: true)
         }
-        let mode = Int(info.st_mode & 0o7777)
-        let owner = Int(info.st_uid)
-        let secure = mode & 0o077 == 0 && owner == Int(getuid())
+        let mode = status.mode
+        let owner = status.owner
+        let secure = mode & 0o077 == 0 && owner == System.userID
         return Directory(kind: kind, path: path, exists: true, mode: mode, owner: owner, secure: secure)
     }
 

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 
 /// Where a command's answer goes: stdout for the answer (a table or one JSON document), stderr for diagnostics.
 struct Console {
@@ -48,23 +47,10 @@ struct Console {
     }
 }
 
-func writeOut(_ text: String) { writeAll(1, text) }
-func writeError(_ text: String) { writeAll(2, text) }
-
-private func writeAll(_ fd: Int32, _ text: String) {
-    var copy = text
-    copy.withUTF8 { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            offset += written
-        }
-    }
-}
+/// Writes `text` to stdout.
+func writeOut(_ text: String) { System.write(text, to: System.standardOutput) }
+/// Writes `text` to stderr.
+func writeError(_ text: String) { System.write(text, to: System.standardError) }
 
 /// Renders rows as aligned columns.
 func table(_ header: [String], _ rows: [[String]]) -> String {

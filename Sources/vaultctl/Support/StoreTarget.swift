@@ -1,4 +1,3 @@
-import Glibc
 import Logging
 import PrefsKV
 
@@ -35,10 +34,7 @@ struct StoreTarget {
     }
 
     /// Whether the data file exists (a symbolic link counts: opening it is then refused, not created over).
-    var exists: Bool {
-        var info = stat()
-        return lstat(dataPath, &info) == 0
-    }
+    var exists: Bool { fileExists(dataPath) }
 
     /// `notFound` (exit 66) unless the data file exists: reading commands never create a store.
     func requireExisting() throws {
@@ -152,6 +148,5 @@ func shellQuoted(_ text: String) -> String {
 
 /// Whether anything exists at `path` (without following a final symbolic link).
 func fileExists(_ path: String) -> Bool {
-    var info = stat()
-    return lstat(path, &info) == 0
+    System.linkStatus(path) != nil
 }

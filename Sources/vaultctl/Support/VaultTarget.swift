@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 import Logging
 import SecureVault
 
@@ -69,34 +68,17 @@ struct VaultTarget {
 ///
 /// The caller wipes the returned buffer when done with it.
 func readSecretFromStandardInput(limit: Int, what: String) throws -> [UInt8] {
-    var saved = termios()
-    let terminal = isatty(0) != 0 && tcgetattr(0, &saved) == 0
-    if terminal {
-        writeError("vaultctl: type \(what) (not echoed), then press Enter and Ctrl-D\n")
-        var quiet = saved
-        quiet.c_lflag &= ~tcflag_t(ECHO)
-        _ = tcsetattr(0, TCSAFLUSH, &quiet)
-    }
-    defer {
-        if terminal {
-            _ = tcsetattr(0, TCSAFLUSH, &saved)
-            writeError("\n")
-        }
-    }
     var bytes = [UInt8](repeating: 0, count: limit + 1)
-    var count = 0
-    while count < bytes.count {
-        let got = bytes.withUnsafeMutableBytes { read(0, $0.baseAddress! + count, $0.count - count) }
-        if got == 0 { break }
-        if got < 0 {
-            if errno == EINTR { continue }
-            let error = errno
-            wipe(&bytes)
-            throw CLIFailure(
-                code: "io", message: "cannot read standard input: \(String(cString: strerror(error)))",
-                exitCode: ExitStatus.ioError)
-        }
-        count += got
+    let count: Int
+    do {
+        count = try System.withoutEcho(
+            onTerminal: { writeError("vaultctl: type \(what) (not echoed), then press Enter and Ctrl-D\n") },
+            afterTerminal: { writeError("\n") }
+        ) { () throws(System.Failure) in try System.read(System.standardInput, into: &bytes) }
+    } catch {
+        wipe(&bytes)
+        throw CLIFailure(
+            code: "io", message: "cannot read standard input: \(error.description)", exitCode: ExitStatus.ioError)
     }
     guard count <= limit else {
         wipe(&bytes)
@@ -111,7 +93,5 @@ func readSecretFromStandardInput(limit: Int, what: String) throws -> [UInt8] {
 
 /// Overwrites a buffer that held a secret (best effort: the value may have been copied elsewhere on its way).
 func wipe(_ bytes: inout [UInt8]) {
-    bytes.withUnsafeMutableBytes { raw in
-        if let base = raw.baseAddress { explicit_bzero(base, raw.count) }
-    }
+    System.zero(&bytes)
 }

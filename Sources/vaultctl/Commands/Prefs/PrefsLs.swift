@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 import PrefsKV
 
 extension Prefs {
@@ -78,8 +77,7 @@ extension Prefs {
 
         /// Size, records and health of one store, from a read-only scan.
         static func inspect(_ files: PrefsStoreFiles, directory: String) -> Row {
-            var info = stat()
-            let size = lstat(files.dataPath, &info) == 0 ? Int(info.st_size) : 0
+            let size = System.linkStatus(files.dataPath)?.size ?? 0
             do {
                 let report = try PrefsStore.verify(id: files.id, directory: directory)
                 let health = !report.isClean ? "damaged" : report.isSealed ? "encrypted" : "clean"

@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 import SecureVault
 
 extension VaultGroup {
@@ -50,13 +49,11 @@ struct VaultStatusReport {
 
         init(path: String) {
             self.path = path
-            var info = stat()
-            exists = lstat(path, &info) == 0
-            if exists {
-                mode = Int(info.st_mode & 0o7777)
-                owner = Int(info.st_uid)
-                size = Int(info.st_size)
-            }
+            let status = System.linkStatus(path)
+            exists = status != nil
+            mode = status?.mode
+            owner = status?.owner
+            size = status?.size
         }
 
         /// `{"path": ..., "exists": true, "mode": "0600", "owner": 1000}`, plus `"size"` for a file.
