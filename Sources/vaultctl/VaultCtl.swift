@@ -38,7 +38,7 @@ struct VaultCtl: ParsableCommand {
             let message = fullMessage(for: error)
             if CommandLine.arguments.contains("--json") {
                 let failure = ReportedFailure(code: "usage", message: message, exitCode: ExitStatus.usage)
-                writeOut(failure.json.text + "\n")
+                writeOut(jsonText(failure.report) + "\n")
             } else {
                 writeError(message + "\n")
             }

@@ -4,16 +4,6 @@ import ArgumentParser
 struct Console {
     var options: GlobalOptions
 
-    /// Prints the answer: the JSON document with `--json`, otherwise the human text.
-    func answer(json: @autoclosure () -> JSONValue, human: @autoclosure () -> String) {
-        if options.json {
-            writeOut(json().text + "\n")
-        } else {
-            let text = human()
-            if !text.isEmpty { writeOut(text.hasSuffix("\n") ? text : text + "\n") }
-        }
-    }
-
     /// A diagnostic line on stderr, only with `--verbose`.
     func verbose(_ text: @autoclosure () -> String) {
         if options.verbose { writeError("vaultctl: " + text() + "\n") }
@@ -28,7 +18,7 @@ struct Console {
     func report(_ error: any Error) -> ExitCode {
         let failure = ReportedFailure(error)
         if options.json {
-            writeOut(failure.json.text + "\n")
+            writeOut(jsonText(failure.report) + "\n")
         } else {
             writeError("vaultctl: \(failure.code): \(failure.message)\n")
         }

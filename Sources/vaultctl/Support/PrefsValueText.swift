@@ -92,19 +92,6 @@ extension PrefsValue {
             return (try? encoder.encode(strings)).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
         }
     }
-
-    /// The value in `prefs get --json`: JSON's own types where they fit, base64 for bytes, and the stored
-    /// text, as a string, for JSON (exact, as in exports).
-    var json: JSONValue {
-        switch self {
-        case .bool(let flag): return .bool(flag)
-        case .int(let number): return .int(number)
-        case .double(let number): return .double(number)
-        case .string(let text), .json(let text): return .string(text)
-        case .bytes(let bytes): return .string(Data(bytes).base64EncodedString())
-        case .strings(let strings): return .array(strings.map(JSONValue.string))
-        }
-    }
 }
 
 /// Milliseconds since the Unix epoch as `yyyy-MM-dd'T'HH:mm:ss'Z'` (UTC).

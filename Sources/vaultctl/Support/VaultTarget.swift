@@ -38,9 +38,7 @@ struct VaultTarget {
     /// `notFound` (exit 66) unless the vault has a file: only `set` creates a vault.
     func requireExisting() throws {
         guard exists else {
-            throw CLIFailure(
-                code: "notFound", message: "no vault \"\(service)\" in \(directory): \(path) does not exist",
-                exitCode: ExitStatus.notFound)
+            throw CLIFailure.notFound("no vault \"\(service)\" in \(directory): \(path) does not exist")
         }
     }
 
@@ -51,15 +49,12 @@ struct VaultTarget {
 
     /// The `notFound` answer for an item the vault does not hold.
     func noItem(_ key: String) -> CLIFailure {
-        CLIFailure(
-            code: "notFound", message: "vault \"\(service)\" (\(path)) has no item \"\(key)\"",
-            exitCode: ExitStatus.notFound)
+        CLIFailure.notFound("vault \"\(service)\" (\(path)) has no item \"\(key)\"")
     }
 
     /// `vaultctl [--dir DIR] vault <command> --service SERVICE`, for hints in messages.
     func command(_ name: String) -> String {
-        let dir = options.dir.map { " --dir \(shellQuoted($0))" } ?? ""
-        return "vaultctl\(dir) vault \(name) --service \(shellQuoted(service))"
+        options.commandLine("vault \(name) --service \(shellQuoted(service))")
     }
 }
 
