@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 
 /// vaultctl: inspect, verify, repair and wipe PrefsKV stores and SecureVault vaults.
 @main
@@ -23,35 +22,29 @@ struct VaultCtl: ParsableCommand {
     /// Parses, runs, and maps every failure to the contract: one JSON document with `--json`, an exit code
     /// from the table either way.
     static func main() {
-        disableCoreDumps()
+        System.disableCoreDumps()
         do {
             var command = try parseAsRoot()
             try command.run()
         } catch let exit as ExitCode {
-            Glibc.exit(exit.rawValue)
+            System.exit(exit.rawValue)
         } catch {
             let code = exitCode(for: error)
             if code == .success {
                 // --help and --version: their text on stdout.
                 writeOut(fullMessage(for: error) + "\n")
-                Glibc.exit(0)
+                System.exit(0)
             }
             let message = fullMessage(for: error)
             if CommandLine.arguments.contains("--json") {
                 let failure = ReportedFailure(code: "usage", message: message, exitCode: ExitStatus.usage)
-                writeOut(failure.json.text + "\n")
+                writeOut(jsonText(failure.report) + "\n")
             } else {
                 writeError(message + "\n")
             }
             // Argument parsing failures are bad usage: 64, as the table says.
-            Glibc.exit(code.rawValue == 1 ? ExitStatus.usage : code.rawValue)
+            System.exit(code.rawValue == 1 ? ExitStatus.usage : code.rawValue)
         }
-    }
-
-    /// Secrets pass through this process: never let a crash write them to a core file.
-    private static func disableCoreDumps() {
-        var limit = rlimit(rlim_cur: 0, rlim_max: 0)
-        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit)
     }
 }
 

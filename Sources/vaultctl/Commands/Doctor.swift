@@ -1,11 +1,9 @@
 import ArgumentParser
-import FoundationEssentials
-import Glibc
 import PrefsKV
 import SecureVault
 
 /// `vaultctl doctor`: is this machine able to keep secrets, and if not, what to do about it.
-struct Doctor: ParsableCommand {
+struct Doctor: VaultCtlCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check libraries, the session bus, the Secret Service, keyrings and store directories.",
         discussion: """
@@ -16,13 +14,9 @@ struct Doctor: ParsableCommand {
 
     @OptionGroup var options: GlobalOptions
 
-    func run() throws {
-        let console = Console(options: options)
-        try console.run {
-            let report = DoctorReport.gather(directory: options.dir)
-            console.answer(json: report.json, human: report.human)
-            if report.exitCode != ExitStatus.success { throw ExitCode(report.exitCode) }
-        }
+    func answer(console: Console) throws -> Answer {
+        let report = DoctorReport.gather(directory: options.dir)
+        return Answer(json: report.json, human: report.human, status: report.exitCode)
     }
 }
 
@@ -49,7 +43,7 @@ struct DoctorReport {
     var exitCode: Int32
 
     static func gather(directory: String?) -> DoctorReport {
-        let busAddress = ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"]
+        let busAddress = System.environment("DBUS_SESSION_BUS_ADDRESS")
         var probe: LibSecret.ServiceProbe?
         var failure: SecretServiceFailure?
         do {
@@ -69,13 +63,12 @@ struct DoctorReport {
     }
 
     private static func inspect(kind: String, path: String) -> Directory {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
+        guard let status = System.fileStatus(path) else {
             return Directory(kind: kind, path: path, exists: false, mode: nil, owner: nil, secure: true)
         }
-        let mode = Int(info.st_mode & 0o7777)
-        let owner = Int(info.st_uid)
-        let secure = mode & 0o077 == 0 && owner == Int(getuid())
+        let mode = status.mode
+        let owner = status.owner
+        let secure = mode & 0o077 == 0 && owner == System.userID
         return Directory(kind: kind, path: path, exists: true, mode: mode, owner: owner, secure: secure)
     }
 
@@ -87,12 +80,14 @@ struct DoctorReport {
             switch failure.kind {
             case .noSessionBus:
                 diagnosis = "No Secret Service is reachable: there is no D-Bus session bus in this environment."
-                fix = "Run inside a desktop session, or start one headless: dbus-run-session -- sh -c "
+                fix =
+                    "Run inside a desktop session, or start one headless: dbus-run-session -- sh -c "
                     + "'printf %s \"$KEYRING_PASSWORD\" | gnome-keyring-daemon --unlock --components=secrets; exec YOUR-COMMAND'"
                 exitCode = ExitStatus.unavailable
             case .noSecretService:
                 diagnosis = "No Secret Service is reachable: the session bus has no org.freedesktop.secrets provider."
-                fix = "Install and start a provider: apt-get install gnome-keyring, then "
+                fix =
+                    "Install and start a provider: apt-get install gnome-keyring, then "
                     + "printf '%s' \"$KEYRING_PASSWORD\" | gnome-keyring-daemon --unlock --components=secrets"
                 exitCode = ExitStatus.unavailable
             case .noDefaultCollection:
@@ -104,7 +99,8 @@ struct DoctorReport {
                 fix = "Unlock it in your desktop's keyring app (Passwords and Keys), or headless: " + Self.unlockCommand
                 exitCode = ExitStatus.tryAgain
             case .timeout:
-                diagnosis = "The Secret Service did not answer within \(VaultDefaults.deadline): its daemon is hung or stopped."
+                diagnosis =
+                    "The Secret Service did not answer within \(VaultDefaults.deadline): its daemon is hung or stopped."
                 fix = "Restart it: pkill -CONT gnome-keyring-daemon, or " + Self.unlockCommand
                 exitCode = ExitStatus.tryAgain
             case .other:
@@ -138,48 +134,81 @@ struct DoctorReport {
         exitCode = ExitStatus.success
     }
 
-    var json: JSONValue {
-        let service: JSONValue
-        if let failure {
-            service = [
-                "reachable": .bool(failure.kind != .noSessionBus && failure.kind != .noSecretService
-                    && failure.kind != .timeout),
-                "error": [
-                    "kind": .string(String(describing: failure.kind)),
-                    "domain": .optional(failure.domain), "code": .optional(failure.code.map(Int64.init)),
-                    "message": .string(failure.message),
-                ],
-            ]
-        } else {
-            service = ["reachable": true, "error": nil]
+    /// `doctor --json`.
+    struct JSON: Encodable {
+        struct Libraries: Encodable {
+            var libsodium: String
+            var libsecret: String
         }
-        let collections: [JSONValue] = (probe?.collections ?? []).map { collection in
-            [
-                "label": .string(collection.label), "path": .string(collection.path),
-                "locked": .bool(collection.locked), "default": .bool(collection.path == probe?.defaultCollectionPath),
-            ]
+
+        struct Bus: Encodable {
+            @Nullable var address: String?
+            var reachable: Bool
         }
-        let directories: [JSONValue] = self.directories.map { directory in
-            [
-                "kind": .string(directory.kind), "path": .string(directory.path), "exists": .bool(directory.exists),
-                "mode": .optional(directory.mode.map { "0" + String($0, radix: 8) }),
-                "owner": .optional(directory.owner.map(Int64.init)), "secure": .bool(directory.secure),
-            ]
+
+        struct Service: Encodable {
+            struct Failure: Encodable {
+                var kind: String
+                @Nullable var domain: String?
+                @Nullable var code: Int32?
+                var message: String
+            }
+
+            var reachable: Bool
+            @Nullable var error: Failure?
         }
-        return [
-            "libraries": ["libsodium": .string(libsodium), "libsecret": .string(libsecret)],
-            "bus": [
-                "address": .optional(busAddress),
-                "reachable": .bool(failure?.kind != .noSessionBus),
-            ],
-            "secretService": service,
-            "collections": .array(collections),
-            "defaultCollection": .optional(probe?.defaultCollectionPath),
-            "directories": .array(directories),
-            "diagnosis": .string(diagnosis),
-            "fix": .optional(fix),
-            "ok": .bool(exitCode == ExitStatus.success),
-        ]
+
+        struct Collection: Encodable {
+            var label: String
+            var path: String
+            var locked: Bool
+            var `default`: Bool
+        }
+
+        struct Directory: Encodable {
+            var kind: String
+            var path: String
+            var exists: Bool
+            @Nullable var mode: String?
+            @Nullable var owner: Int?
+            var secure: Bool
+        }
+
+        var libraries: Libraries
+        var bus: Bus
+        var secretService: Service
+        var collections: [Collection]
+        @Nullable var defaultCollection: String?
+        var directories: [Directory]
+        var diagnosis: String
+        @Nullable var fix: String?
+        var ok: Bool
+    }
+
+    var json: JSON {
+        let service = JSON.Service(
+            reachable: failure.map { $0.kind != .noSessionBus && $0.kind != .noSecretService && $0.kind != .timeout }
+                ?? true,
+            error: failure.map {
+                JSON.Service.Failure(
+                    kind: String(describing: $0.kind), domain: $0.domain, code: $0.code, message: $0.message)
+            })
+        return JSON(
+            libraries: JSON.Libraries(libsodium: libsodium, libsecret: libsecret),
+            bus: JSON.Bus(address: busAddress, reachable: failure?.kind != .noSessionBus),
+            secretService: service,
+            collections: (probe?.collections ?? []).map { collection in
+                JSON.Collection(
+                    label: collection.label, path: collection.path, locked: collection.locked,
+                    default: collection.path == probe?.defaultCollectionPath)
+            },
+            defaultCollection: probe?.defaultCollectionPath,
+            directories: directories.map { directory in
+                JSON.Directory(
+                    kind: directory.kind, path: directory.path, exists: directory.exists,
+                    mode: directory.mode.map(octalMode), owner: directory.owner, secure: directory.secure)
+            },
+            diagnosis: diagnosis, fix: fix, ok: exitCode == ExitStatus.success)
     }
 
     var human: String {
@@ -187,7 +216,8 @@ struct DoctorReport {
         lines.append("libsodium        \(libsodium)")
         lines.append("libsecret        \(libsecret)")
         let busState = failure?.kind == .noSessionBus ? "unreachable" : "reachable"
-        lines.append("session bus      \(busState)\(busAddress.map { " (\($0))" } ?? " (DBUS_SESSION_BUS_ADDRESS unset)")")
+        lines.append(
+            "session bus      \(busState)\(busAddress.map { " (\($0))" } ?? " (DBUS_SESSION_BUS_ADDRESS unset)")")
         let serviceState: String
         switch failure?.kind {
         case nil: serviceState = "reachable"
@@ -209,11 +239,12 @@ struct DoctorReport {
             if !directory.exists {
                 state = "not created yet"
             } else {
-                let mode = directory.mode.map { "0" + String($0, radix: 8) } ?? "?"
+                let mode = directory.mode.map(octalMode) ?? "?"
                 state = "mode \(mode), \(directory.secure ? "private" : "INSECURE")"
             }
             let label = "\(directory.kind) directory"
-            lines.append(label + String(repeating: " ", count: max(1, 17 - label.count)) + "\(directory.path) (\(state))")
+            lines.append(
+                label + String(repeating: " ", count: max(1, 17 - label.count)) + "\(directory.path) (\(state))")
         }
         lines.append("")
         lines.append(diagnosis)

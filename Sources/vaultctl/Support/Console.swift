@@ -1,19 +1,8 @@
 import ArgumentParser
-import Glibc
 
 /// Where a command's answer goes: stdout for the answer (a table or one JSON document), stderr for diagnostics.
 struct Console {
     var options: GlobalOptions
-
-    /// Prints the answer: the JSON document with `--json`, otherwise the human text.
-    func answer(json: @autoclosure () -> JSONValue, human: @autoclosure () -> String) {
-        if options.json {
-            writeOut(json().text + "\n")
-        } else {
-            let text = human()
-            if !text.isEmpty { writeOut(text.hasSuffix("\n") ? text : text + "\n") }
-        }
-    }
 
     /// A diagnostic line on stderr, only with `--verbose`.
     func verbose(_ text: @autoclosure () -> String) {
@@ -29,7 +18,7 @@ struct Console {
     func report(_ error: any Error) -> ExitCode {
         let failure = ReportedFailure(error)
         if options.json {
-            writeOut(failure.json.text + "\n")
+            writeOut(jsonText(failure.report) + "\n")
         } else {
             writeError("vaultctl: \(failure.code): \(failure.message)\n")
         }
@@ -48,23 +37,10 @@ struct Console {
     }
 }
 
-func writeOut(_ text: String) { writeAll(1, text) }
-func writeError(_ text: String) { writeAll(2, text) }
-
-private func writeAll(_ fd: Int32, _ text: String) {
-    var copy = text
-    copy.withUTF8 { bytes in
-        var offset = 0
-        while offset < bytes.count {
-            let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            offset += written
-        }
-    }
-}
+/// Writes `text` to stdout.
+func writeOut(_ text: String) { System.write(text, to: System.standardOutput) }
+/// Writes `text` to stderr.
+func writeError(_ text: String) { System.write(text, to: System.standardError) }
 
 /// Renders rows as aligned columns.
 func table(_ header: [String], _ rows: [[String]]) -> String {

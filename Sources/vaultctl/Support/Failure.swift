@@ -12,6 +12,26 @@ struct CLIFailure: Error {
     static func usage(_ message: String) -> CLIFailure {
         CLIFailure(code: "usage", message: message, exitCode: ExitStatus.usage)
     }
+
+    /// No such store, vault, key or file: exit 66.
+    static func notFound(_ message: String) -> CLIFailure {
+        CLIFailure(code: "notFound", message: message, exitCode: ExitStatus.notFound)
+    }
+
+    /// A `wipe` without `--yes` (exit 64): `what` (`store "ui"`) and what a wipe would delete.
+    static func wipeNeedsYes(_ what: String, deleting: String) -> CLIFailure {
+        .usage("refusing to wipe \(what) without --yes: it deletes \(deleting); nothing was changed")
+    }
+}
+
+extension CLIFailure {
+    /// `error` restated: its code, `message` (naming what it was about) or its own, and the exit code of the
+    /// table unless `exitCode` overrides it.
+    init(_ error: PrefsError, message: String? = nil, exitCode: Int32? = nil) {
+        self.init(
+            code: error.code.description, message: message ?? error.message,
+            exitCode: exitCode ?? ReportedFailure.exitCode(for: error.code))
+    }
 }
 
 /// The exit codes of DESIGN.md section 5 (sysexits.h values).
@@ -93,7 +113,18 @@ struct ReportedFailure {
         }
     }
 
-    var json: JSONValue {
-        ["error": ["code": .string(code), "message": .string(message)]]
+    /// `{"error": {"code": "notFound", "message": "..."}}`.
+    var report: ErrorReport {
+        ErrorReport(error: ErrorReport.Body(code: code, message: message))
     }
+}
+
+/// The JSON document of a failure.
+struct ErrorReport: Encodable {
+    struct Body: Encodable {
+        var code: String
+        var message: String
+    }
+
+    var error: Body
 }

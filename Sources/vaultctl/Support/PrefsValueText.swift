@@ -1,6 +1,5 @@
 import ArgumentParser
 import FoundationEssentials
-import Glibc
 import PrefsKV
 
 /// The `--type` of `prefs set`.
@@ -93,59 +92,35 @@ extension PrefsValue {
             return (try? encoder.encode(strings)).map { String(decoding: $0, as: UTF8.self) } ?? "[]"
         }
     }
-
-    /// The value in `prefs get --json`: JSON's own types where they fit, base64 for bytes, and the stored
-    /// text, as a string, for JSON (exact, as in exports).
-    var json: JSONValue {
-        switch self {
-        case .bool(let flag): return .bool(flag)
-        case .int(let number): return .int(number)
-        case .double(let number): return .double(number)
-        case .string(let text), .json(let text): return .string(text)
-        case .bytes(let bytes): return .string(Data(bytes).base64EncodedString())
-        case .strings(let strings): return .array(strings.map(JSONValue.string))
-        }
-    }
 }
 
 /// Milliseconds since the Unix epoch as `yyyy-MM-dd'T'HH:mm:ss'Z'` (UTC).
 func utcTimestamp(milliseconds: Int64) -> String {
-    var seconds = time_t(milliseconds / 1000)
-    var parts = tm()
-    guard gmtime_r(&seconds, &parts) != nil else { return "\(milliseconds) ms" }
-    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-    return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T"
-        + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
+    guard let time = System.utcTime(seconds: milliseconds / 1000) else { return "\(milliseconds) ms" }
+    func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    return "\(time.year)-\(two(time.month))-\(two(time.day))T"
+        + "\(two(time.hour)):\(two(time.minute)):\(two(time.second))Z"
 }
 
 /// Reads all of `path`, or standard input for `-`.
 func readInput(_ path: String) throws -> Data {
-    let fd = path == "-" ? 0 : Glibc.open(path, O_RDONLY | O_CLOEXEC)
-    guard fd >= 0 else {
-        let error = errno
+    let bytes: [UInt8]
+    do throws(System.Failure) {
+        bytes = try path == "-" ? System.readToEnd(System.standardInput) : System.readFile(path)
+    } catch let failure where failure.opening {
         let (code, exitCode): (String, Int32)
-        switch error {
-        case ENOENT: (code, exitCode) = ("notFound", ExitStatus.notFound)
-        case EACCES, EPERM: (code, exitCode) = ("permissionDenied", ExitStatus.permission)
-        default: (code, exitCode) = ("io", ExitStatus.ioError)
+        if failure.isNotFound {
+            (code, exitCode) = ("notFound", ExitStatus.notFound)
+        } else if failure.isPermissionDenied {
+            (code, exitCode) = ("permissionDenied", ExitStatus.permission)
+        } else {
+            (code, exitCode) = ("io", ExitStatus.ioError)
         }
+        throw CLIFailure(code: code, message: "cannot read \(path): \(failure.description)", exitCode: exitCode)
+    } catch {
         throw CLIFailure(
-            code: code, message: "cannot read \(path): \(String(cString: strerror(error)))", exitCode: exitCode)
-    }
-    defer { if fd != 0 { close(fd) } }
-    var bytes: [UInt8] = []
-    var chunk = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress!, $0.count) }
-        if count == 0 { break }
-        if count < 0 {
-            if errno == EINTR { continue }
-            throw CLIFailure(
-                code: "io",
-                message: "cannot read \(path == "-" ? "standard input" : path): "
-                    + String(cString: strerror(errno)), exitCode: ExitStatus.ioError)
-        }
-        bytes += chunk[0..<count]
+            code: "io", message: "cannot read \(path == "-" ? "standard input" : path): \(error.description)",
+            exitCode: ExitStatus.ioError)
     }
     return Data(bytes)
 }

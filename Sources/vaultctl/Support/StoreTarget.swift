@@ -1,6 +1,12 @@
-import Glibc
+import ArgumentParser
 import Logging
 import PrefsKV
+
+/// `STORE`: the store a `prefs` command works on, by id.
+struct StoreSelection: ParsableArguments {
+    @Argument(help: "The store id.")
+    var store: String
+}
 
 /// The store a `prefs` command names: its id, directory and data file, checked before anything is opened.
 ///
@@ -21,7 +27,7 @@ struct StoreTarget {
         do {
             dataPath = try PrefsStore.dataPath(id: id, directory: directory)
         } catch let error as PrefsError {
-            throw CLIFailure(code: error.code.description, message: error.message, exitCode: ExitStatus.usage)
+            throw CLIFailure(error, exitCode: ExitStatus.usage)
         }
     }
 
@@ -30,15 +36,12 @@ struct StoreTarget {
         do {
             try PrefsStore.validate(key: key)
         } catch let error as PrefsError {
-            throw CLIFailure(code: error.code.description, message: error.message, exitCode: ExitStatus.usage)
+            throw CLIFailure(error, exitCode: ExitStatus.usage)
         }
     }
 
     /// Whether the data file exists (a symbolic link counts: opening it is then refused, not created over).
-    var exists: Bool {
-        var info = stat()
-        return lstat(dataPath, &info) == 0
-    }
+    var exists: Bool { fileExists(dataPath) }
 
     /// `notFound` (exit 66) unless the data file exists: reading commands never create a store.
     func requireExisting() throws {
@@ -47,22 +50,17 @@ struct StoreTarget {
 
     /// The `notFound` answer for a store whose data file does not exist.
     var missing: CLIFailure {
-        CLIFailure(
-            code: "notFound", message: "no store \"\(id)\" in \(directory): \(dataPath) does not exist",
-            exitCode: ExitStatus.notFound)
+        CLIFailure.notFound("no store \"\(id)\" in \(directory): \(dataPath) does not exist")
     }
 
     /// The `notFound` answer for a key the store does not hold (or holds expired).
     func noKey(_ key: String) -> CLIFailure {
-        CLIFailure(
-            code: "notFound", message: "store \"\(id)\" (\(dataPath)) has no key \"\(key)\"",
-            exitCode: ExitStatus.notFound)
+        CLIFailure.notFound("store \"\(id)\" (\(dataPath)) has no key \"\(key)\"")
     }
 
     /// `vaultctl [--dir DIR] prefs <command> STORE`, for hints in messages.
     func command(_ name: String) -> String {
-        let dir = options.dir.map { " --dir \(shellQuoted($0))" } ?? ""
-        return "vaultctl\(dir) prefs \(name) \(shellQuoted(id))"
+        options.commandLine("prefs \(name) \(shellQuoted(id))")
     }
 
     /// Opens the store with `recovery: .fail` (creating it only when `creating`). A damaged store answers
@@ -103,10 +101,7 @@ struct StoreTarget {
 
     /// A PrefsError as the contract reports it, its message naming the store and the file.
     func failure(_ error: PrefsError) -> CLIFailure {
-        let file = error.path ?? dataPath
-        return CLIFailure(
-            code: error.code.description, message: "store \"\(id)\" (\(file)): \(error.message)",
-            exitCode: ReportedFailure.exitCode(for: error.code))
+        CLIFailure(error, message: "store \"\(id)\" (\(error.path ?? dataPath)): \(error.message)")
     }
 
     /// The answer to an open that met damage under `.fail`: what a read-only scan finds, and the fix.
@@ -125,7 +120,7 @@ struct StoreTarget {
         let lost = report.damage.reduce(0) { $0 + $1.records }
         let keys = report.damage.flatMap(\.keys)
         return CLIFailure(
-            code: error.code.description,
+            error,
             message: "store \"\(id)\" (\(dataPath)) is damaged and was left untouched: "
                 + "\(plural(report.damage.count, "damaged range")), \(plural(lost, "record")) lost"
                 + (keys.isEmpty ? "" : " (keys: \(keys.joined(separator: ", ")))")
@@ -152,6 +147,5 @@ func shellQuoted(_ text: String) -> String {
 
 /// Whether anything exists at `path` (without following a final symbolic link).
 func fileExists(_ path: String) -> Bool {
-    var info = stat()
-    return lstat(path, &info) == 0
+    System.linkStatus(path) != nil
 }

@@ -12,16 +12,6 @@ extension VaultItemInfo {
         expiresAt.map { $0 <= now } ?? false
     }
 
-    /// `{"key": "session", "kind": "sessionToken", "size": 24, "createdAt": 1700000000000, "updatedAt": ...,
-    /// "expiresAt": 1700003600000, "expired": false}`: never the value.
-    var json: [String: JSONValue] {
-        [
-            "key": .string(key), "kind": .string(kind), "size": .int(Int64(size)),
-            "createdAt": .int(Self.milliseconds(createdAt)), "updatedAt": .int(Self.milliseconds(updatedAt)),
-            "expiresAt": .optional(expiresAt.map(Self.milliseconds)), "expired": .bool(isExpired()),
-        ]
-    }
-
     /// `never`, or the UTC expiry followed by `(valid)` or `(expired)`.
     var expiryText: String {
         guard let expiresAt else { return "never" }
@@ -38,6 +28,35 @@ extension VaultItemInfo {
 
     /// Whether the value is text (string, sessionToken) rather than bytes (data, secret), for `get --reveal`.
     var holdsText: Bool { kind == "string" || kind == "sessionToken" }
+}
+
+/// An item in `vault list`, `get` and `set` answers: `{"createdAt": 1700000000000, "expired": false,
+/// "expiresAt": 1700003600000, "key": "session", "kind": "sessionToken", "size": 24, "updatedAt": ...}`, times
+/// in milliseconds since the Unix epoch; never the value unless revealed.
+struct ItemReport: Encodable {
+    /// The vault's service: in `get` and `set` answers, left out of `list`'s items.
+    var service: String?
+    var key: String
+    var kind: String
+    var size: Int
+    var createdAt: Int64
+    var updatedAt: Int64
+    @Nullable var expiresAt: Int64?
+    var expired: Bool
+    /// The value itself: only in `get --reveal --json`.
+    var value: String?
+
+    init(_ item: VaultItemInfo, service: String? = nil, value: String? = nil) {
+        self.service = service
+        key = item.key
+        kind = item.kind
+        size = item.size
+        createdAt = VaultItemInfo.milliseconds(item.createdAt)
+        updatedAt = VaultItemInfo.milliseconds(item.updatedAt)
+        expiresAt = item.expiresAt.map(VaultItemInfo.milliseconds)
+        expired = item.isExpired()
+        self.value = value
+    }
 }
 
 /// Label-value lines with the values aligned: `status` and `get` in plain mode.

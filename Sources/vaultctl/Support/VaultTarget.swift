@@ -1,5 +1,4 @@
 import ArgumentParser
-import Glibc
 import Logging
 import SecureVault
 
@@ -39,9 +38,7 @@ struct VaultTarget {
     /// `notFound` (exit 66) unless the vault has a file: only `set` creates a vault.
     func requireExisting() throws {
         guard exists else {
-            throw CLIFailure(
-                code: "notFound", message: "no vault \"\(service)\" in \(directory): \(path) does not exist",
-                exitCode: ExitStatus.notFound)
+            throw CLIFailure.notFound("no vault \"\(service)\" in \(directory): \(path) does not exist")
         }
     }
 
@@ -52,15 +49,12 @@ struct VaultTarget {
 
     /// The `notFound` answer for an item the vault does not hold.
     func noItem(_ key: String) -> CLIFailure {
-        CLIFailure(
-            code: "notFound", message: "vault \"\(service)\" (\(path)) has no item \"\(key)\"",
-            exitCode: ExitStatus.notFound)
+        CLIFailure.notFound("vault \"\(service)\" (\(path)) has no item \"\(key)\"")
     }
 
     /// `vaultctl [--dir DIR] vault <command> --service SERVICE`, for hints in messages.
     func command(_ name: String) -> String {
-        let dir = options.dir.map { " --dir \(shellQuoted($0))" } ?? ""
-        return "vaultctl\(dir) vault \(name) --service \(shellQuoted(service))"
+        options.commandLine("vault \(name) --service \(shellQuoted(service))")
     }
 }
 
@@ -69,34 +63,17 @@ struct VaultTarget {
 ///
 /// The caller wipes the returned buffer when done with it.
 func readSecretFromStandardInput(limit: Int, what: String) throws -> [UInt8] {
-    var saved = termios()
-    let terminal = isatty(0) != 0 && tcgetattr(0, &saved) == 0
-    if terminal {
-        writeError("vaultctl: type \(what) (not echoed), then press Enter and Ctrl-D\n")
-        var quiet = saved
-        quiet.c_lflag &= ~tcflag_t(ECHO)
-        _ = tcsetattr(0, TCSAFLUSH, &quiet)
-    }
-    defer {
-        if terminal {
-            _ = tcsetattr(0, TCSAFLUSH, &saved)
-            writeError("\n")
-        }
-    }
     var bytes = [UInt8](repeating: 0, count: limit + 1)
-    var count = 0
-    while count < bytes.count {
-        let got = bytes.withUnsafeMutableBytes { read(0, $0.baseAddress! + count, $0.count - count) }
-        if got == 0 { break }
-        if got < 0 {
-            if errno == EINTR { continue }
-            let error = errno
-            wipe(&bytes)
-            throw CLIFailure(
-                code: "io", message: "cannot read standard input: \(String(cString: strerror(error)))",
-                exitCode: ExitStatus.ioError)
-        }
-        count += got
+    let count: Int
+    do {
+        count = try System.withoutEcho(
+            onTerminal: { writeError("vaultctl: type \(what) (not echoed), then press Enter and Ctrl-D\n") },
+            afterTerminal: { writeError("\n") }
+        ) { () throws(System.Failure) in try System.read(System.standardInput, into: &bytes) }
+    } catch {
+        wipe(&bytes)
+        throw CLIFailure(
+            code: "io", message: "cannot read standard input: \(error.description)", exitCode: ExitStatus.ioError)
     }
     guard count <= limit else {
         wipe(&bytes)
@@ -111,7 +88,5 @@ func readSecretFromStandardInput(limit: Int, what: String) throws -> [UInt8] {
 
 /// Overwrites a buffer that held a secret (best effort: the value may have been copied elsewhere on its way).
 func wipe(_ bytes: inout [UInt8]) {
-    bytes.withUnsafeMutableBytes { raw in
-        if let base = raw.baseAddress { explicit_bzero(base, raw.count) }
-    }
+    System.zero(&bytes)
 }

@@ -3,7 +3,7 @@ import PrefsKV
 
 extension Prefs {
     /// `vaultctl prefs compact STORE`
-    struct CompactCommand: ParsableCommand {
+    struct CompactCommand: StoreCommand {
         static let configuration = CommandConfiguration(
             commandName: "compact",
             abstract: "Rewrite a store with only its live records.",
@@ -16,31 +16,31 @@ extension Prefs {
                 """)
 
         @OptionGroup var options: GlobalOptions
+        @OptionGroup var selection: StoreSelection
 
-        @Argument(help: "The store id.")
-        var store: String
+        func answer(store target: StoreTarget, console: Console) throws -> Answer {
+            let opened = try target.open()
+            let before = try opened.stats()
+            try opened.compact()
+            let after = try opened.stats()
+            return Answer(
+                json: Report(
+                    store: store, path: target.dataPath, fileBytesBefore: before.fileBytes,
+                    fileBytesAfter: after.fileBytes, logBytesBefore: before.logBytes, logBytesAfter: after.logBytes,
+                    generation: Int64(clamping: after.generation)),
+                human: "compacted store \(store) (\(target.dataPath)): \(before.fileBytes) -> \(after.fileBytes) "
+                    + "bytes, log \(before.logBytes) -> \(after.logBytes) bytes")
+        }
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try StoreTarget(id: store, options: options)
-                let (before, after) = try target.run { () throws -> (PrefsStats, PrefsStats) in
-                    let opened = try target.open()
-                    let before = try opened.stats()
-                    try opened.compact()
-                    return (before, try opened.stats())
-                }
-                console.answer(
-                    json: [
-                        "store": .string(store), "path": .string(target.dataPath),
-                        "fileBytesBefore": .int(Int64(before.fileBytes)),
-                        "fileBytesAfter": .int(Int64(after.fileBytes)),
-                        "logBytesBefore": .int(Int64(before.logBytes)), "logBytesAfter": .int(Int64(after.logBytes)),
-                        "generation": .int(Int64(clamping: after.generation)),
-                    ],
-                    human: "compacted store \(store) (\(target.dataPath)): \(before.fileBytes) -> \(after.fileBytes) "
-                        + "bytes, log \(before.logBytes) -> \(after.logBytes) bytes")
-            }
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var store: String
+            var path: String
+            var fileBytesBefore: Int
+            var fileBytesAfter: Int
+            var logBytesBefore: Int
+            var logBytesAfter: Int
+            var generation: Int64
         }
     }
 }

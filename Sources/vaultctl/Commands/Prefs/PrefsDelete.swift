@@ -3,7 +3,7 @@ import PrefsKV
 
 extension Prefs {
     /// `vaultctl prefs delete STORE KEY`
-    struct DeleteCommand: ParsableCommand {
+    struct DeleteCommand: StoreCommand, KeyCommand {
         static let configuration = CommandConfiguration(
             commandName: "delete",
             abstract: "Remove a key from a store.",
@@ -13,28 +13,24 @@ extension Prefs {
                 """)
 
         @OptionGroup var options: GlobalOptions
-
-        @Argument(help: "The store id.")
-        var store: String
+        @OptionGroup var selection: StoreSelection
 
         @Argument(help: "The key.")
         var key: String
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try StoreTarget(id: store, options: options)
-                try target.validate(key: key)
-                let existed = try target.run { () throws -> Bool in
-                    let opened = try target.open()
-                    guard try opened.contains(key) else { return false }
-                    try opened.removeValue(forKey: key)
-                    return true
-                }
-                guard existed else { throw target.noKey(key) }
-                console.verbose("deleted key \"\(key)\" from \(target.dataPath)")
-                console.answer(json: ["store": .string(store), "key": .string(key), "deleted": true], human: "")
-            }
+        func answer(store target: StoreTarget, console: Console) throws -> Answer {
+            let opened = try target.open()
+            guard try opened.contains(key) else { throw target.noKey(key) }
+            try opened.removeValue(forKey: key)
+            console.verbose("deleted key \"\(key)\" from \(target.dataPath)")
+            return Answer(json: Report(store: store, key: key), human: "")
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var store: String
+            var key: String
+            var deleted = true
         }
     }
 }

@@ -3,7 +3,7 @@ import PrefsKV
 
 extension Prefs {
     /// `vaultctl prefs export STORE`
-    struct ExportCommand: ParsableCommand {
+    struct ExportCommand: StoreCommand {
         static let configuration = CommandConfiguration(
             commandName: "export",
             abstract: "Print every live entry of a store as a JSON document that `prefs import` restores.",
@@ -15,17 +15,10 @@ extension Prefs {
                 """)
 
         @OptionGroup var options: GlobalOptions
+        @OptionGroup var selection: StoreSelection
 
-        @Argument(help: "The store id.")
-        var store: String
-
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try StoreTarget(id: store, options: options)
-                let document = try target.run { try target.open().exportJSON() }
-                writeOut(String(decoding: document, as: UTF8.self) + "\n")
-            }
+        func answer(store target: StoreTarget, console: Console) throws -> Answer {
+            .document(String(decoding: try target.open().exportJSON(), as: UTF8.self))
         }
     }
 }

@@ -3,7 +3,7 @@ import PrefsKV
 
 extension Prefs {
     /// `vaultctl prefs get STORE KEY`
-    struct GetCommand: ParsableCommand {
+    struct GetCommand: StoreCommand, KeyCommand {
         static let configuration = CommandConfiguration(
             commandName: "get",
             abstract: "Print the value of a key.",
@@ -18,29 +18,24 @@ extension Prefs {
                 """)
 
         @OptionGroup var options: GlobalOptions
-
-        @Argument(help: "The store id.")
-        var store: String
+        @OptionGroup var selection: StoreSelection
 
         @Argument(help: "The key.")
         var key: String
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try StoreTarget(id: store, options: options)
-                try target.validate(key: key)
-                guard let value = try target.run({ try target.open().value(forKey: key) }) else {
-                    throw target.noKey(key)
-                }
-                if options.json {
-                    console.answer(
-                        json: ["key": .string(key), "type": .string(value.typeName), "value": value.json], human: "")
-                } else {
-                    // Not through `answer`: an empty value, or one ending in a newline, still gets its newline.
-                    writeOut(value.plainText + "\n")
-                }
-            }
+        func answer(store target: StoreTarget, console: Console) throws -> Answer {
+            guard let value = try target.open().value(forKey: key) else { throw target.noKey(key) }
+            // Always its newline, even after an empty value or one ending in a newline.
+            return Answer(
+                json: Report(key: key, type: value.typeName, value: ValueReport(value: value)),
+                human: value.plainText + "\n")
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var key: String
+            var type: String
+            var value: ValueReport
         }
     }
 }

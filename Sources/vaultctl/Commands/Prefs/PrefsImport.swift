@@ -3,7 +3,7 @@ import PrefsKV
 
 extension Prefs {
     /// `vaultctl prefs import STORE FILE`
-    struct ImportCommand: ParsableCommand {
+    struct ImportCommand: StoreCommand {
         static let configuration = CommandConfiguration(
             commandName: "import",
             abstract: "Replace a store's contents with a document from `prefs export`.",
@@ -17,41 +17,34 @@ extension Prefs {
                 """)
 
         @OptionGroup var options: GlobalOptions
-
-        @Argument(help: "The store id.")
-        var store: String
+        @OptionGroup var selection: StoreSelection
 
         @Argument(help: "The export document, or - for standard input.")
         var file: String
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try StoreTarget(id: store, options: options)
-                let document = try readInput(file)
-                do {
-                    try PrefsStore.validateExport(document)
-                } catch let error as PrefsError {
-                    let source = file == "-" ? "standard input" : file
-                    throw CLIFailure(
-                        code: error.code.description,
-                        message: "cannot import \(source) into store \"\(store)\": \(error.message)",
-                        exitCode: ReportedFailure.exitCode(for: error.code))
-                }
-                let created = !target.exists
-                let count = try target.run { () throws -> Int in
-                    let opened = try target.open(creating: true)
-                    try opened.importJSON(document)
-                    return try opened.count
-                }
-                console.answer(
-                    json: [
-                        "store": .string(store), "path": .string(target.dataPath), "imported": .int(Int64(count)),
-                        "created": .bool(created),
-                    ],
-                    human: "imported \(plural(count, "entry", "entries")) into store "
-                        + "\(store) (\(target.dataPath))")
+        func answer(store target: StoreTarget, console: Console) throws -> Answer {
+            let document = try readInput(file)
+            do {
+                try PrefsStore.validateExport(document)
+            } catch let error as PrefsError {
+                let source = file == "-" ? "standard input" : file
+                throw CLIFailure(error, message: "cannot import \(source) into store \"\(store)\": \(error.message)")
             }
+            let created = !target.exists
+            let opened = try target.open(creating: true)
+            try opened.importJSON(document)
+            let count = try opened.count
+            return Answer(
+                json: Report(store: store, path: target.dataPath, imported: count, created: created),
+                human: "imported \(plural(count, "entry", "entries")) into store \(store) (\(target.dataPath))")
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var store: String
+            var path: String
+            var imported: Int
+            var created: Bool
         }
     }
 }

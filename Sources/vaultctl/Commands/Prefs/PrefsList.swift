@@ -3,7 +3,7 @@ import PrefsKV
 
 extension Prefs {
     /// `vaultctl prefs list STORE`
-    struct ListCommand: ParsableCommand {
+    struct ListCommand: StoreCommand {
         static let configuration = CommandConfiguration(
             commandName: "list",
             abstract: "List a store's keys with their type, size and expiry.",
@@ -17,35 +17,35 @@ extension Prefs {
                 """)
 
         @OptionGroup var options: GlobalOptions
+        @OptionGroup var selection: StoreSelection
 
-        @Argument(help: "The store id.")
-        var store: String
-
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try StoreTarget(id: store, options: options)
-                let entries = try target.run { try target.open().entries() }
-                console.answer(
-                    json: [
-                        "store": .string(store),
-                        "entries": .array(
-                            entries.map { entry in
-                                [
-                                    "key": .string(entry.key), "type": .string(entry.type),
-                                    "size": .int(Int64(entry.valueSize)), "expiresAt": .optional(entry.expiresAt),
-                                ]
-                            }),
-                    ],
-                    human: table(
-                        ["KEY", "TYPE", "SIZE", "EXPIRES"],
-                        entries.map { entry in
-                            [
-                                entry.key, entry.type, String(entry.valueSize),
-                                entry.expiresAt.map { utcTimestamp(milliseconds: $0) } ?? "never",
-                            ]
-                        }))
+        func answer(store target: StoreTarget, console: Console) throws -> Answer {
+            let entries = try target.open().entries().map { entry in
+                Report.Entry(key: entry.key, type: entry.type, size: entry.valueSize, expiresAt: entry.expiresAt)
             }
+            return Answer(
+                json: Report(store: store, entries: entries),
+                human: table(
+                    ["KEY", "TYPE", "SIZE", "EXPIRES"],
+                    entries.map { entry in
+                        [
+                            entry.key, entry.type, String(entry.size),
+                            entry.expiresAt.map { utcTimestamp(milliseconds: $0) } ?? "never",
+                        ]
+                    }))
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            struct Entry: Encodable {
+                var key: String
+                var type: String
+                var size: Int
+                @Nullable var expiresAt: Int64?
+            }
+
+            var store: String
+            var entries: [Entry]
         }
     }
 }

@@ -1,10 +1,9 @@
 import ArgumentParser
-import Glibc
 import PrefsKV
 
 extension Prefs {
     /// `vaultctl prefs ls`
-    struct LsCommand: ParsableCommand {
+    struct LsCommand: VaultCtlCommand {
         static let configuration = CommandConfiguration(
             commandName: "ls",
             abstract: "List every store in the directory with its size, record count and health.",
@@ -22,79 +21,68 @@ extension Prefs {
 
         @OptionGroup var options: GlobalOptions
 
-        struct Row {
-            var files: PrefsStoreFiles
-            var size: Int
-            var records: Int?
-            var health: String
-            var damagedRanges: Int
-            var problem: String?
-        }
-
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let directory = options.dir ?? PrefsStore.defaultDirectory
-                guard fileExists(directory) else {
-                    throw CLIFailure(
-                        code: "notFound", message: "no store directory at \(directory)", exitCode: ExitStatus.notFound)
-                }
-                let stores: [PrefsStoreFiles]
-                do {
-                    stores = try PrefsStore.storeFiles(in: directory)
-                } catch let error as PrefsError {
-                    throw CLIFailure(
-                        code: error.code.description, message: "cannot list \(directory): \(error.message)",
-                        exitCode: ReportedFailure.exitCode(for: error.code))
-                }
-                let rows = stores.map { Self.inspect($0, directory: directory) }
-                console.answer(
-                    json: [
-                        "directory": .string(directory),
-                        "stores": .array(
-                            rows.map { row in
-                                [
-                                    "store": .string(row.files.id), "path": .string(row.files.dataPath),
-                                    "fileBytes": .int(Int64(row.size)),
-                                    "records": .optional(row.records.map(Int64.init)),
-                                    "health": .string(row.health), "damagedRanges": .int(Int64(row.damagedRanges)),
-                                    "quarantined": .int(Int64(row.files.quarantinePaths.count)),
-                                    "problem": .optional(row.problem),
-                                ]
-                            }),
-                    ],
-                    human: table(
-                        ["STORE", "SIZE", "RECORDS", "HEALTH"],
-                        rows.map { row in
-                            var health = row.health
-                            if row.health == "damaged" { health += " (\(plural(row.damagedRanges, "damaged range")))" }
-                            if let problem = row.problem { health += ": \(problem)" }
-                            let quarantined = row.files.quarantinePaths.count
-                            if quarantined > 0 { health += ", \(quarantined) quarantined" }
-                            return [row.files.id, String(row.size), row.records.map(String.init) ?? "-", health]
-                        }))
+        func answer(console: Console) throws -> Answer {
+            let directory = options.dir ?? PrefsStore.defaultDirectory
+            guard fileExists(directory) else {
+                throw CLIFailure.notFound("no store directory at \(directory)")
             }
+            let stores: [PrefsStoreFiles]
+            do {
+                stores = try PrefsStore.storeFiles(in: directory)
+            } catch let error as PrefsError {
+                throw CLIFailure(error, message: "cannot list \(directory): \(error.message)")
+            }
+            let rows = stores.map { Self.inspect($0, directory: directory) }
+            return Answer(
+                json: Report(directory: directory, stores: rows),
+                human: table(
+                    ["STORE", "SIZE", "RECORDS", "HEALTH"],
+                    rows.map { row in
+                        var health = row.health
+                        if row.health == "damaged" { health += " (\(plural(row.damagedRanges, "damaged range")))" }
+                        if let problem = row.problem { health += ": \(problem)" }
+                        if row.quarantined > 0 { health += ", \(row.quarantined) quarantined" }
+                        return [row.store, String(row.fileBytes), row.records.map(String.init) ?? "-", health]
+                    }))
         }
 
         /// Size, records and health of one store, from a read-only scan.
-        static func inspect(_ files: PrefsStoreFiles, directory: String) -> Row {
-            var info = stat()
-            let size = lstat(files.dataPath, &info) == 0 ? Int(info.st_size) : 0
+        static func inspect(_ files: PrefsStoreFiles, directory: String) -> Report.Row {
+            var row = Report.Row(
+                store: files.id, path: files.dataPath, fileBytes: System.linkStatus(files.dataPath)?.size ?? 0,
+                records: nil, health: "unreadable", damagedRanges: 0, quarantined: files.quarantinePaths.count,
+                problem: nil)
             do {
                 let report = try PrefsStore.verify(id: files.id, directory: directory)
-                let health = !report.isClean ? "damaged" : report.isSealed ? "encrypted" : "clean"
-                return Row(
-                    files: files, size: size, records: report.recordsVerified, health: health,
-                    damagedRanges: report.damage.count, problem: nil)
+                row.health = !report.isClean ? "damaged" : report.isSealed ? "encrypted" : "clean"
+                row.records = report.recordsVerified
+                row.damagedRanges = report.damage.count
             } catch let error as PrefsError {
-                return Row(
-                    files: files, size: size, records: nil, health: "unreadable", damagedRanges: 0,
-                    problem: "\(error.code): \(error.message)")
+                row.problem = "\(error.code): \(error.message)"
             } catch {
-                return Row(
-                    files: files, size: size, records: nil, health: "unreadable", damagedRanges: 0,
-                    problem: "\(error)")
+                row.problem = "\(error)"
             }
+            return row
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            struct Row: Encodable {
+                var store: String
+                var path: String
+                var fileBytes: Int
+                /// nil when unreadable.
+                @Nullable var records: Int?
+                /// clean, damaged, unreadable or encrypted.
+                var health: String
+                var damagedRanges: Int
+                var quarantined: Int
+                /// Why the store is unreadable.
+                @Nullable var problem: String?
+            }
+
+            var directory: String
+            var stores: [Row]
         }
     }
 }

@@ -3,7 +3,7 @@ import PrefsKV
 
 extension Prefs {
     /// `vaultctl prefs repair STORE`
-    struct RepairCommand: ParsableCommand {
+    struct RepairCommand: StoreCommand {
         static let configuration = CommandConfiguration(
             commandName: "repair",
             abstract: "Salvage a damaged store: keep every record that verifies and quarantine the original.",
@@ -20,55 +20,53 @@ extension Prefs {
                 """)
 
         @OptionGroup var options: GlobalOptions
+        @OptionGroup var selection: StoreSelection
 
-        @Argument(help: "The store id.")
-        var store: String
-
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try StoreTarget(id: store, options: options)
-                try target.requireExisting()
-                let scan = try target.run { try PrefsStore.verify(id: store, directory: target.directory) }
-                var answer: JSONValue = [
-                    "store": .string(store), "path": .string(target.dataPath), "clean": true, "repaired": false,
-                    "kept": .int(Int64(scan.recordsVerified)), "lost": 0, "lostKeys": [], "quarantine": nil,
-                    "damage": [],
-                ]
-                guard !scan.isClean else {
-                    console.answer(
-                        json: answer, human: "store \(store) is clean; nothing was changed (\(target.dataPath))")
-                    return
-                }
-                let recovery = try target.run { try target.openSalvaging().lastRecovery }
-                guard let recovery else {
-                    // Another process salvaged it between the scan and the open.
-                    console.answer(
-                        json: answer, human: "store \(store) is clean now; nothing was changed (\(target.dataPath))")
-                    return
-                }
-                guard let quarantine = recovery.quarantinePath else {
-                    throw CLIFailure(
-                        code: "readOnly",
-                        message: "store \"\(store)\" (\(target.dataPath)) cannot be repaired: its directory is "
-                            + "read-only, so nothing was written", exitCode: ExitStatus.ioError)
-                }
-                answer = [
-                    "store": .string(store), "path": .string(target.dataPath), "clean": false, "repaired": true,
-                    "kept": .int(Int64(recovery.recordsKept)), "lost": .int(Int64(recovery.recordsLost)),
-                    "lostKeys": .array(recovery.lostKeys.map(JSONValue.string)), "quarantine": .string(quarantine),
-                    "damage": .array(recovery.damage.map(\.json)),
-                ]
-                let keys = recovery.lostKeys.isEmpty ? "" : " (keys: \(recovery.lostKeys.joined(separator: ", ")))"
-                console.answer(
-                    json: answer,
-                    human: """
-                        repaired store \(store) (\(target.dataPath)): kept \(plural(recovery.recordsKept, "record")), \
-                        lost \(recovery.recordsLost)\(keys)
-                        damaged original kept at \(quarantine)
-                        \(damageTable(recovery.damage))
-                        """)
+        func answer(store target: StoreTarget, console: Console) throws -> Answer {
+            try target.requireExisting()
+            let scan = try PrefsStore.verify(id: store, directory: target.directory)
+            let clean = Report(
+                store: store, path: target.dataPath, clean: true, repaired: false, kept: scan.recordsVerified,
+                lost: 0, lostKeys: [], quarantine: nil, damage: [])
+            guard !scan.isClean else {
+                return Answer(json: clean, human: "store \(store) is clean; nothing was changed (\(target.dataPath))")
             }
+            guard let recovery = try target.openSalvaging().lastRecovery else {
+                // Another process salvaged it between the scan and the open.
+                return Answer(
+                    json: clean, human: "store \(store) is clean now; nothing was changed (\(target.dataPath))")
+            }
+            guard let quarantine = recovery.quarantinePath else {
+                throw CLIFailure(
+                    code: "readOnly",
+                    message: "store \"\(store)\" (\(target.dataPath)) cannot be repaired: its directory is "
+                        + "read-only, so nothing was written", exitCode: ExitStatus.ioError)
+            }
+            let keys = recovery.lostKeys.isEmpty ? "" : " (keys: \(recovery.lostKeys.joined(separator: ", ")))"
+            return Answer(
+                json: Report(
+                    store: store, path: target.dataPath, clean: false, repaired: true, kept: recovery.recordsKept,
+                    lost: recovery.recordsLost, lostKeys: recovery.lostKeys, quarantine: quarantine,
+                    damage: recovery.damage.map(DamageReport.init)),
+                human: """
+                    repaired store \(store) (\(target.dataPath)): kept \(plural(recovery.recordsKept, "record")), \
+                    lost \(recovery.recordsLost)\(keys)
+                    damaged original kept at \(quarantine)
+                    \(damageTable(recovery.damage))
+                    """)
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var store: String
+            var path: String
+            var clean: Bool
+            var repaired: Bool
+            var kept: Int
+            var lost: Int
+            var lostKeys: [String]
+            @Nullable var quarantine: String?
+            var damage: [DamageReport]
         }
     }
 }

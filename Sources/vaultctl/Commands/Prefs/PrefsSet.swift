@@ -3,7 +3,7 @@ import PrefsKV
 
 extension Prefs {
     /// `vaultctl prefs set STORE KEY VALUE --type TYPE`
-    struct SetCommand: ParsableCommand {
+    struct SetCommand: StoreCommand, KeyCommand {
         static let configuration = CommandConfiguration(
             commandName: "set",
             abstract: "Set a key to a value of a type, creating the store if it does not exist.",
@@ -19,9 +19,7 @@ extension Prefs {
                 """)
 
         @OptionGroup var options: GlobalOptions
-
-        @Argument(help: "The store id.")
-        var store: String
+        @OptionGroup var selection: StoreSelection
 
         @Argument(help: "The key.")
         var key: String
@@ -51,17 +49,18 @@ extension Prefs {
             return word
         }
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try StoreTarget(id: store, options: options)
-                try target.validate(key: key)
-                let parsed = try type.value(from: try singleValue(), key: key)
-                try target.run { try target.open(creating: true).set(parsed, forKey: key) }
-                console.verbose("set key \"\(key)\" (\(parsed.typeName)) in \(target.dataPath)")
-                console.answer(
-                    json: ["store": .string(store), "key": .string(key), "type": .string(parsed.typeName)], human: "")
-            }
+        func answer(store target: StoreTarget, console: Console) throws -> Answer {
+            let parsed = try type.value(from: try singleValue(), key: key)
+            try target.open(creating: true).set(parsed, forKey: key)
+            console.verbose("set key \"\(key)\" (\(parsed.typeName)) in \(target.dataPath)")
+            return Answer(json: Report(store: store, key: key, type: parsed.typeName), human: "")
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var store: String
+            var key: String
+            var type: String
         }
     }
 }

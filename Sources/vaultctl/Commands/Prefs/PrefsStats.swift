@@ -3,7 +3,7 @@ import PrefsKV
 
 extension Prefs {
     /// `vaultctl prefs stats STORE`
-    struct StatsCommand: ParsableCommand {
+    struct StatsCommand: StoreCommand {
         static let configuration = CommandConfiguration(
             commandName: "stats",
             abstract: "Show a store's sizes and counts.",
@@ -15,37 +15,43 @@ extension Prefs {
                 """)
 
         @OptionGroup var options: GlobalOptions
+        @OptionGroup var selection: StoreSelection
 
-        @Argument(help: "The store id.")
-        var store: String
+        func answer(store target: StoreTarget, console: Console) throws -> Answer {
+            let stats = try target.open().stats()
+            let percent = Int((stats.garbageRatio * 100).rounded())
+            return Answer(
+                json: Report(
+                    store: store, path: target.dataPath, keyCount: stats.keyCount, liveBytes: stats.liveBytes,
+                    logBytes: stats.logBytes, fileBytes: stats.fileBytes, recordCount: stats.recordCount,
+                    garbageRatio: stats.garbageRatio, generation: Int64(clamping: stats.generation)),
+                human: table(
+                    ["STORE", store],
+                    [
+                        ["file", target.dataPath],
+                        ["keys", String(stats.keyCount)],
+                        ["live bytes", String(stats.liveBytes)],
+                        ["log bytes", String(stats.logBytes)],
+                        ["file bytes", String(stats.fileBytes)],
+                        ["records", String(stats.recordCount)],
+                        ["garbage", "\(percent)%"],
+                        ["generation", String(stats.generation)],
+                    ]))
+        }
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try StoreTarget(id: store, options: options)
-                let stats = try target.run { try target.open().stats() }
-                let percent = Int((stats.garbageRatio * 100).rounded())
-                console.answer(
-                    json: [
-                        "store": .string(store), "path": .string(target.dataPath),
-                        "keyCount": .int(Int64(stats.keyCount)), "liveBytes": .int(Int64(stats.liveBytes)),
-                        "logBytes": .int(Int64(stats.logBytes)), "fileBytes": .int(Int64(stats.fileBytes)),
-                        "recordCount": .int(Int64(stats.recordCount)), "garbageRatio": .double(stats.garbageRatio),
-                        "generation": .int(Int64(clamping: stats.generation)), "lastRecovery": nil,
-                    ],
-                    human: table(
-                        ["STORE", store],
-                        [
-                            ["file", target.dataPath],
-                            ["keys", String(stats.keyCount)],
-                            ["live bytes", String(stats.liveBytes)],
-                            ["log bytes", String(stats.logBytes)],
-                            ["file bytes", String(stats.fileBytes)],
-                            ["records", String(stats.recordCount)],
-                            ["garbage", "\(percent)%"],
-                            ["generation", String(stats.generation)],
-                        ]))
-            }
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var store: String
+            var path: String
+            var keyCount: Int
+            var liveBytes: Int
+            var logBytes: Int
+            var fileBytes: Int
+            var recordCount: Int
+            var garbageRatio: Double
+            var generation: Int64
+            /// Always null: this command never recovers a store.
+            @Nullable var lastRecovery: String? = nil
         }
     }
 }

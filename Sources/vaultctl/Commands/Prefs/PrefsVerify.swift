@@ -3,7 +3,7 @@ import PrefsKV
 
 extension Prefs {
     /// `vaultctl prefs verify STORE`
-    struct VerifyCommand: ParsableCommand {
+    struct VerifyCommand: StoreCommand {
         static let configuration = CommandConfiguration(
             commandName: "verify",
             abstract: "Scan every record of a store and report any damage, changing nothing.",
@@ -19,37 +19,37 @@ extension Prefs {
                 """)
 
         @OptionGroup var options: GlobalOptions
+        @OptionGroup var selection: StoreSelection
 
-        @Argument(help: "The store id.")
-        var store: String
+        func answer(store target: StoreTarget, console: Console) throws -> Answer {
+            try target.requireExisting()
+            let report = try PrefsStore.verify(id: store, directory: target.directory)
+            let lost = report.damage.reduce(0) { $0 + $1.records }
+            let scope = report.isSealed ? " (sealed: checksums only)" : ""
+            let summary =
+                report.isClean
+                ? "store \(store) is clean: \(plural(report.recordsVerified, "record")) verified\(scope), "
+                    + target.dataPath
+                : "store \(store) is DAMAGED: \(plural(report.damage.count, "damaged range")), "
+                    + "\(plural(lost, "record")) lost, \(plural(report.recordsVerified, "record")) verified"
+                    + "\(scope), \(target.dataPath)"
+            return Answer(
+                json: Report(
+                    store: store, path: target.dataPath, clean: report.isClean, sealed: report.isSealed,
+                    recordsVerified: report.recordsVerified, damage: report.damage.map(DamageReport.init)),
+                human: report.isClean ? summary : summary + "\n" + damageTable(report.damage),
+                warning: report.isClean ? nil : "salvage what verifies with `\(target.command("repair"))`",
+                status: report.isClean ? ExitStatus.success : ExitStatus.dataError)
+        }
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try StoreTarget(id: store, options: options)
-                try target.requireExisting()
-                let report = try target.run { try PrefsStore.verify(id: store, directory: target.directory) }
-                let lost = report.damage.reduce(0) { $0 + $1.records }
-                let scope = report.isSealed ? " (sealed: checksums only)" : ""
-                let summary =
-                    report.isClean
-                    ? "store \(store) is clean: \(plural(report.recordsVerified, "record")) verified\(scope), "
-                        + target.dataPath
-                    : "store \(store) is DAMAGED: \(plural(report.damage.count, "damaged range")), "
-                        + "\(plural(lost, "record")) lost, \(plural(report.recordsVerified, "record")) verified"
-                        + "\(scope), \(target.dataPath)"
-                console.answer(
-                    json: [
-                        "store": .string(store), "path": .string(target.dataPath), "clean": .bool(report.isClean),
-                        "sealed": .bool(report.isSealed), "recordsVerified": .int(Int64(report.recordsVerified)),
-                        "damage": .array(report.damage.map(\.json)),
-                    ],
-                    human: report.isClean ? summary : summary + "\n" + damageTable(report.damage))
-                if !report.isClean {
-                    if !options.json { console.warn("salvage what verifies with `\(target.command("repair"))`") }
-                    throw ExitCode(ExitStatus.dataError)
-                }
-            }
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var store: String
+            var path: String
+            var clean: Bool
+            var sealed: Bool
+            var recordsVerified: Int
+            var damage: [DamageReport]
         }
     }
 }

@@ -3,7 +3,7 @@ import SecureVault
 
 extension VaultGroup {
     /// `vaultctl vault delete --service NAME KEY`
-    struct DeleteCommand: ParsableCommand {
+    struct DeleteCommand: VaultCommand, KeyCommand {
         static let configuration = CommandConfiguration(
             commandName: "delete",
             abstract: "Remove an item from a vault.",
@@ -20,18 +20,19 @@ extension VaultGroup {
         @Argument(help: "The item's name.")
         var key: String
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try VaultTarget(selection, options: options)
-                try target.validate(key: key)
-                try target.requireExisting()
-                guard try target.vault.contains(key) else { throw target.noItem(key) }
-                try target.vault.remove(key)
-                console.verbose("deleted item \"\(key)\" from \(target.path)")
-                console.answer(
-                    json: ["service": .string(target.service), "key": .string(key), "deleted": true], human: "")
-            }
+        func answer(vault target: VaultTarget, console: Console) throws -> Answer {
+            try target.requireExisting()
+            guard try target.vault.contains(key) else { throw target.noItem(key) }
+            try target.vault.remove(key)
+            console.verbose("deleted item \"\(key)\" from \(target.path)")
+            return Answer(json: Report(service: target.service, key: key), human: "")
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var service: String
+            var key: String
+            var deleted = true
         }
     }
 }

@@ -4,7 +4,7 @@ import SecureVault
 
 extension VaultGroup {
     /// `vaultctl vault get --service NAME KEY [--reveal]`
-    struct GetCommand: ParsableCommand {
+    struct GetCommand: VaultCommand, KeyCommand {
         static let configuration = CommandConfiguration(
             commandName: "get",
             abstract: "Show an item's metadata; with --reveal, its value.",
@@ -29,43 +29,27 @@ extension VaultGroup {
         @Flag(help: "Print the value itself.")
         var reveal = false
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try VaultTarget(selection, options: options)
-                try target.validate(key: key)
-                try target.requireExisting()
-                guard let item = try target.vault.item(key) else { throw target.noItem(key) }
-                guard reveal else {
-                    var json = item.json
-                    json["service"] = .string(target.service)
-                    console.answer(
-                        json: .object(json),
-                        human: fields([
-                            ("key", item.key), ("kind", item.kind), ("size", "\(plural(item.size, "byte"))"),
-                            ("created", utcTimestamp(milliseconds: VaultItemInfo.milliseconds(item.createdAt))),
-                            ("updated", utcTimestamp(milliseconds: VaultItemInfo.milliseconds(item.updatedAt))),
-                            ("expires", item.expiryText),
-                        ]))
-                    return
-                }
-                guard let data = try target.vault.data(for: key) else { throw target.noItem(key) }
-                let value = item.holdsText ? String(decoding: data, as: UTF8.self) : data.base64EncodedString()
-                if options.json {
-                    var json = item.json
-                    json["service"] = .string(target.service)
-                    json["value"] = .string(value)
-                    console.answer(json: .object(json), human: "")
-                } else {
-                    if item.isExpired() {
-                        let expiry =
-                            item.expiresAt.map { utcTimestamp(milliseconds: VaultItemInfo.milliseconds($0)) } ?? ""
-                        console.warn("item \"\(key)\" of vault \"\(target.service)\" expired at \(expiry)")
-                    }
-                    // Not through `answer`: an empty value, or one ending in a newline, still gets its newline.
-                    writeOut(value + "\n")
-                }
+        func answer(vault target: VaultTarget, console: Console) throws -> Answer {
+            try target.requireExisting()
+            guard let item = try target.vault.item(key) else { throw target.noItem(key) }
+            guard reveal else {
+                return Answer(
+                    json: ItemReport(item, service: target.service),
+                    human: fields([
+                        ("key", item.key), ("kind", item.kind), ("size", "\(plural(item.size, "byte"))"),
+                        ("created", utcTimestamp(milliseconds: VaultItemInfo.milliseconds(item.createdAt))),
+                        ("updated", utcTimestamp(milliseconds: VaultItemInfo.milliseconds(item.updatedAt))),
+                        ("expires", item.expiryText),
+                    ]))
             }
+            guard let data = try target.vault.data(for: key) else { throw target.noItem(key) }
+            let value = item.holdsText ? String(decoding: data, as: UTF8.self) : data.base64EncodedString()
+            if item.isExpired() && !options.json {
+                let expiry = item.expiresAt.map { utcTimestamp(milliseconds: VaultItemInfo.milliseconds($0)) } ?? ""
+                console.warn("item \"\(key)\" of vault \"\(target.service)\" expired at \(expiry)")
+            }
+            // Always its newline, even after an empty value or one ending in a newline.
+            return Answer(json: ItemReport(item, service: target.service, value: value), human: value + "\n")
         }
     }
 }

@@ -4,7 +4,7 @@ import SecureVault
 
 extension VaultGroup {
     /// `vaultctl vault list --service NAME`
-    struct ListCommand: ParsableCommand {
+    struct ListCommand: VaultCommand {
         static let configuration = CommandConfiguration(
             commandName: "list",
             abstract: "List a vault's items: name, kind, size, created, updated and expiry, never values.",
@@ -25,33 +25,30 @@ extension VaultGroup {
         @OptionGroup var options: GlobalOptions
         @OptionGroup var selection: VaultOptions
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try VaultTarget(selection, options: options)
-                try target.requireExisting()
-                let items = try target.vault.items()
-                // Sealed names are only learnt by opening records: one that does not open is left out of
-                // `items()`. The checksum scan still counts it.
-                let stored = (try? PrefsStore.inspect(id: target.service, directory: target.directory)?.scanLog())?
-                    .liveKeyCount
-                let unreadable = max(0, (stored ?? items.count) - items.count)
-                console.answer(
-                    json: [
-                        "service": .string(target.service), "unreadable": .int(Int64(unreadable)),
-                        "items": .array(items.map { .object($0.json) }),
-                    ],
-                    human: table(["KEY", "KIND", "SIZE", "CREATED", "UPDATED", "EXPIRES"], items.map(\.row)))
-                if unreadable > 0 {
-                    if !options.json {
-                        console.warn(
-                            "\(plural(unreadable, "item")) of vault \"\(target.service)\" could not be opened "
-                                + "(damaged or tampered) and \(unreadable == 1 ? "is" : "are") not listed; "
-                                + "see `\(target.command("verify"))`")
-                    }
-                    throw ExitCode(ExitStatus.dataError)
-                }
-            }
+        func answer(vault target: VaultTarget, console: Console) throws -> Answer {
+            try target.requireExisting()
+            let items = try target.vault.items()
+            // Sealed names are only learnt by opening records: one that does not open is left out of
+            // `items()`. The checksum scan still counts it.
+            let stored = (try? PrefsStore.inspect(id: target.service, directory: target.directory)?.scanLog())?
+                .liveKeyCount
+            let unreadable = max(0, (stored ?? items.count) - items.count)
+            return Answer(
+                json: Report(service: target.service, unreadable: unreadable, items: items.map { ItemReport($0) }),
+                human: table(["KEY", "KIND", "SIZE", "CREATED", "UPDATED", "EXPIRES"], items.map(\.row)),
+                warning: unreadable == 0
+                    ? nil
+                    : "\(plural(unreadable, "item")) of vault \"\(target.service)\" could not be opened "
+                        + "(damaged or tampered) and \(unreadable == 1 ? "is" : "are") not listed; "
+                        + "see `\(target.command("verify"))`",
+                status: unreadable == 0 ? ExitStatus.success : ExitStatus.dataError)
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var service: String
+            var unreadable: Int
+            var items: [ItemReport]
         }
     }
 }

@@ -3,7 +3,7 @@ import SecureVault
 
 extension VaultGroup {
     /// `vaultctl vault lock`
-    struct LockCommand: ParsableCommand {
+    struct LockCommand: VaultCtlCommand {
         static let configuration = CommandConfiguration(
             commandName: "lock",
             abstract: "Lock the default keyring through the Secret Service.",
@@ -19,23 +19,25 @@ extension VaultGroup {
 
         @OptionGroup var options: GlobalOptions
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let found: Bool
-                do throws(SecretServiceFailure) {
-                    found = try LibSecret.lock(deadline: VaultDefaults.deadline)
-                } catch {
-                    throw VaultError(error, operation: "locking the default keyring")
-                }
-                guard found else {
-                    throw CLIFailure(
-                        code: "unavailable",
-                        message: "the Secret Service has no default keyring to lock; nothing was locked",
-                        exitCode: ExitStatus.unavailable)
-                }
-                console.answer(json: ["locked": true], human: "locked the default keyring")
+        func answer(console: Console) throws -> Answer {
+            let found: Bool
+            do throws(SecretServiceFailure) {
+                found = try LibSecret.lock(deadline: VaultDefaults.deadline)
+            } catch {
+                throw VaultError(error, operation: "locking the default keyring")
             }
+            guard found else {
+                throw CLIFailure(
+                    code: "unavailable",
+                    message: "the Secret Service has no default keyring to lock; nothing was locked",
+                    exitCode: ExitStatus.unavailable)
+            }
+            return Answer(json: Report(), human: "locked the default keyring")
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var locked = true
         }
     }
 }

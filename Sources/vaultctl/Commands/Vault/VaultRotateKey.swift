@@ -3,7 +3,7 @@ import SecureVault
 
 extension VaultGroup {
     /// `vaultctl vault rotate-key --service NAME`
-    struct RotateKeyCommand: ParsableCommand {
+    struct RotateKeyCommand: VaultCommand {
         static let configuration = CommandConfiguration(
             commandName: "rotate-key",
             abstract: "Re-encrypt every item under a new master key, then delete the old key.",
@@ -19,22 +19,25 @@ extension VaultGroup {
         @OptionGroup var options: GlobalOptions
         @OptionGroup var selection: VaultOptions
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try VaultTarget(selection, options: options)
-                try target.requireExisting()
-                let old = try target.vault.existingIdentity()
-                try target.vault.rotateKey()
-                let new = try target.vault.existingIdentity()
-                console.answer(
-                    json: [
-                        "service": .string(target.service), "vaultId": .optional(new?.vaultIDHex),
-                        "oldKeyId": .optional(old?.keyIDHex), "newKeyId": .optional(new?.keyIDHex),
-                    ],
-                    human: "rotated the master key of vault \(target.service): key id \(old?.keyIDHex ?? "-") -> "
-                        + "\(new?.keyIDHex ?? "-")")
-            }
+        func answer(vault target: VaultTarget, console: Console) throws -> Answer {
+            try target.requireExisting()
+            let old = try target.vault.existingIdentity()
+            try target.vault.rotateKey()
+            let new = try target.vault.existingIdentity()
+            return Answer(
+                json: Report(
+                    service: target.service, vaultId: new?.vaultIDHex, oldKeyId: old?.keyIDHex,
+                    newKeyId: new?.keyIDHex),
+                human: "rotated the master key of vault \(target.service): key id \(old?.keyIDHex ?? "-") -> "
+                    + "\(new?.keyIDHex ?? "-")")
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var service: String
+            @Nullable var vaultId: String?
+            @Nullable var oldKeyId: String?
+            @Nullable var newKeyId: String?
         }
     }
 }

@@ -4,7 +4,7 @@ import SecureVault
 
 extension VaultGroup {
     /// `vaultctl vault set --service NAME KEY [--expires-in SECONDS] < value`
-    struct SetCommand: ParsableCommand {
+    struct SetCommand: VaultCommand, KeyCommand {
         static let configuration = CommandConfiguration(
             commandName: "set",
             abstract: "Store the value read from stdin under a key, creating the vault if it has no file yet.",
@@ -44,41 +44,37 @@ extension VaultGroup {
         @Argument(parsing: .allUnrecognized, help: .hidden)
         var unexpected: [String] = []
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                guard unexpected.isEmpty else {
-                    throw CLIFailure.usage(
-                        "vault set takes the value on stdin, never as an argument: refused "
-                            + "\(plural(unexpected.count, "extra argument")) (not shown), nothing was stored; "
-                            + "e.g. printf '%s' \"$VALUE\" | vaultctl vault set --service NAME \(key)")
-                }
-                if let expiresIn, !(0...Self.maximumLifetime).contains(expiresIn) {
-                    throw CLIFailure.usage(
-                        "--expires-in must be from 0 to \(Self.maximumLifetime) seconds (100 years), not \(expiresIn)")
-                }
-                let target = try VaultTarget(selection, options: options)
-                try target.validate(key: key)
-                var bytes = try readSecretFromStandardInput(
-                    limit: Vault.maximumValueSize + 1, what: "the value of \"\(key)\"")
-                defer { wipe(&bytes) }
-                if bytes.last == 0x0A { bytes.removeLast() }
-                guard let value = String(validating: bytes, as: UTF8.self) else {
-                    throw CLIFailure.usage("the value of \"\(key)\" on stdin is not UTF-8 text; nothing was stored")
-                }
-                let expiresAt = expiresIn.map { Date(timeIntervalSinceNow: Double($0)) }
-                if let expiresAt {
-                    try target.vault.setSessionToken(value, expiresAt: expiresAt, for: key)
-                } else {
-                    try target.vault.set(value, for: key)
-                }
-                // The answer is what the vault now holds, read back (times exactly as stored).
-                guard let stored = try target.vault.item(key) else { throw target.noItem(key) }
-                console.verbose("stored \(plural(stored.size, "byte")) under \"\(key)\" in \(target.path)")
-                var json = stored.json
-                json["service"] = .string(target.service)
-                console.answer(json: .object(json), human: "")
+        func checkArguments() throws {
+            guard unexpected.isEmpty else {
+                throw CLIFailure.usage(
+                    "vault set takes the value on stdin, never as an argument: refused "
+                        + "\(plural(unexpected.count, "extra argument")) (not shown), nothing was stored; "
+                        + "e.g. printf '%s' \"$VALUE\" | vaultctl vault set --service NAME \(key)")
             }
+            if let expiresIn, !(0...Self.maximumLifetime).contains(expiresIn) {
+                throw CLIFailure.usage(
+                    "--expires-in must be from 0 to \(Self.maximumLifetime) seconds (100 years), not \(expiresIn)")
+            }
+        }
+
+        func answer(vault target: VaultTarget, console: Console) throws -> Answer {
+            var bytes = try readSecretFromStandardInput(
+                limit: Vault.maximumValueSize + 1, what: "the value of \"\(key)\"")
+            defer { wipe(&bytes) }
+            if bytes.last == 0x0A { bytes.removeLast() }
+            guard let value = String(validating: bytes, as: UTF8.self) else {
+                throw CLIFailure.usage("the value of \"\(key)\" on stdin is not UTF-8 text; nothing was stored")
+            }
+            if let expiresIn {
+                try target.vault.setSessionToken(
+                    value, expiresAt: Date(timeIntervalSinceNow: Double(expiresIn)), for: key)
+            } else {
+                try target.vault.set(value, for: key)
+            }
+            // The answer is what the vault now holds, read back (times exactly as stored).
+            guard let stored = try target.vault.item(key) else { throw target.noItem(key) }
+            console.verbose("stored \(plural(stored.size, "byte")) under \"\(key)\" in \(target.path)")
+            return Answer(json: ItemReport(stored, service: target.service), human: "")
         }
     }
 }

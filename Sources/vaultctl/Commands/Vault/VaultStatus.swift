@@ -1,10 +1,9 @@
 import ArgumentParser
-import Glibc
 import SecureVault
 
 extension VaultGroup {
     /// `vaultctl vault status --service NAME`
-    struct StatusCommand: ParsableCommand {
+    struct StatusCommand: VaultCommand {
         static let configuration = CommandConfiguration(
             commandName: "status",
             abstract: "Show a vault's key store, keyring, file, permissions and item count, without its key.",
@@ -27,13 +26,9 @@ extension VaultGroup {
         @OptionGroup var options: GlobalOptions
         @OptionGroup var selection: VaultOptions
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try VaultTarget(selection, options: options)
-                let report = VaultStatusReport.gather(target)
-                console.answer(json: report.json, human: report.human)
-            }
+        func answer(vault target: VaultTarget, console: Console) throws -> Answer {
+            let report = VaultStatusReport.gather(target)
+            return Answer(json: report.json, human: report.human)
         }
     }
 }
@@ -50,23 +45,27 @@ struct VaultStatusReport {
 
         init(path: String) {
             self.path = path
-            var info = stat()
-            exists = lstat(path, &info) == 0
-            if exists {
-                mode = Int(info.st_mode & 0o7777)
-                owner = Int(info.st_uid)
-                size = Int(info.st_size)
-            }
+            let status = System.linkStatus(path)
+            exists = status != nil
+            mode = status?.mode
+            owner = status?.owner
+            size = status?.size
         }
 
-        /// `{"path": ..., "exists": true, "mode": "0600", "owner": 1000}`, plus `"size"` for a file.
-        func json(withSize: Bool) -> JSONValue {
-            var members: [String: JSONValue] = [
-                "path": .string(path), "exists": .bool(exists), "mode": .optional(mode.map(octalMode)),
-                "owner": .optional(owner.map(Int64.init)),
-            ]
-            if withSize { members["size"] = .optional(size.map(Int64.init)) }
-            return .object(members)
+        /// `{"exists": true, "mode": "0600", "owner": 1000, "path": ...}`, plus `"size"` for a file.
+        struct JSON: Encodable {
+            var path: String
+            var exists: Bool
+            @Nullable var mode: String?
+            @Nullable var owner: Int?
+            /// Only for a file: there, null when it does not exist.
+            var size: Nullable<Int>?
+        }
+
+        func json(withSize: Bool) -> JSON {
+            JSON(
+                path: path, exists: exists, mode: mode.map(octalMode), owner: owner,
+                size: withSize ? Nullable(wrappedValue: size) : nil)
         }
 
         /// `/path (mode 0700)` or `/path (not created yet)`.
@@ -105,25 +104,41 @@ struct VaultStatusReport {
             file: FileFacts(path: target.path), identity: identity, problem: problem)
     }
 
-    var json: JSONValue {
-        [
-            "service": .string(status.service), "keyStore": .string(status.keyStore),
-            "accessibility": .string(status.accessibility),
-            "sessionBus": status.sessionBusReachable.map(JSONValue.bool) ?? .null,
-            "secretService": status.secretServiceReachable.map(JSONValue.bool) ?? .null,
-            "defaultCollection": defaultCollection.map { collection in
-                [
-                    "path": .string(collection.path), "label": .string(collection.label),
-                    "locked": .bool(collection.locked),
-                ]
-            } ?? .null,
-            "locked": status.keyringLocked.map(JSONValue.bool) ?? .null,
-            "directory": directory.json(withSize: false), "file": file.json(withSize: true),
-            "itemCount": .optional(status.itemCount.map(Int64.init)),
-            "vaultId": .optional(identity?.vaultIDHex), "keyId": .optional(identity?.keyIDHex),
-            "permissionProblem": .optional(status.permissionProblem),
-            "problem": problem.map { ["code": .string($0.code.description), "message": .string($0.message)] } ?? .null,
-        ]
+    /// `vault status --json`: what could not be learnt is null.
+    struct JSON: Encodable {
+        struct Collection: Encodable {
+            var path: String
+            var label: String
+            var locked: Bool
+        }
+
+        var service: String
+        var keyStore: String
+        var accessibility: String
+        @Nullable var sessionBus: Bool?
+        @Nullable var secretService: Bool?
+        @Nullable var defaultCollection: Collection?
+        @Nullable var locked: Bool?
+        var directory: FileFacts.JSON
+        var file: FileFacts.JSON
+        @Nullable var itemCount: Int?
+        @Nullable var vaultId: String?
+        @Nullable var keyId: String?
+        @Nullable var permissionProblem: String?
+        @Nullable var problem: ErrorReport.Body?
+    }
+
+    var json: JSON {
+        JSON(
+            service: status.service, keyStore: status.keyStore, accessibility: status.accessibility,
+            sessionBus: status.sessionBusReachable, secretService: status.secretServiceReachable,
+            defaultCollection: defaultCollection.map {
+                JSON.Collection(path: $0.path, label: $0.label, locked: $0.locked)
+            },
+            locked: status.keyringLocked, directory: directory.json(withSize: false),
+            file: file.json(withSize: true), itemCount: status.itemCount, vaultId: identity?.vaultIDHex,
+            keyId: identity?.keyIDHex, permissionProblem: status.permissionProblem,
+            problem: problem.map { ErrorReport.Body(code: $0.code.description, message: $0.message) })
     }
 
     var human: String {

@@ -4,7 +4,7 @@ import SecureVault
 
 extension VaultGroup {
     /// `vaultctl vault verify --service NAME`
-    struct VerifyCommand: ParsableCommand {
+    struct VerifyCommand: VaultCommand {
         static let configuration = CommandConfiguration(
             commandName: "verify",
             abstract: "Check every record's checksum and open every item with the master key.",
@@ -24,55 +24,61 @@ extension VaultGroup {
         @OptionGroup var options: GlobalOptions
         @OptionGroup var selection: VaultOptions
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                let target = try VaultTarget(selection, options: options)
-                try target.requireExisting()
-                var opened = 0
-                var failures: [(key: String, error: VaultError)] = []
-                let damage: [PrefsDamage]
-                do {
-                    let report = try target.vault.verify()
-                    opened = report.itemsOpened
-                    failures = report.failures
-                    damage = report.damage
-                } catch let error as VaultError where error.code == .corrupted {
-                    // Damage that keeps the store from opening: a read-only checksum scan names the ranges.
-                    let scan = try PrefsStore.verify(id: target.service, directory: target.directory)
-                    guard !scan.isClean else { throw error }
-                    damage = scan.damage
-                }
-                let clean = failures.isEmpty && damage.isEmpty
-                let summary =
-                    clean
-                    ? "vault \(target.service) is clean: \(plural(opened, "item")) opened, \(target.path)"
-                    : "vault \(target.service) is DAMAGED: \(plural(failures.count, "item")) failed to open, "
-                        + "\(plural(damage.count, "damaged range")), \(plural(opened, "item")) opened, \(target.path)"
-                var human = [summary]
-                if !failures.isEmpty {
-                    human.append(
-                        table(
-                            ["KEY", "CODE", "MESSAGE"],
-                            failures.map { [$0.key, $0.error.code.description, $0.error.message] }))
-                }
-                if !damage.isEmpty { human.append(damageTable(damage)) }
-                console.answer(
-                    json: [
-                        "service": .string(target.service), "path": .string(target.path), "clean": .bool(clean),
-                        "itemsOpened": .int(Int64(opened)),
-                        "failures": .array(
-                            failures.map { failure in
-                                [
-                                    "key": .string(failure.key), "code": .string(failure.error.code.description),
-                                    "message": .string(failure.error.message),
-                                ]
-                            }),
-                        "damage": .array(damage.map(\.json)),
-                    ],
-                    human: human.joined(separator: "\n"))
-                if !clean { throw ExitCode(ExitStatus.dataError) }
+        func answer(vault target: VaultTarget, console: Console) throws -> Answer {
+            try target.requireExisting()
+            var opened = 0
+            var failures: [(key: String, error: VaultError)] = []
+            let damage: [PrefsDamage]
+            do {
+                let report = try target.vault.verify()
+                opened = report.itemsOpened
+                failures = report.failures
+                damage = report.damage
+            } catch let error as VaultError where error.code == .corrupted {
+                // Damage that keeps the store from opening: a read-only checksum scan names the ranges.
+                let scan = try PrefsStore.verify(id: target.service, directory: target.directory)
+                guard !scan.isClean else { throw error }
+                damage = scan.damage
             }
+            let clean = failures.isEmpty && damage.isEmpty
+            let summary =
+                clean
+                ? "vault \(target.service) is clean: \(plural(opened, "item")) opened, \(target.path)"
+                : "vault \(target.service) is DAMAGED: \(plural(failures.count, "item")) failed to open, "
+                    + "\(plural(damage.count, "damaged range")), \(plural(opened, "item")) opened, \(target.path)"
+            var human = [summary]
+            if !failures.isEmpty {
+                human.append(
+                    table(
+                        ["KEY", "CODE", "MESSAGE"],
+                        failures.map { [$0.key, $0.error.code.description, $0.error.message] }))
+            }
+            if !damage.isEmpty { human.append(damageTable(damage)) }
+            return Answer(
+                json: Report(
+                    service: target.service, path: target.path, clean: clean, itemsOpened: opened,
+                    failures: failures.map {
+                        Report.Failure(key: $0.key, code: $0.error.code.description, message: $0.error.message)
+                    },
+                    damage: damage.map(DamageReport.init)),
+                human: human.joined(separator: "\n"),
+                status: clean ? ExitStatus.success : ExitStatus.dataError)
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            struct Failure: Encodable {
+                var key: String
+                var code: String
+                var message: String
+            }
+
+            var service: String
+            var path: String
+            var clean: Bool
+            var itemsOpened: Int
+            var failures: [Failure]
+            var damage: [DamageReport]
         }
     }
 }

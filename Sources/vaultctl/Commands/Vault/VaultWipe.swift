@@ -3,7 +3,7 @@ import SecureVault
 
 extension VaultGroup {
     /// `vaultctl vault wipe --service NAME --yes`
-    struct WipeCommand: ParsableCommand {
+    struct WipeCommand: VaultCommand {
         static let configuration = CommandConfiguration(
             commandName: "wipe",
             abstract: "Delete a vault: its master key first, then its items and file.",
@@ -23,26 +23,29 @@ extension VaultGroup {
         @Flag(help: "Confirm that the vault is to be deleted.")
         var yes = false
 
-        func run() throws {
-            let console = Console(options: options)
-            try console.run {
-                guard yes else {
-                    throw CLIFailure.usage(
-                        "refusing to wipe vault \"\(selection.service)\" without --yes: it deletes every item, "
-                            + "the vault file and its master key; nothing was changed")
-                }
-                let target = try VaultTarget(selection, options: options)
-                try target.requireExisting()
-                // For the answer only: a header that cannot be read does not stop the wipe.
-                let identity = try? target.vault.existingIdentity()
-                try target.vault.wipe()
-                console.answer(
-                    json: [
-                        "service": .string(target.service), "path": .string(target.path),
-                        "vaultId": .optional(identity?.vaultIDHex), "wiped": true,
-                    ],
-                    human: "wiped vault \(target.service): master key, items and file \(target.path) removed")
+        func checkArguments() throws {
+            guard yes else {
+                throw CLIFailure.wipeNeedsYes(
+                    "vault \"\(selection.service)\"", deleting: "every item, the vault file and its master key")
             }
+        }
+
+        func answer(vault target: VaultTarget, console: Console) throws -> Answer {
+            try target.requireExisting()
+            // For the answer only: a header that cannot be read does not stop the wipe.
+            let identity = try? target.vault.existingIdentity()
+            try target.vault.wipe()
+            return Answer(
+                json: Report(service: target.service, path: target.path, vaultId: identity?.vaultIDHex),
+                human: "wiped vault \(target.service): master key, items and file \(target.path) removed")
+        }
+
+        /// The `--json` answer.
+        struct Report: Encodable {
+            var service: String
+            var path: String
+            @Nullable var vaultId: String?
+            var wiped = true
         }
     }
 }

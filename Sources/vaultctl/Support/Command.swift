@@ -1,0 +1,139 @@
+import ArgumentParser
+
+/// A vaultctl command. Only what is specific to it is its own: its arguments, `checkArguments()` and
+/// `answer(console:)`. The rest is written once, in `run()`: check the arguments, compute the answer, print it
+/// (human text, or one JSON document with `--json`), and turn any error into the contract's output and exit
+/// code (`Console.run`, `ReportedFailure`).
+///
+///     struct LockCommand: VaultCtlCommand {
+///         @OptionGroup var options: GlobalOptions
+///         func answer(console: Console) throws -> Answer {
+///             Answer(json: Report(locked: true), human: "locked the default keyring")
+///         }
+///     }
+protocol VaultCtlCommand: ParsableCommand {
+    var options: GlobalOptions { get }
+
+    /// Refuses arguments before anything is resolved, read or opened (`wipe` without `--yes`). Does nothing
+    /// by default.
+    func checkArguments() throws
+
+    /// Does the command's work and returns what to print.
+    func answer(console: Console) throws -> Answer
+}
+
+extension VaultCtlCommand {
+    func checkArguments() throws {}
+
+    func run() throws {
+        let console = Console(options: options)
+        try console.run {
+            try checkArguments()
+            try console.print(answer(console: console))
+        }
+    }
+}
+
+/// A `prefs` command on the store named by its `STORE` argument. The id is checked (an invalid one exits 64),
+/// then the key of a `KeyCommand`, before the body runs; a PrefsError from the body is restated to name the
+/// store and its file.
+protocol StoreCommand: VaultCtlCommand {
+    var selection: StoreSelection { get }
+
+    /// Checks what the command names in the store before the body runs: a `KeyCommand`'s key.
+    func check(_ target: StoreTarget) throws
+
+    func answer(store target: StoreTarget, console: Console) throws -> Answer
+}
+
+extension StoreCommand {
+    /// The store id.
+    var store: String { selection.store }
+
+    func check(_ target: StoreTarget) throws {}
+
+    func answer(console: Console) throws -> Answer {
+        let target = try StoreTarget(id: store, options: options)
+        try check(target)
+        return try target.run { try answer(store: target, console: console) }
+    }
+}
+
+/// A `vault` command on the vault named by `--service`. The name is checked (an invalid one exits 64), then the
+/// key of a `KeyCommand`, before the body runs; nothing is opened until the body opens it.
+protocol VaultCommand: VaultCtlCommand {
+    var selection: VaultOptions { get }
+
+    /// Checks what the command names in the vault before the body runs: a `KeyCommand`'s key.
+    func check(_ target: VaultTarget) throws
+
+    func answer(vault target: VaultTarget, console: Console) throws -> Answer
+}
+
+extension VaultCommand {
+    func check(_ target: VaultTarget) throws {}
+
+    func answer(console: Console) throws -> Answer {
+        let target = try VaultTarget(selection, options: options)
+        try check(target)
+        return try answer(vault: target, console: console)
+    }
+}
+
+/// A command on one key of a store or item of a vault (`get`, `set`, `delete`): a name that no store or vault
+/// accepts is `invalidKey` (exit 64) before anything is read or opened.
+protocol KeyCommand {
+    var key: String { get }
+}
+
+extension StoreCommand where Self: KeyCommand {
+    func check(_ target: StoreTarget) throws {
+        try target.validate(key: key)
+    }
+}
+
+extension VaultCommand where Self: KeyCommand {
+    func check(_ target: VaultTarget) throws {
+        try target.validate(key: key)
+    }
+}
+
+/// What a command prints when it succeeds: its report as JSON with `--json`, its human text otherwise.
+struct Answer {
+    fileprivate var json: () -> String
+    fileprivate var human: String
+    /// A line for stderr after the human text (never with `--json`, whose document says it all).
+    fileprivate var warning: String?
+    /// The exit code after printing: success, or 65 for a report of damage (`verify`, `vault list`).
+    fileprivate var status: Int32
+
+    /// `human` is printed followed by a newline unless it ends with one; an empty `human` prints nothing.
+    init(json report: some Encodable, human: String, warning: String? = nil, status: Int32 = ExitStatus.success) {
+        json = { jsonText(report) }
+        self.human = human
+        self.warning = warning
+        self.status = status
+    }
+
+    /// A document that is JSON text already (`prefs export`): printed as it is, with or without `--json`.
+    static func document(_ text: String) -> Answer {
+        var answer = Answer(json: true, human: text + "\n")
+        answer.json = { text }
+        return answer
+    }
+}
+
+extension Console {
+    /// Prints `answer`, then throws its exit code unless it is success.
+    func print(_ answer: Answer) throws {
+        if options.json {
+            writeOut(answer.json() + "\n")
+        } else {
+            if !answer.human.isEmpty {
+                writeOut(answer.human.hasSuffix("\n") ? answer.human : answer.human + "\n")
+            }
+            if let warning = answer.warning { warn(warning) }
+        }
+        if answer.status != ExitStatus.success { throw ExitCode(answer.status) }
+    }
+}
