@@ -1,5 +1,6 @@
 /// What can be read of a store without its key and without changing it: for tools and for the vault, which
 /// must learn which key a sealed store needs before it can open it.
+import SystemLayer
 package struct PrefsInspection: Sendable, Equatable {
     /// The data file.
     package var path: String

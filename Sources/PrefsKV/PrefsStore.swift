@@ -1,6 +1,7 @@
 public import FoundationEssentials
 import Logging
 import Synchronization
+import SystemLayer
 
 /// A memory-mapped, append-only, crash-safe store of typed values, in the spirit of MMKV.
 ///

@@ -1,7 +1,7 @@
 package import FoundationEssentials
-import Glibc
 public import PrefsKV
 import Synchronization
+import SystemLayer
 
 extension Vault {
     /// Re-encrypts every item under a new master key, atomically (a new file image swapped in), then deletes
@@ -136,18 +136,18 @@ extension Vault {
     /// Runs `body` holding the vault's lock file (creation, rotation, wipe and encrypted-store set-up hold it).
     /// Re-entrant on one thread: `flock` on a second descriptor of the same file would wait on ourselves.
     func withVaultLock<R>(_ body: () throws(VaultError) -> R) throws(VaultError) -> R {
-        let thread = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(bitPattern: UInt(pthread_self()))))
+        let thread = Sys.threadID()
         if Self.lockHolders.withLock({ $0[lockPath] == thread }) { return try body() }
         try checkDirectory(create: true)
         let fd: Int32
-        switch VaultSys.lockFile(lockPath) {
+        switch Sys.lockFile(lockPath) {
         case .success(let opened): fd = opened
         case .failure(let error): throw fileError(error, "cannot lock", lockPath)
         }
         Self.lockHolders.withLock { $0[lockPath] = thread }
         defer {
             Self.lockHolders.withLock { $0[lockPath] = nil }
-            VaultSys.unlock(fd)
+            Sys.close(fd)
         }
         return try body()
     }

@@ -1,5 +1,6 @@
 import PrefsKV
 import Synchronization
+import SystemLayer
 
 extension Vault {
     /// The vault's store, opened with its master key; nil when the vault has no file and `create` is false.
@@ -113,7 +114,7 @@ extension Vault {
 
     /// The directory must be ours and closed to others; it is created 0700 when absent and `create` is set.
     func checkDirectory(create: Bool) throws(VaultError) {
-        switch VaultSys.lstat(storeDirectory) {
+        switch Sys.lstat(storeDirectory) {
         case .success(let info):
             guard info.isDirectory else {
                 throw VaultError(
@@ -121,9 +122,9 @@ extension Vault {
                     cause: .file(path: storeDirectory))
             }
             try checkOwnership(info, storeDirectory, what: "vault directory")
-        case .failure(let error) where error.isNotFound:
+        case .failure(let error) where error == .noEntry:
             guard create else { return }
-            if case .failure(let error) = VaultSys.makePrivateDirectory(storeDirectory) {
+            if case .failure(let error) = Sys.makePrivateDirectory(storeDirectory) {
                 throw fileError(error, "cannot create the vault directory", storeDirectory)
             }
         case .failure(let error):
@@ -133,7 +134,7 @@ extension Vault {
 
     /// The vault file must be a regular file of ours, closed to others.
     func checkFile() throws(VaultError) {
-        switch VaultSys.lstat(path) {
+        switch Sys.lstat(path) {
         case .success(let info):
             guard info.isRegular else {
                 throw VaultError(
@@ -141,32 +142,25 @@ extension Vault {
                     cause: .file(path: path))
             }
             try checkOwnership(info, path, what: "vault file")
-        case .failure(let error) where error.isNotFound:
+        case .failure(let error) where error == .noEntry:
             return
         case .failure(let error):
             throw fileError(error, "cannot inspect the vault file", path)
         }
     }
 
-    private func checkOwnership(_ info: VaultSys.FileInfo, _ path: String, what: String) throws(VaultError) {
-        guard info.owner == VaultSys.userID else {
+    private func checkOwnership(_ info: FileStatus, _ path: String, what: String) throws(VaultError) {
+        guard info.owner == Sys.userID else {
             throw VaultError(
                 code: .permissionDenied,
-                message: "\(what) \(path) belongs to uid \(info.owner), not to this user (uid \(VaultSys.userID)); "
+                message: "\(what) \(path) belongs to uid \(info.owner), not to this user (uid \(Sys.userID)); "
                     + "refusing to use it", cause: .file(path: path))
         }
-        guard info.mode & 0o077 == 0 else {
+        guard info.permissions & 0o077 == 0 else {
             throw VaultError(
                 code: .permissionDenied,
-                message: "\(what) \(path) has mode 0\(String(info.mode, radix: 8)): other users may read it; "
+                message: "\(what) \(path) has mode 0\(String(info.permissions, radix: 8)): other users may read it; "
                     + "refusing to use it (chmod go= \(path))", cause: .file(path: path))
         }
-    }
-
-    func fileError(_ error: Errno, _ what: String, _ path: String) -> VaultError {
-        let code: VaultError.Code = error.isPermission ? .permissionDenied : error.isDiskFull ? .diskFull : .io
-        return VaultError(
-            code: code, message: "vault '\(service)': \(what) \(path): \(error.description)",
-            cause: .errno(error.rawValue))
     }
 }

@@ -2,6 +2,7 @@
 // file, flushed, and renamed over its destination; the old file is never modified except for its superseded
 // word, so a crash at any instant leaves either the old or the new image under the name.
 import Logging
+import SystemLayer
 
 extension Engine {
     /// Creates `temporary` (replacing a stale one), sizes it with real blocks, writes the header page and

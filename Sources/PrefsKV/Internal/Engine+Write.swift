@@ -1,5 +1,6 @@
 // Appending records: the writer lock, compare-before-set, publishing the log end, automatic compaction.
 import Logging
+import SystemLayer
 
 /// One change collected by a `PrefsTransaction`.
 enum TransactionOp {

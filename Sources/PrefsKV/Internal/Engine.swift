@@ -1,5 +1,6 @@
 // The store's state and its file protocol. Lives inside `PrefsStore`'s Mutex: nothing here is thread-safe.
 import Logging
+import SystemLayer
 
 #if !_endian(little)
 #error("PrefsKV reads its little-endian format natively; a big-endian port must byte-swap the mapped words")

@@ -1,5 +1,6 @@
 // The in-memory index of a store: index key (a key's UTF-8, or the hex of a sealed key's tag) to Entry.
 import Glibc
+import SystemLayer
 
 /// An open-addressing hash table from index key to ``Entry``, built for the read path and the open scan.
 ///

@@ -6,20 +6,25 @@
 // the lock's happens-before edges with `__tsan_acquire` / `__tsan_release`, through CPrefsKV, which has them
 // only in a ThreadSanitizer build: elsewhere the cost is one load of a constant and a branch per lock. (They
 // were looked up with `dlsym` at first use; a failed lookup walks every loaded library, in the first read.)
-internal import CPrefsKV
-import Synchronization
+//
+// `withLock` is `@inlinable`: every get and set of a store takes this lock, and it must compile into its caller
+// (specialised for the guarded value) as it did when it lived in PrefsKV.
+import CPrefsKV
+package import Synchronization
 
 /// A `Mutex` whose lock and unlock ThreadSanitizer understands. Use it exactly like `Mutex`.
 package struct SanitizedMutex<Value: ~Copyable>: ~Copyable, @unchecked Sendable {
     // @unchecked Sendable: `Mutex` is Sendable for every Value; `token` is immutable and only its address is used.
-    private let mutex: Mutex<Value>
-    private let token = SanitizerToken()
+    @usableFromInline let mutex: Mutex<Value>
+    @usableFromInline let token: SanitizerToken
 
+    @inlinable
     package init(_ value: consuming sending Value) {
         mutex = Mutex(value)
+        token = SanitizerToken()
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     package borrowing func withLock<Result: ~Copyable, E: Error>(
         _ body: (inout sending Value) throws(E) -> sending Result
     ) throws(E) -> sending Result {
@@ -33,4 +38,7 @@ package struct SanitizedMutex<Value: ~Copyable>: ~Copyable, @unchecked Sendable 
 }
 
 /// The object whose address names one mutex to ThreadSanitizer.
-private final class SanitizerToken: Sendable {}
+@usableFromInline
+final class SanitizerToken: Sendable {
+    @usableFromInline init() {}
+}
