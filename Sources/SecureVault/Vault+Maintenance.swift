@@ -32,8 +32,7 @@ extension Vault {
                 }
                 try recordIntents([VaultIntent(.drop, old.identity)])
                 forgetKey()
-                let cacheKey = path + "|" + next.vaultIDHex + "|" + next.keyIDHex
-                Self.sealers.withLock { $0[cacheKey] = sealer }
+                remember(sealer)
                 opened.withLock { $0 = OpenVault(store: store, sealer: sealer) }
                 do throws(VaultError) {
                     try keys.delete(old.identity)

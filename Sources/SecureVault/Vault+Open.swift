@@ -53,9 +53,8 @@ extension Vault {
                 message: "vault '\(service)' was created with the \(identity.kind.name) key store, not "
                     + "\(configuration.keyStore.kind.name); the file was left untouched", cause: .file(path: path))
         }
-        let cacheKey = path + "|" + identity.vaultIDHex + "|" + identity.keyIDHex
         let sealer: VaultSealer
-        if let cached = Self.sealers.withLock({ $0[cacheKey] }) {
+        if let cached = Self.sealers.withLock({ $0[SealerCacheKey(path: path, identity: identity)] }) {
             sealer = cached
         } else {
             guard let masterKey = try keys.load(identity) else {
@@ -89,8 +88,7 @@ extension Vault {
         let store = try prefs {
             try PrefsStore(id: service, directory: storeDirectory, configuration: storeConfiguration)
         }
-        let cacheKey = path + "|" + sealer.identity.vaultIDHex + "|" + sealer.identity.keyIDHex
-        Self.sealers.withLock { $0[cacheKey] = sealer }
+        remember(sealer)
         return opened.withLock { open in
             if let existing = open { return existing.store }
             open = OpenVault(store: store, sealer: sealer)
@@ -101,14 +99,20 @@ extension Vault {
     /// Forgets the open store and this process's cached key for the vault (after a rotation or a wipe).
     package func forgetKey() {
         opened.withLock { $0 = nil }
-        let prefix = path + "|"
+        let path = path
         Self.sealers.withLock { cache in
-            for key in cache.keys where key.hasPrefix(prefix) { cache.removeValue(forKey: key) }
+            for key in cache.keys where key.path == path { cache.removeValue(forKey: key) }
         }
     }
 
+    /// Keeps `sealer` as this process's key for the vault file, so that later opens skip the key store.
+    func remember(_ sealer: VaultSealer) {
+        let key = SealerCacheKey(path: path, identity: sealer.identity)
+        Self.sealers.withLock { $0[key] = sealer }
+    }
+
     /// Master keys read in this process, by vault file and key id: read once per process.
-    static let sealers = SanitizedMutex<[String: VaultSealer]>([:])
+    static let sealers = SanitizedMutex<[SealerCacheKey: VaultSealer]>([:])
 
     // MARK: Permissions
 
@@ -162,5 +166,18 @@ extension Vault {
                 message: "\(what) \(path) has mode 0\(String(info.permissions, radix: 8)): other users may read it; "
                     + "refusing to use it (chmod go= \(path))", cause: .file(path: path))
         }
+    }
+}
+
+/// Which cached sealer: the vault file and the key its header names.
+struct SealerCacheKey: Hashable {
+    var path: String
+    var vaultIDHex: String
+    var keyIDHex: String
+
+    init(path: String, identity: KeyIdentity) {
+        self.path = path
+        vaultIDHex = identity.vaultIDHex
+        keyIDHex = identity.keyIDHex
     }
 }
