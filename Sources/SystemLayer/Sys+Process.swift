@@ -13,6 +13,28 @@ extension Sys {
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
+    /// A moment broken down in UTC: calendar fields as `gmtime_r` gives them, the year in full and the month
+    /// from 1.
+    package struct UTCTime: Equatable, Sendable {
+        package var year: Int32
+        package var month: Int32
+        package var day: Int32
+        package var hour: Int32
+        package var minute: Int32
+        package var second: Int32
+    }
+
+    /// `seconds` since the Unix epoch broken down in UTC; nil when out of the C library's range.
+    // See: man 3 gmtime_r
+    package static func utcTime(secondsSinceEpoch seconds: Int64) -> UTCTime? {
+        var time = time_t(seconds)
+        var parts = tm()
+        guard gmtime_r(&time, &parts) != nil else { return nil }
+        return UTCTime(
+            year: parts.tm_year + 1900, month: parts.tm_mon + 1, day: parts.tm_mday, hour: parts.tm_hour,
+            minute: parts.tm_min, second: parts.tm_sec)
+    }
+
     /// The current UTC time as `yyyyMMdd'T'HHmmss'Z'`, for quarantine file names.
     package static func utcTimestamp() -> String {
         var now = time(nil)
@@ -85,6 +107,20 @@ extension Sys {
     package static func passwordHomeDirectory() -> String? {
         guard let entry = getpwuid(geteuid()), let dir = entry.pointee.pw_dir else { return nil }
         return String(cString: dir)
+    }
+
+    /// Turns core dumps off for this process (RLIMIT_CORE 0): a process that holds secrets must not write
+    /// them to a core file when it crashes.
+    // See: man 2 setrlimit
+    package static func disableCoreDumps() {
+        var limit = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit)
+    }
+
+    /// Ends the process with `status`, flushing C streams (`exit(3)`).
+    // See: man 3 exit
+    package static func exit(_ status: Int32) -> Never {
+        Glibc.exit(status)
     }
 
     /// The system page size.
