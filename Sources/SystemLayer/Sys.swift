@@ -133,7 +133,7 @@ package enum Sys {
             let r = Glibc.posix_fallocate(fd, off_t(offset), off_t(length))
             if r == 0 { return .success(()) }
             if r != EINTR {
-                precondition(r != EBADF, "PrefsKV passed a bad descriptor")
+                precondition(r != EBADF, "passed a bad descriptor to posix_fallocate")
                 return .failure(Errno(rawValue: r))
             }
         }
