@@ -7,11 +7,12 @@ import Glibc
 /// ```swift
 /// if case .failure(let e) = Sys.unlink(path), e != .noEntry { print(e.text) }
 /// ```
-package struct Errno: Error, Equatable, Sendable {
-    package var rawValue: Int32
+/// Public for the `@inlinable` calls that return it (the lock page's mutex); its constants are `package`.
+public struct Errno: Error, Equatable, Sendable {
+    public var rawValue: Int32
 
     @inlinable
-    package init(rawValue: Int32) { self.rawValue = rawValue }
+    public init(rawValue: Int32) { self.rawValue = rawValue }
 
     package static let noEntry = Errno(rawValue: ENOENT)
     package static let exists = Errno(rawValue: EEXIST)

@@ -16,9 +16,12 @@
 /// Names.isValid("a..b", as: .fileName)         // false
 /// Names.isValid("a..b", as: .itemName)         // true
 /// ```
-package enum Names {
+///
+/// Public only so that `isValid` is inlined into the first open (see Sys+Process.swift); SystemLayer is no
+/// product.
+public enum Names {
     /// What a name names, which decides whether `..` may appear inside it.
-    package enum Role: Sendable {
+    public enum Role: Sendable {
         /// Part of a file name: a store id, a vault's service name.
         case fileName
         /// An item inside a file: a vault's key name.
@@ -26,7 +29,7 @@ package enum Names {
     }
 
     /// The longest name, in bytes.
-    package static let maximumLength = 128
+    @inlinable public static var maximumLength: Int { 128 }
 
     /// The rule in words, for error messages.
     package static func ruleText(_ role: Role) -> String {
@@ -38,7 +41,7 @@ package enum Names {
     /// On the first-open path: it walks the UTF-8 bytes once and calls nothing generic (`contains("..")` would
     /// instantiate the string-processing module's searcher at run time, about 100 µs in a fresh process).
     @inlinable
-    package static func isValid(_ name: String, as role: Role) -> Bool {
+    public static func isValid(_ name: String, as role: Role) -> Bool {
         var count = 0
         var previous: UInt8 = 0
         var doubleDot = false

@@ -1,13 +1,16 @@
 // The clock, the process and its environment, and the byte helpers of the hot paths.
 //
-// What a warm get or set calls (the clock, byte equality, the thread id, zeroing) is `@inlinable`, so that it
-// compiles into its caller as it did when these lived in PrefsKV.
-import Glibc
+// What a warm get or set calls (the clock, byte equality, the thread id, zeroing, the key index's allocation)
+// is `@inlinable public`, so that it compiles into its caller as it did when these lived in PrefsKV. Public,
+// not package: Swift 6.3 does not inline an `@inlinable package` function into another module (checked on
+// a two-module package: the call stays). SystemLayer is no product, so nothing outside this package can
+// import it.
+public import Glibc
 
 extension Sys {
     // See: man 2 clock_gettime. CLOCK_REALTIME in milliseconds since the Unix epoch (a vDSO call).
     @inlinable @inline(__always)
-    package static func nowMilliseconds() -> Int64 {
+    public static func nowMilliseconds() -> Int64 {
         var ts = timespec()
         _ = clock_gettime(CLOCK_REALTIME, &ts)
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
@@ -48,20 +51,20 @@ extension Sys {
     /// Overwrites `buffer` with zeros in a way the optimiser may not remove (plaintext of sealed values).
     // See: man 3 explicit_bzero
     @inlinable
-    package static func zero(_ buffer: UnsafeMutableRawBufferPointer) {
+    public static func zero(_ buffer: UnsafeMutableRawBufferPointer) {
         guard let base = buffer.baseAddress, buffer.count > 0 else { return }
         explicit_bzero(base, buffer.count)
     }
 
     /// Byte equality of two ranges (`memcmp`).
     @inlinable @inline(__always)
-    package static func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {
+    public static func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {
         count == 0 || memcmp(a, b, count) == 0
     }
 
     /// The order of two ranges of `count` bytes, as `memcmp` gives it: negative, zero or positive.
     @inlinable @inline(__always)
-    package static func compareBytes(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Int32 {
+    public static func compareBytes(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Int32 {
         count == 0 ? 0 : memcmp(a, b, count)
     }
 
@@ -69,20 +72,20 @@ extension Sys {
     /// pages cost nothing until written); nil when memory is exhausted. Release with ``free(_:)``.
     // See: man 3 calloc
     @inlinable
-    package static func allocateZeroed<T>(_ count: Int, of type: T.Type) -> UnsafeMutablePointer<T>? {
+    public static func allocateZeroed<T>(_ count: Int, of type: T.Type) -> UnsafeMutablePointer<T>? {
         calloc(count, MemoryLayout<T>.stride)?.bindMemory(to: T.self, capacity: count)
     }
 
     /// Releases a block from ``allocateZeroed(_:of:)``.
     // See: man 3 free
     @inlinable
-    package static func free<T>(_ pointer: UnsafeMutablePointer<T>?) {
+    public static func free<T>(_ pointer: UnsafeMutablePointer<T>?) {
         Glibc.free(pointer)
     }
 
     /// An id of the calling thread (`pthread_self`), to catch a store written from inside its own transaction.
     @inlinable @inline(__always)
-    package static func threadID() -> UInt { UInt(pthread_self()) }
+    public static func threadID() -> UInt { UInt(pthread_self()) }
 
     /// Lets another thread run (`sched_yield`), in a wait for a thread just started.
     // See: man 2 sched_yield

@@ -6,7 +6,7 @@
 // `VaultError+Syscall.swift`) that turns a failure into that module's error naming the file. EBADF and EFAULT
 // are our bugs and trap; everything else is the world's.
 import CPrefsKV
-package import Glibc
+public import Glibc
 
 /// What `fstat` or `lstat` tells about a file.
 package struct FileStatus: Equatable {
@@ -50,7 +50,10 @@ package struct OpenMode {
 
 /// The system calls the package makes, each retrying EINTR. Paths are passed with `withCString`, which hands a
 /// native string's own bytes to the call (an implicit String-to-pointer conversion copies them into a new array).
-package enum Sys {
+///
+/// Public only for the `@inlinable` members a hot path calls (see Sys+Process.swift); everything else is
+/// `package`.
+public enum Sys {
     /// Runs `call` until it does not fail with EINTR. `-1` means failure with `errno` set.
     @inline(__always)
     private static func retrying<T: FixedWidthInteger>(_ call: () -> T) -> Result<T, Errno> {
@@ -236,7 +239,7 @@ package enum Sys {
     }
 
     /// The C library's mutex, as laid out in a lock page (LockPage.swift).
-    package typealias Mutex = pthread_mutex_t
+    public typealias Mutex = pthread_mutex_t
 
     /// F_OFD_GETLK from <fcntl.h>.
     private static let fOFDGetLock: Int32 = 36
@@ -275,7 +278,7 @@ package enum Sys {
     // the mutex (EOWNERDEAD); the mutex is then marked consistent again and is held by the caller.
     // Inlinable: a multi-process handle's write takes it.
     @inlinable
-    package static func lockRobustMutex(_ mutex: UnsafeMutablePointer<Mutex>) -> Result<Bool, Errno> {
+    public static func lockRobustMutex(_ mutex: UnsafeMutablePointer<Mutex>) -> Result<Bool, Errno> {
         switch pthread_mutex_lock(mutex) {
         case 0: return .success(false)
         case EOWNERDEAD:
@@ -287,7 +290,7 @@ package enum Sys {
 
     // See: man 3 pthread_mutex_unlock. EPERM (not the owner) is our bug.
     @inlinable
-    package static func unlockMutex(_ mutex: UnsafeMutablePointer<Mutex>) {
+    public static func unlockMutex(_ mutex: UnsafeMutablePointer<Mutex>) {
         let rc = pthread_mutex_unlock(mutex)
         precondition(rc == 0, "pthread_mutex_unlock failed: \(rc)")
     }
