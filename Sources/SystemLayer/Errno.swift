@@ -7,6 +7,7 @@ import Glibc
 /// ```swift
 /// if case .failure(let e) = Sys.unlink(path), e != .noEntry { print(e.text) }
 /// ```
+///
 /// Public for the `@inlinable` calls that return it (the lock page's mutex); its constants are `package`.
 public struct Errno: Error, Equatable, Sendable {
     public var rawValue: Int32
