@@ -102,6 +102,7 @@ let package = Package(
             dependencies: ["PrefsKV", "TestSealer", "TestSupport", "TestKit", "vault-test-helper"],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "SystemLayerTests", dependencies: ["SystemLayer"], swiftSettings: swiftSettings),
         .testTarget(
             name: "SecureVaultTests",
             dependencies: [
