@@ -29,10 +29,15 @@ let package = Package(
         // of the open path without the Glibc overlay's wrappers, and ThreadSanitizer's annotations.
         .target(name: "CPrefsKV"),
 
+        // The system layer every module shares (`package` access): one `Errno`, the system-call wrappers
+        // (`Sys`), the clock, the XDG data directory, the naming rule and the mutex. The only importer of Glibc
+        // among the libraries.
+        .target(name: "SystemLayer", dependencies: ["CPrefsKV"], swiftSettings: swiftSettings),
+
         // The storage engine: no crypto, no D-Bus.
         .target(
             name: "PrefsKV",
-            dependencies: ["CPrefsKV", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CPrefsKV", "SystemLayer", .product(name: "Logging", package: "swift-log")],
             // Invariant checks that cost time (a scan of every compacted image): on in debug builds, so in the
             // tests; off in release builds.
             swiftSettings: swiftSettings + [.define("PREFSKV_INTERNAL_CHECKS", .when(configuration: .debug))]
@@ -40,13 +45,15 @@ let package = Package(
         // Keys and secrets: libsodium sealing, the Secret Service, session tokens.
         .target(
             name: "SecureVault",
-            dependencies: ["PrefsKV", "CSodium", "CSecret", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "PrefsKV", "SystemLayer", "CSodium", "CSecret", .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "vaultctl",
             dependencies: [
-                "PrefsKV", "SecureVault",
+                "PrefsKV", "SecureVault", "SystemLayer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -108,6 +115,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        .testTarget(name: "SystemLayerTests", dependencies: ["SystemLayer"], swiftSettings: swiftSettings),
         .testTarget(
             name: "SecureVaultTests",
             dependencies: [

@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 
 /// Diagnostics on stderr.
 enum Console {

@@ -8,7 +8,7 @@
 //   launch-demo logout  --dir DIR  a launch, then logout
 //
 // The sub-commands are the app; each prints one JSON report on stdout, with the times it measured.
-import Glibc
+import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {

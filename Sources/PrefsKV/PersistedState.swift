@@ -1,6 +1,7 @@
 public import FoundationEssentials
 public import Logging
 import Synchronization
+import SystemLayer
 
 /// A piece of app state kept in a ``PrefsStore`` under a name, with a version and a migration: the
 /// `persist` pattern of Zustand, in Swift.

@@ -1,5 +1,6 @@
 // What vaultctl needs beyond the public API: typed values without knowing their type, store files by name,
 // and removing a store. `package`, not `public`: apps do not need it.
+import SystemLayer
 
 /// A stored value with its type, as vaultctl reads and writes it.
 package enum PrefsValue: Sendable, Equatable {

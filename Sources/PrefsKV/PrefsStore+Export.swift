@@ -1,4 +1,5 @@
 public import FoundationEssentials
+import SystemLayer
 
 extension PrefsStore {
     /// Every live entry as a JSON document that ``importJSON(_:)`` turns back into the same store (and whose

@@ -1,3 +1,5 @@
+import SystemLayer
+
 /// What the header of a store says, read without its key, without a lock and without changing it: for tools and
 /// for the vault, which must learn which key a sealed store needs before it can open it. Reading it costs one
 /// `pread` of the header page; what needs the log (live keys, damage) is ``scanLog()``, on demand.

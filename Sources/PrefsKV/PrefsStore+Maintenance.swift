@@ -1,3 +1,5 @@
+import SystemLayer
+
 extension PrefsStore {
     /// Flushes the store file to the disk (`fdatasync`): every write made before survives a power loss.
     ///

@@ -1,4 +1,5 @@
 import Dispatch
+import SystemLayer
 
 /// Keeps an observer registered; cancelling it (or releasing it) stops the callbacks.
 ///

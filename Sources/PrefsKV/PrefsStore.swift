@@ -1,6 +1,7 @@
 public import FoundationEssentials
 import Logging
 import Synchronization
+import SystemLayer
 
 /// A memory-mapped, append-only, crash-safe store of typed values, in the spirit of MMKV.
 ///
@@ -70,9 +71,7 @@ public final class PrefsStore: Sendable {
     /// let store = try PrefsStore(id: "ui", directory: PrefsStore.defaultDirectory)
     /// ```
     public static var defaultDirectory: String {
-        if let data = Sys.environment("XDG_DATA_HOME"), data.hasPrefix("/") { return data + "/prefskv" }
-        let home = Sys.environment("HOME") ?? Sys.passwordHomeDirectory() ?? "."
-        return home + "/.local/share/prefskv"
+        Sys.dataDirectory("prefskv")
     }
 
     /// The report of the recovery this handle's open (or a later reload) performed, nil when the file was

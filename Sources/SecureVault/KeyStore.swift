@@ -1,5 +1,6 @@
 import PrefsKV
 import Synchronization
+import SystemLayer
 
 /// Where a vault's master key lives. Always an explicit choice: a vault never falls back from one key store
 /// to another, and ``Vault/status()`` names the one in use.

@@ -2,6 +2,7 @@ import Dispatch
 public import FoundationEssentials
 public import PrefsKV
 import Synchronization
+import SystemLayer
 
 /// The launch flow of a signed-in app over its vault: where to go at launch, sign-in, logout.
 ///

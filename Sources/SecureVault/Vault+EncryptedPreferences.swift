@@ -1,4 +1,5 @@
 public import PrefsKV
+import SystemLayer
 
 extension Vault {
     /// Opens a PrefsKV store whose keys and values are sealed with a key held in this vault: MMKV's `cryptKey`,
@@ -22,7 +23,7 @@ extension Vault {
         configuration: PrefsStore.Configuration = PrefsStore.Configuration()
     ) throws -> PrefsStore {
         let itemName = Self.encryptedPreferencesKeyName(id)
-        try Self.validate(name: itemName, what: "encrypted store id")
+        try Self.validate(name: itemName, what: "encrypted store id", as: .itemName)
         return try perform("opening encrypted preferences '\(id)'") { () throws(VaultError) -> PrefsStore in
             try withVaultLock { () throws(VaultError) -> PrefsStore in
                 let inspection: PrefsInspection?
@@ -92,7 +93,7 @@ extension Vault {
     /// ```
     public func removeEncryptedPreferences(id: String, directory: String = PrefsStore.defaultDirectory) throws {
         let itemName = Self.encryptedPreferencesKeyName(id)
-        try Self.validate(name: itemName, what: "encrypted store id")
+        try Self.validate(name: itemName, what: "encrypted store id", as: .itemName)
         try remove(itemName)
         try perform("removing encrypted preferences '\(id)'") { () throws(VaultError) in
             try prefs {

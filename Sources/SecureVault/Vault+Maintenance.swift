@@ -1,7 +1,7 @@
 package import FoundationEssentials
-import Glibc
 public import PrefsKV
 import Synchronization
+import SystemLayer
 
 extension Vault {
     /// Re-encrypts every item under a new master key, atomically (a new file image swapped in), then deletes
@@ -32,8 +32,7 @@ extension Vault {
                 }
                 try recordIntents([VaultIntent(.drop, old.identity)])
                 forgetKey()
-                let cacheKey = path + "|" + next.vaultIDHex + "|" + next.keyIDHex
-                Self.sealers.withLock { $0[cacheKey] = sealer }
+                remember(sealer)
                 opened.withLock { $0 = OpenVault(store: store, sealer: sealer) }
                 do throws(VaultError) {
                     try keys.delete(old.identity)
@@ -136,18 +135,18 @@ extension Vault {
     /// Runs `body` holding the vault's lock file (creation, rotation, wipe and encrypted-store set-up hold it).
     /// Re-entrant on one thread: `flock` on a second descriptor of the same file would wait on ourselves.
     func withVaultLock<R>(_ body: () throws(VaultError) -> R) throws(VaultError) -> R {
-        let thread = UInt(bitPattern: Int(bitPattern: UnsafeRawPointer(bitPattern: UInt(pthread_self()))))
+        let thread = Sys.threadID()
         if Self.lockHolders.withLock({ $0[lockPath] == thread }) { return try body() }
         try checkDirectory(create: true)
         let fd: Int32
-        switch VaultSys.lockFile(lockPath) {
+        switch Sys.lockFile(lockPath) {
         case .success(let opened): fd = opened
         case .failure(let error): throw fileError(error, "cannot lock", lockPath)
         }
         Self.lockHolders.withLock { $0[lockPath] = thread }
         defer {
             Self.lockHolders.withLock { $0[lockPath] = nil }
-            VaultSys.unlock(fd)
+            Sys.close(fd)
         }
         return try body()
     }

@@ -1,5 +1,6 @@
 import PrefsKV
 import Synchronization
+import SystemLayer
 
 extension Vault {
     /// The vault's store, opened with its master key; nil when the vault has no file and `create` is false.
@@ -52,9 +53,8 @@ extension Vault {
                 message: "vault '\(service)' was created with the \(identity.kind.name) key store, not "
                     + "\(configuration.keyStore.kind.name); the file was left untouched", path: path)
         }
-        let cacheKey = path + "|" + identity.vaultIDHex + "|" + identity.keyIDHex
         let sealer: VaultSealer
-        if let cached = Self.sealers.withLock({ $0[cacheKey] }) {
+        if let cached = Self.sealers.withLock({ $0[SealerCacheKey(path: path, identity: identity)] }) {
             sealer = cached
         } else {
             guard let masterKey = try keys.load(identity) else {
@@ -88,8 +88,7 @@ extension Vault {
         let store = try prefs {
             try PrefsStore(id: service, directory: storeDirectory, configuration: storeConfiguration)
         }
-        let cacheKey = path + "|" + sealer.identity.vaultIDHex + "|" + sealer.identity.keyIDHex
-        Self.sealers.withLock { $0[cacheKey] = sealer }
+        remember(sealer)
         return opened.withLock { open in
             if let existing = open { return existing.store }
             open = OpenVault(store: store, sealer: sealer)
@@ -100,20 +99,26 @@ extension Vault {
     /// Forgets the open store and this process's cached key for the vault (after a rotation or a wipe).
     package func forgetKey() {
         opened.withLock { $0 = nil }
-        let prefix = path + "|"
+        let path = path
         Self.sealers.withLock { cache in
-            for key in cache.keys where key.hasPrefix(prefix) { cache.removeValue(forKey: key) }
+            for key in cache.keys where key.path == path { cache.removeValue(forKey: key) }
         }
     }
 
+    /// Keeps `sealer` as this process's key for the vault file, so that later opens skip the key store.
+    func remember(_ sealer: VaultSealer) {
+        let key = SealerCacheKey(path: path, identity: sealer.identity)
+        Self.sealers.withLock { $0[key] = sealer }
+    }
+
     /// Master keys read in this process, by vault file and key id: read once per process.
-    static let sealers = SanitizedMutex<[String: VaultSealer]>([:])
+    static let sealers = SanitizedMutex<[SealerCacheKey: VaultSealer]>([:])
 
     // MARK: Permissions
 
     /// The directory must be ours and closed to others; it is created 0700 when absent and `create` is set.
     func checkDirectory(create: Bool) throws(VaultError) {
-        switch VaultSys.lstat(storeDirectory) {
+        switch Sys.lstat(storeDirectory) {
         case .success(let info):
             guard info.isDirectory else {
                 throw VaultError(
@@ -121,9 +126,9 @@ extension Vault {
                     path: storeDirectory)
             }
             try checkOwnership(info, storeDirectory, what: "vault directory")
-        case .failure(let error) where error.isNotFound:
+        case .failure(let error) where error == .noEntry:
             guard create else { return }
-            if case .failure(let error) = VaultSys.makePrivateDirectory(storeDirectory) {
+            if case .failure(let error) = Sys.makePrivateDirectory(storeDirectory) {
                 throw fileError(error, "cannot create the vault directory", storeDirectory)
             }
         case .failure(let error):
@@ -133,7 +138,7 @@ extension Vault {
 
     /// The vault file must be a regular file of ours, closed to others.
     func checkFile() throws(VaultError) {
-        switch VaultSys.lstat(path) {
+        switch Sys.lstat(path) {
         case .success(let info):
             guard info.isRegular else {
                 throw VaultError(
@@ -141,32 +146,38 @@ extension Vault {
                     path: path)
             }
             try checkOwnership(info, path, what: "vault file")
-        case .failure(let error) where error.isNotFound:
+        case .failure(let error) where error == .noEntry:
             return
         case .failure(let error):
             throw fileError(error, "cannot inspect the vault file", path)
         }
     }
 
-    private func checkOwnership(_ info: VaultSys.FileInfo, _ path: String, what: String) throws(VaultError) {
-        guard info.owner == VaultSys.userID else {
+    private func checkOwnership(_ info: FileStatus, _ path: String, what: String) throws(VaultError) {
+        guard info.owner == Sys.userID else {
             throw VaultError(
                 code: .permissionDenied,
-                message: "\(what) \(path) belongs to uid \(info.owner), not to this user (uid \(VaultSys.userID)); "
+                message: "\(what) \(path) belongs to uid \(info.owner), not to this user (uid \(Sys.userID)); "
                     + "refusing to use it", path: path)
         }
-        guard info.mode & 0o077 == 0 else {
+        guard info.permissions & 0o077 == 0 else {
             throw VaultError(
                 code: .permissionDenied,
-                message: "\(what) \(path) has mode 0\(String(info.mode, radix: 8)): other users may read it; "
+                message: "\(what) \(path) has mode 0\(String(info.permissions, radix: 8)): other users may read it; "
                     + "refusing to use it (chmod go= \(path))", path: path)
         }
     }
+}
 
-    func fileError(_ error: Errno, _ what: String, _ path: String) -> VaultError {
-        let code: VaultError.Code = error.isPermission ? .permissionDenied : error.isDiskFull ? .diskFull : .io
-        return VaultError(
-            code: code, message: "vault '\(service)': \(what) \(path): \(error.description)", path: path,
-            cause: .errno(error.rawValue))
+/// Which cached sealer: the vault file and the key its header names.
+struct SealerCacheKey: Hashable {
+    var path: String
+    var vaultIDHex: String
+    var keyIDHex: String
+
+    init(path: String, identity: KeyIdentity) {
+        self.path = path
+        vaultIDHex = identity.vaultIDHex
+        keyIDHex = identity.keyIDHex
     }
 }

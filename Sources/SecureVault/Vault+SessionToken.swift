@@ -1,4 +1,5 @@
 public import FoundationEssentials
+import SystemLayer
 
 /// What a launch needs to route: the answer of ``Vault/sessionToken(for:)``.
 ///
@@ -96,7 +97,7 @@ extension Vault {
     /// ```
     public func sessionToken(for key: String = Vault.defaultSessionTokenKey) -> SessionTokenState {
         do {
-            let now = Self.nowMilliseconds()
+            let now = Sys.nowMilliseconds()
             let state = try read(key, "reading session token '\(key)'") { envelope, payload -> SessionTokenState in
                 guard let token = String(validating: payload, as: UTF8.self) else {
                     return .unavailable(.corrupted)

@@ -1,8 +1,8 @@
 public import FoundationEssentials
-import Glibc
 import Logging
 import PrefsKV
 import Synchronization
+package import SystemLayer
 
 /// A keychain for an app's secrets: values sealed with XChaCha20-Poly1305 under a per-vault master key kept in
 /// the Secret Service (or another explicit ``KeyStore``), stored in a crash-safe PrefsKV file.
@@ -50,7 +50,7 @@ public final class Vault: Sendable {
     ///
     /// - Throws: ``VaultError/Code/invalidKey`` when `service` breaks the naming rule.
     public init(service: String, configuration: Configuration = Configuration()) throws {
-        try Self.validate(name: service, what: "service name")
+        try Self.validate(name: service, what: "service name", as: .fileName)
         self.service = service
         self.configuration = configuration
         self.logger = configuration.logger
@@ -144,7 +144,7 @@ public final class Vault: Sendable {
     /// try vault.remove("apiToken")
     /// ```
     public func remove(_ key: String) throws {
-        try Self.validate(name: key, what: "key name")
+        try Self.validate(name: key, what: "key name", as: .itemName)
         try perform("removing item '\(key)'") { () throws(VaultError) in
             guard let store = try openStore(create: false) else { return }
             try prefs {
@@ -162,7 +162,7 @@ public final class Vault: Sendable {
     /// if try vault.contains("apiToken") { ... }
     /// ```
     public func contains(_ key: String) throws -> Bool {
-        try Self.validate(name: key, what: "key name")
+        try Self.validate(name: key, what: "key name", as: .itemName)
         return try perform("checking item '\(key)'") { () throws(VaultError) -> Bool in
             guard let store = try openStore(create: false) else { return false }
             return try prefs { try store.contains(key) }
@@ -201,7 +201,7 @@ public final class Vault: Sendable {
 
     /// Seals `payload` in an envelope under `key`, keeping the item's creation time.
     func store(kind: ItemEnvelope.Kind, payload: UnsafeRawBufferPointer, for key: String, expiresAt: Int64) throws {
-        try Self.validate(name: key, what: "key name")
+        try Self.validate(name: key, what: "key name", as: .itemName)
         guard payload.count <= Self.maximumValueSize else {
             let error = VaultError(
                 code: .valueTooLarge,
@@ -213,7 +213,7 @@ public final class Vault: Sendable {
         try perform("writing item '\(key)'") { () throws(VaultError) in
             let store = try openStore(create: true)!
             try prefs {
-                let now = Self.nowMilliseconds()
+                let now = Sys.nowMilliseconds()
                 let previous = try store.withBytes(forKey: key) { bytes in ItemEnvelope.decode(bytes)?.0 }
                 let envelope = ItemEnvelope(
                     kind: kind, createdAt: previous??.createdAt ?? now, updatedAt: now, expiresAt: expiresAt)
@@ -230,7 +230,7 @@ public final class Vault: Sendable {
     func read<R: Sendable>(
         _ key: String, _ operation: @autoclosure () -> String, _ body: (ItemEnvelope, UnsafeRawBufferPointer) -> R
     ) throws -> R? {
-        try Self.validate(name: key, what: "key name")
+        try Self.validate(name: key, what: "key name", as: .itemName)
         return try perform(operation()) { () throws(VaultError) -> R? in
             guard let store = try openStore(create: false) else { return nil }
             let decoded: R?? = try prefs {
@@ -289,26 +289,16 @@ public final class Vault: Sendable {
         }
     }
 
-    /// Checks a service or key name against the naming rule: `invalidKey` when it breaks it.
-    package static func validate(name: String, what: String) throws(VaultError) {
-        let utf8 = name.utf8
-        let allowed =
-            !utf8.isEmpty && utf8.count <= 128
-            && utf8.allSatisfy { byte in
-                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                    || byte == 0x2E || byte == 0x5F || byte == 0x2D
-            }
-        guard allowed, name != ".", name != ".." else {
+    /// Checks a service or key name against the package's naming rule (`Names`): `invalidKey` when it breaks it.
+    ///
+    /// A service name is the id of the vault's PrefsKV store, so it follows the file-name rule (no `..` inside,
+    /// which PrefsKV refused anyway at the vault's first access); a key name, an item inside the file, may
+    /// contain `..`.
+    package static func validate(name: String, what: String, as role: Names.Role) throws(VaultError) {
+        guard Names.isValid(name, as: role) else {
             throw VaultError(
-                code: .invalidKey,
-                message: "invalid \(what) '\(name.prefix(140))': use 1 to 128 characters from A-Z a-z 0-9 . _ -")
+                code: .invalidKey, message: "invalid \(what) '\(name.prefix(140))': \(Names.ruleText(role))")
         }
-    }
-
-    static func nowMilliseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
     }
 }
 

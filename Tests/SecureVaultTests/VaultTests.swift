@@ -102,6 +102,16 @@ final class VaultDirectory {
         expectVaultError(.invalidKey) { try Vault(service: "../etc") }
     }
 
+    /// A service name is the vault's store id, so it follows the file-name rule: no ".." inside (PrefsKV
+    /// refused such a store id anyway). A key name lives inside the file and may contain "..".
+    @Test func aDoubleDotIsRefusedInAServiceNameAndAllowedInAKeyName() throws {
+        expectVaultError(.invalidKey) { try Vault(service: "a..b") }
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        try vault.set("v", for: "a..b")
+        #expect(try vault.string(for: "a..b") == "v")
+    }
+
     @Test func valuesUpTo64KiBAreAcceptedAndLargerOnesRefused() throws {
         let dir = try VaultDirectory()
         let vault = try dir.vault()

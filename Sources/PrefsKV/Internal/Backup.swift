@@ -1,5 +1,6 @@
 // Backup and restore: a compacted image of the live records written elsewhere, and a backup checked record by
 // record before a copy of it is installed as the store.
+import SystemLayer
 
 extension StoreLog {
     /// Writes a compacted image of the live data to `destination` (through `destination.tmp-<pid>` and a

@@ -1,6 +1,7 @@
 // New store images and compaction. Every image is written to a temporary file, flushed, and renamed over its
 // destination; the old file is never modified except for its superseded word, so a crash at any instant leaves
 // either the old or the new image under the name. Recovery, restore and rekey install their images here too.
+import SystemLayer
 
 /// Writing a store image to a temporary file.
 enum StoreImage {

@@ -3,6 +3,7 @@
 // The data file is retired the way a compaction retires it: under the writer lock its superseded word is set
 // before its name goes away, so every other handle notices on its next access, takes the writer lock, finds
 // no file under the name and answers `notFound` instead of reading or writing an unlinked file.
+import SystemLayer
 
 enum Destroy {
     /// What `destroy` removed.

@@ -10,6 +10,7 @@
 // why it cannot write, the last recovery report, and the events (changes, log lines) it owes the caller.
 // Documentation/Architecture.md draws the layers.
 import Logging
+import SystemLayer
 
 #if !_endian(little)
 #error("PrefsKV reads its little-endian format natively; a big-endian port must byte-swap the mapped words")

@@ -1,5 +1,6 @@
 // The on-disk layout: header page and records. Documentation/FileFormat.md is the prose version of this file;
 // the two must agree (FileFormatTests checks the worked example there against bytes produced here).
+import SystemLayer
 
 /// Layout constants of format version 1.
 enum Format {

@@ -1,5 +1,5 @@
 // The in-memory index of a store: index key (a key's UTF-8, or the hex of a sealed key's tag) to Entry.
-import Glibc
+import SystemLayer
 
 /// An open-addressing hash table from index key to ``Entry``, built for the read path and the open scan.
 ///
@@ -242,16 +242,16 @@ struct KeyIndex: Sequence {
             items.deinitialize(count: count)
             items.deallocate()
             hashes.deallocate()
-            free(slots)
+            Sys.free(slots)
         }
 
         /// A zeroed slot table from `calloc`: a large one comes straight from the kernel, already zero, so its
         /// pages cost nothing until a key lands in them.
         static func zeroedSlots(_ count: Int) -> UnsafeMutablePointer<UInt64> {
-            guard let raw = calloc(Swift.max(count, 1), MemoryLayout<UInt64>.stride) else {
+            guard let slots = Sys.allocateZeroed(Swift.max(count, 1), of: UInt64.self) else {
                 fatalError("out of memory for a key index of \(count) slots")
             }
-            return raw.bindMemory(to: UInt64.self, capacity: Swift.max(count, 1))
+            return slots
         }
 
         func copy() -> Storage {
@@ -289,7 +289,7 @@ struct KeyIndex: Sequence {
         }
 
         func growSlots(to newCount: Int) {
-            free(slots)
+            Sys.free(slots)
             slots = Storage.zeroedSlots(newCount)
             slotCount = newCount
             for position in 0..<count { insertSlot(hash: hashes[position], position: position) }
@@ -349,7 +349,7 @@ struct KeyIndex: Sequence {
         withUTF8(a) { a in
             withUTF8(b) { b in
                 let common = Swift.min(a.count, b.count)
-                let order = common == 0 ? 0 : memcmp(a.baseAddress!, b.baseAddress!, common)
+                let order = common == 0 ? 0 : Sys.compareBytes(a.baseAddress!, b.baseAddress!, count: common)
                 return order < 0 || (order == 0 && a.count < b.count)
             }
         }

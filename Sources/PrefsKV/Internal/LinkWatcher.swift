@@ -7,8 +7,8 @@
 // `fstat` only when the flag is up. A write racing with the deletion itself may still land in the deleted file,
 // exactly as a write made just before it would: the guarantee is that nothing is written into a file known to
 // have no name.
-import Glibc
 import Synchronization
+import SystemLayer
 
 /// Raised by the watcher when the file it belongs to may have lost its name.
 final class LinkFlag: Sendable {
@@ -51,7 +51,7 @@ final class LinkWatcher: Sendable {
         if started {
             // Wait until the thread runs, so its start-up (and its allocations) happens here, once, and not at
             // some later moment of the process's life.
-            while !running.load(ordering: .acquiring) { sched_yield() }
+            while !running.load(ordering: .acquiring) { Sys.yieldThread() }
         } else {
             delivering.store(false, ordering: .releasing)
         }

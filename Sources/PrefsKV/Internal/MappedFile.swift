@@ -1,5 +1,6 @@
 // One open store file and its shared mapping: the single owner of the descriptor and the mapped region.
 import Synchronization
+import SystemLayer
 
 /// An open data file (or compaction image) mapped `MAP_SHARED`.
 ///

@@ -1,5 +1,5 @@
-// The one factory that maps a failed system call to a PrefsError.
-import Glibc
+// The one factory that maps a failed system call (an `Errno` from the system layer) to a PrefsError.
+import SystemLayer
 
 extension PrefsError {
     /// A `PrefsError` for the system call `call` that failed with `errno` while doing `what` on `path`.
@@ -7,25 +7,25 @@ extension PrefsError {
     /// `what` reads as the start of a sentence: "cannot grow the store file".
     static func system(_ errno: Errno, _ call: String, _ what: String, path: String) -> PrefsError {
         let code: Code
-        switch errno.rawValue {
+        switch errno {
         // See: man 2 write, man 3 posix_fallocate: ENOSPC (device full), EDQUOT (quota), EFBIG (RLIMIT_FSIZE
         // or the file system's maximum size).
-        case ENOSPC, EDQUOT, EFBIG: code = .diskFull
+        case .noSpace, .quotaExceeded, .fileTooLarge: code = .diskFull
         // See: man 2 open: EROFS, a write access on a read-only file system. ETXTBSY cannot happen for us.
-        case EROFS: code = .readOnly
+        case .readOnlyFileSystem: code = .readOnly
         // See: man 2 open: EACCES (mode bits, a directory without search permission), EPERM (sealed or
         // immutable files, some file systems' ownership rules).
-        case EACCES, EPERM: code = .permissionDenied
+        case .accessDenied, .notPermitted: code = .permissionDenied
         // See: man 2 open: ENOENT, a component of the path does not exist.
-        case ENOENT: code = .notFound
+        case .noEntry: code = .notFound
         // See: man 2 open: EISDIR, the store's path names a directory.
-        case EISDIR: code = .notAStore
+        case .isDirectory: code = .notAStore
         // See: man 2 flock, man 2 fcntl: the lock is held elsewhere.
-        case EWOULDBLOCK: code = .busy
+        case .wouldBlock: code = .busy
         default: code = .io
         }
         var message = "\(what): \(call) failed: \(errno.text) (errno \(errno.rawValue))"
-        if errno.rawValue == ELOOP { message += "; symbolic links are refused" }
+        if errno == .symbolicLink { message += "; symbolic links are refused" }
         return PrefsError(code, message, path: path, errno: errno.rawValue)
     }
 }

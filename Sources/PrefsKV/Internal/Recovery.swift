@@ -2,6 +2,7 @@
 // keeps every record that verifies and reports the damage; here the policy is applied, the damaged original is
 // copied aside byte for byte (its quarantine copy), and a compacted image of what verified replaces it. The
 // report types are public, in PrefsStore+Recovery.swift.
+import SystemLayer
 
 enum Recovery {
     /// Acts on damage found by a scan of the file `log` holds (already adopted, holding what verified): throws

@@ -1,6 +1,7 @@
 // The sealed implementation of RecordCodec. On disk a sealed set record's key is the sealer's tag of the name,
 // and its value `seal(u32 nameLength | name | value)` with associated data
 // `store UUID | tag | valueType | expiresAt (i64 LE)` (PrefsSealer.swift, Documentation/FileFormat.md).
+import SystemLayer
 
 final class SealedRecordCodec {
     let sealer: any PrefsSealer

@@ -10,6 +10,7 @@
 //
 // An open and a wipe take the lock file through the one sequence here (`acquire`). Not thread-safe: used under
 // `PrefsStore.engine`'s Mutex (or by one wipe).
+import SystemLayer
 
 final class StoreLock {
     /// Who takes the lock file.

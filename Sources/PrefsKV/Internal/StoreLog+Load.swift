@@ -1,6 +1,7 @@
 // Loading a data file into a snapshot: open it (creating an empty store when allowed), check its header
 // against the sealer, map it and scan its log. Damage is returned in the snapshot, not acted on (recovery is
 // Recovery.swift's). Every error leaves the file untouched.
+import SystemLayer
 
 extension StoreLog {
     /// Opens the data file (creating it when absent and allowed), validates its header against the sealer,

@@ -2,6 +2,7 @@
 // end and the sequence number this handle knows; appending and publishing records, growing the mapping, and
 // reading records other handles appended. Loading a file into a snapshot: StoreLog+Load.swift. Not thread-safe:
 // used under `PrefsStore.engine`'s Mutex.
+import SystemLayer
 
 /// A data file opened, mapped and scanned.
 struct Snapshot {

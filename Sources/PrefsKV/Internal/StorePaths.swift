@@ -1,4 +1,5 @@
 // The names of a store's files, the rule for store ids, and the directory they live in.
+import SystemLayer
 
 /// The file names of one store.
 struct StorePaths {
@@ -22,20 +23,8 @@ struct StorePaths {
 
 extension Engine {
     static func validate(storeID id: String) throws(PrefsError) {
-        let allowed = id.utf8.allSatisfy { c in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2E
-                || c == 0x5F || c == 0x2D
-        }
-        // Not `id.contains("..")`: that goes through the string-processing module's generic searcher, whose
-        // metadata a fresh process instantiates at its first open (about 100 µs, for a two-byte pattern).
-        var previous: UInt8 = 0
-        var doubleDot = false
-        for c in id.utf8 {
-            if c == 0x2E && previous == 0x2E { doubleDot = true }
-            previous = c
-        }
-        guard allowed, (1...128).contains(id.utf8.count), id != ".", !doubleDot else {
-            throw PrefsError(.invalidKey, "invalid store id \"\(id)\": use 1 to 128 of A-Z a-z 0-9 . _ -, no \"..\"")
+        guard Names.isValid(id, as: .fileName) else {
+            throw PrefsError(.invalidKey, "invalid store id \"\(id)\": \(Names.ruleText(.fileName))")
         }
     }
 

@@ -1,5 +1,6 @@
 // A transaction's commit, planned and written: the net effect per key (compare-before-set drops unchanged
 // values), each record framed by the codec and appended to the log with one publish.
+import SystemLayer
 
 struct TransactionPlan {
     /// A record about to be written.

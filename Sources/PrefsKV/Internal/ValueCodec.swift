@@ -1,5 +1,6 @@
 // Typed value encodings (see Documentation/FileFormat.md, "Values"), key validation and expiry times.
 import FoundationEssentials
+import SystemLayer
 
 enum ValueCodec {
     static func validate(key: String) throws(PrefsError) {

@@ -12,7 +12,7 @@
 
 internal import CSecret
 import Dispatch
-import Glibc
+import SystemLayer
 
 /// A failure of a Secret Service call, classified. `VaultError(_:operation:)` turns it into the public error.
 package struct SecretServiceFailure: Error, Sendable, Equatable {
@@ -63,22 +63,22 @@ package enum LibSecret {
             self.attributeNames = attributes
             pointer = .allocate(capacity: 1)
             pointer.initialize(to: SecretSchema())
-            pointer.pointee.name = UnsafePointer(strdup(name))
+            pointer.pointee.name = UnsafePointer(g_strdup(name))
             pointer.pointee.flags = SECRET_SCHEMA_NONE
             withUnsafeMutableBytes(of: &pointer.pointee.attributes) { raw in
                 let slots = raw.bindMemory(to: SecretSchemaAttribute.self)
                 for (index, attribute) in attributes.enumerated() {
-                    slots[index].name = UnsafePointer(strdup(attribute))
+                    slots[index].name = UnsafePointer(g_strdup(attribute))
                     slots[index].type = SECRET_SCHEMA_ATTRIBUTE_STRING
                 }
             }
         }
 
         deinit {
-            free(UnsafeMutablePointer(mutating: pointer.pointee.name))
+            g_free(UnsafeMutableRawPointer(mutating: pointer.pointee.name))
             withUnsafeMutableBytes(of: &pointer.pointee.attributes) { raw in
                 for slot in raw.bindMemory(to: SecretSchemaAttribute.self) {
-                    if let name = slot.name { free(UnsafeMutablePointer(mutating: name)) }
+                    if let name = slot.name { g_free(UnsafeMutableRawPointer(mutating: name)) }
                 }
             }
             pointer.deinitialize(count: 1)
@@ -268,7 +268,7 @@ package enum LibSecret {
 
     /// Reads what the service has (collections, their lock states, the default alias) without prompting.
     package static func probe(deadline: Duration) throws(SecretServiceFailure) -> ServiceProbe {
-        let address = getenv("DBUS_SESSION_BUS_ADDRESS").map { String(cString: $0) }
+        let address = Sys.environment("DBUS_SESSION_BUS_ADDRESS")
         return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> ServiceProbe in
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }

@@ -1,3 +1,5 @@
+import SystemLayer
+
 /// A small journal that lets a wipe or a key rotation finish after a crash.
 ///
 /// `<service>.vault.intent` holds one line per intent, written durably before the step it protects:
@@ -39,22 +41,22 @@ extension Vault {
     /// Records `intents` durably (replacing earlier ones).
     func recordIntents(_ intents: [VaultIntent]) throws(VaultError) {
         let text = intents.map(\.line).joined(separator: "\n") + "\n"
-        if case .failure(let error) = VaultSys.writeFileDurably(intentPath, Array(text.utf8), directory: storeDirectory) {
+        if case .failure(let error) = Sys.writeFileDurably(intentPath, Array(text.utf8), directory: storeDirectory) {
             throw fileError(error, "cannot record an intent in", intentPath)
         }
     }
 
     func clearIntents() {
-        _ = VaultSys.unlink(intentPath)
-        VaultSys.syncDirectory(storeDirectory)
+        _ = Sys.removeIfPresent(intentPath)
+        Sys.syncDirectory(storeDirectory)
     }
 
     /// Whether a crashed wipe or rotation left work to finish (one `lstat`).
-    var hasPendingIntents: Bool { VaultSys.exists(intentPath) }
+    var hasPendingIntents: Bool { Sys.exists(intentPath) }
 
     /// Finishes what a crashed wipe or rotation left. Call with the vault lock held.
     func finishIntents() throws(VaultError) {
-        guard let bytes = VaultSys.readSmallFile(intentPath) else { return }
+        guard let bytes = Sys.readSmallFile(intentPath) else { return }
         let intents = String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap(VaultIntent.init(line:))
         let current = try? existingIdentity()
         for intent in intents {

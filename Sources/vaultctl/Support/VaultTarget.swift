@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import SecureVault
+import SystemLayer
 
 /// `--service NAME`: the vault a `vault` command works on. Required: a default name that happened to be wrong
 /// would silently create (or wipe) a vault nobody meant.
@@ -44,7 +45,7 @@ struct VaultTarget {
 
     /// `invalidKey` (exit 64) for a name no vault accepts, before anything is read or opened.
     func validate(key: String) throws {
-        try Vault.validate(name: key, what: "key name")
+        try Vault.validate(name: key, what: "key name", as: .itemName)
     }
 
     /// The `notFound` answer for an item the vault does not hold.

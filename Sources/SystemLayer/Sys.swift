@@ -1,63 +1,59 @@
-// The only file in PrefsKV that calls Glibc's file, lock, mapping and notification functions.
+// The package's system calls: files, locks, mappings, notifications, threads. PrefsKV, SecureVault and vaultctl
+// reach Glibc only through this module.
 //
 // Three layers, as in swift-system and NIOFS: the raw C call, a typed wrapper here that retries EINTR
-// and returns `Result<_, Errno>`, and one factory (`PrefsError+Syscall.swift`) that turns a failure into a
-// `PrefsError` naming the file. EBADF and EFAULT are our bugs and trap; everything else is the world's.
-internal import CPrefsKV
-import Glibc
+// and returns `Result<_, Errno>`, and one factory per module (`PrefsError+Syscall.swift`,
+// `VaultError+Syscall.swift`) that turns a failure into that module's error naming the file. EBADF and EFAULT
+// are our bugs and trap; everything else is the world's.
+import CPrefsKV
+public import Glibc
 
-/// An `errno` value returned by a failed system call.
-struct Errno: Error, Equatable {
-    var rawValue: Int32
-
-    static let noEntry = Errno(rawValue: ENOENT)
-    static let exists = Errno(rawValue: EEXIST)
-    static let wouldBlock = Errno(rawValue: EWOULDBLOCK)
-    static let noSpace = Errno(rawValue: ENOSPC)
-    static let readOnlyFileSystem = Errno(rawValue: EROFS)
-    static let accessDenied = Errno(rawValue: EACCES)
-    static let notPermitted = Errno(rawValue: EPERM)
-    static let interrupted = Errno(rawValue: EINTR)
-    /// O_NOFOLLOW met a symbolic link.
-    static let symbolicLink = Errno(rawValue: ELOOP)
-
-    /// The C library's description, e.g. "No space left on device".
-    var text: String { String(cString: strerror(rawValue)) }
-
-    fileprivate static var current: Errno {
-        let e = Errno(rawValue: errno)
-        // EBADF/EFAULT mean a file descriptor or pointer of ours is wrong: a bug, not the environment.
-        precondition(e.rawValue != EBADF && e.rawValue != EFAULT, "PrefsKV passed a bad descriptor or pointer")
-        return e
-    }
-}
-
-/// What `fstat` tells about an open file.
-struct FileStatus: Equatable {
-    var size: Int
-    var device: UInt64
-    var inode: UInt64
-    var mode: UInt32
+/// What `fstat` or `lstat` tells about a file.
+package struct FileStatus: Equatable {
+    package var size: Int
+    package var device: UInt64
+    package var inode: UInt64
+    /// The whole `st_mode`: file type and permission bits.
+    package var mode: UInt32
     /// Names the file has: 0 once it was deleted, or renamed over, while open.
-    var links: UInt64 = 1
-    // S_IFMT and S_IFREG from <sys/stat.h>, as literals: Swift's Glibc module serves them through functions of its
-    // own library, which a fresh process would bind and page in at its first open.
-    var isRegular: Bool { mode & 0o170000 == 0o100000 }
+    package var links: UInt64 = 1
+    /// The owner's user id.
+    package var owner: UInt32 = 0
+
+    package init(size: Int, device: UInt64, inode: UInt64, mode: UInt32, links: UInt64 = 1, owner: UInt32 = 0) {
+        self.size = size
+        self.device = device
+        self.inode = inode
+        self.mode = mode
+        self.links = links
+        self.owner = owner
+    }
+
+    // S_IFMT, S_IFREG, S_IFDIR and S_IFLNK from <sys/stat.h>, as literals: Swift's Glibc module serves them
+    // through functions of its own library, which a fresh process would bind and page in at its first open.
+    package var isRegular: Bool { mode & 0o170000 == 0o100000 }
+    package var isDirectory: Bool { mode & 0o170000 == 0o040000 }
+    package var isSymbolicLink: Bool { mode & 0o170000 == 0o120000 }
+    /// The permission bits (with set-id and sticky bits): `mode & 0o7777`.
+    package var permissions: UInt32 { mode & 0o7777 }
 }
 
-/// Open flags used by PrefsKV. Every open adds O_CLOEXEC and O_NOFOLLOW.
-struct OpenMode {
-    var flags: Int32
-    static let readOnly = OpenMode(flags: O_RDONLY)
-    static let readWrite = OpenMode(flags: O_RDWR)
-    static let createNew = OpenMode(flags: O_RDWR | O_CREAT | O_EXCL)
-    static let readWriteCreate = OpenMode(flags: O_RDWR | O_CREAT)
-    static let directory = OpenMode(flags: O_RDONLY | O_DIRECTORY)
+/// Open flags used by the package. Every open adds O_CLOEXEC and O_NOFOLLOW.
+package struct OpenMode {
+    package var flags: Int32
+    package static let readOnly = OpenMode(flags: O_RDONLY)
+    package static let readWrite = OpenMode(flags: O_RDWR)
+    package static let createNew = OpenMode(flags: O_RDWR | O_CREAT | O_EXCL)
+    package static let readWriteCreate = OpenMode(flags: O_RDWR | O_CREAT)
+    package static let directory = OpenMode(flags: O_RDONLY | O_DIRECTORY)
 }
 
-/// The system calls PrefsKV makes, each retrying EINTR. Paths are passed with `withCString`, which hands a
+/// The system calls the package makes, each retrying EINTR. Paths are passed with `withCString`, which hands a
 /// native string's own bytes to the call (an implicit String-to-pointer conversion copies them into a new array).
-enum Sys {
+///
+/// Public only for the `@inlinable` members a hot path calls (see Sys+Process.swift); everything else is
+/// `package`.
+public enum Sys {
     /// Runs `call` until it does not fail with EINTR. `-1` means failure with `errno` set.
     @inline(__always)
     private static func retrying<T: FixedWidthInteger>(_ call: () -> T) -> Result<T, Errno> {
@@ -74,7 +70,7 @@ enum Sys {
     // Files are opened with O_NOATIME: mapping a file otherwise updates its access time, a journaled inode
     // write on ext4 at nearly every open (about 5 µs each for the data and lock files); the flag is refused
     // (EPERM) on a file of another owner, which is then opened without it.
-    static func open(_ path: String, _ mode: OpenMode, permissions: UInt32 = 0o600) -> Result<Int32, Errno> {
+    package static func open(_ path: String, _ mode: OpenMode, permissions: UInt32 = 0o600) -> Result<Int32, Errno> {
         let isDirectory = mode.flags & O_DIRECTORY != 0
         let flags = mode.flags | O_CLOEXEC | (isDirectory ? 0 : O_NOFOLLOW)
         return path.withCString { cPath in
@@ -89,65 +85,65 @@ enum Sys {
     }
 
     // See: man 2 close. Never retried: on Linux the descriptor is released even when close fails.
-    static func close(_ fd: Int32) {
+    package static func close(_ fd: Int32) {
         _ = Glibc.close(fd)
     }
 
     // See: man 2 fstat
-    static func fstat(_ fd: Int32) -> Result<FileStatus, Errno> {
+    package static func fstat(_ fd: Int32) -> Result<FileStatus, Errno> {
         var st = stat()
         return retrying { Glibc.fstat(fd, &st) }.map { _ in
             FileStatus(
                 size: Int(st.st_size), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), mode: st.st_mode,
-                links: UInt64(st.st_nlink))
+                links: UInt64(st.st_nlink), owner: st.st_uid)
         }
     }
 
     // See: man 2 lstat. Does not follow a final symbolic link.
-    static func lstat(_ path: String) -> Result<FileStatus, Errno> {
+    package static func lstat(_ path: String) -> Result<FileStatus, Errno> {
         var st = stat()
         return path.withCString { p in retrying { Glibc.lstat(p, &st) } }.map { _ in
             FileStatus(
                 size: Int(st.st_size), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), mode: st.st_mode,
-                links: UInt64(st.st_nlink))
+                links: UInt64(st.st_nlink), owner: st.st_uid)
         }
     }
 
     // See: man 2 fchmod. Applied after O_CREAT so the umask cannot widen or narrow the mode.
-    static func fchmod(_ fd: Int32, _ permissions: UInt32) -> Result<Void, Errno> {
+    package static func fchmod(_ fd: Int32, _ permissions: UInt32) -> Result<Void, Errno> {
         retrying { Glibc.fchmod(fd, mode_t(permissions)) }.map { _ in () }
     }
 
     // See: man 2 mkdir
-    static func mkdir(_ path: String, permissions: UInt32) -> Result<Void, Errno> {
+    package static func mkdir(_ path: String, permissions: UInt32) -> Result<Void, Errno> {
         path.withCString { p in retrying { Glibc.mkdir(p, mode_t(permissions)) } }.map { _ in () }
     }
 
     // See: man 2 chmod
-    static func chmod(_ path: String, _ permissions: UInt32) -> Result<Void, Errno> {
+    package static func chmod(_ path: String, _ permissions: UInt32) -> Result<Void, Errno> {
         path.withCString { p in retrying { Glibc.chmod(p, mode_t(permissions)) } }.map { _ in () }
     }
 
     // See: man 2 ftruncate
-    static func ftruncate(_ fd: Int32, _ size: Int) -> Result<Void, Errno> {
+    package static func ftruncate(_ fd: Int32, _ size: Int) -> Result<Void, Errno> {
         retrying { Glibc.ftruncate(fd, off_t(size)) }.map { _ in () }
     }
 
     // See: man 3 posix_fallocate. Returns the error number instead of setting errno; ENOSPC here is how a
     // full disk is noticed before any byte is written through the mapping (which would raise SIGBUS).
-    static func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
+    package static func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
         while true {
             let r = Glibc.posix_fallocate(fd, off_t(offset), off_t(length))
             if r == 0 { return .success(()) }
             if r != EINTR {
-                precondition(r != EBADF, "PrefsKV passed a bad descriptor")
+                precondition(r != EBADF, "passed a bad descriptor to posix_fallocate")
                 return .failure(Errno(rawValue: r))
             }
         }
     }
 
     // See: man 2 pread. Reads exactly `buffer.count` bytes unless the file ends first; returns the count.
-    static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
+    package static func pread(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, at offset: Int) -> Result<Int, Errno> {
         var done = 0
         while done < buffer.count {
             let r = retrying { Glibc.pread(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done)) }
@@ -161,7 +157,7 @@ enum Sys {
     }
 
     // See: man 2 pwrite. Writes all of `buffer` or fails (a short write is continued, ENOSPC is returned).
-    static func pwrite(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int) -> Result<Void, Errno> {
+    package static func pwrite(_ fd: Int32, _ buffer: UnsafeRawBufferPointer, at offset: Int) -> Result<Void, Errno> {
         var done = 0
         while done < buffer.count {
             let r = retrying { Glibc.pwrite(fd, buffer.baseAddress! + done, buffer.count - done, off_t(offset + done)) }
@@ -174,28 +170,28 @@ enum Sys {
     }
 
     // See: man 2 fdatasync. Flushes the file's data, including pages dirtied through a shared mapping.
-    static func fdatasync(_ fd: Int32) -> Result<Void, Errno> {
-        retrying { Glibc.fdatasync(fd) }.map { _ in PrefsSyncProbe.flushed(fd) }
+    package static func fdatasync(_ fd: Int32) -> Result<Void, Errno> {
+        retrying { Glibc.fdatasync(fd) }.map { _ in FlushObserver.flushed(fd) }
     }
 
     // See: man 2 fsync. Used on directories, so that a rename or a new name reaches the disk.
-    static func fsync(_ fd: Int32) -> Result<Void, Errno> {
-        retrying { Glibc.fsync(fd) }.map { _ in PrefsSyncProbe.flushed(fd) }
+    package static func fsync(_ fd: Int32) -> Result<Void, Errno> {
+        retrying { Glibc.fsync(fd) }.map { _ in FlushObserver.flushed(fd) }
     }
 
     // See: man 2 rename. Atomic replacement of `to` within one file system.
-    static func rename(_ from: String, _ to: String) -> Result<Void, Errno> {
+    package static func rename(_ from: String, _ to: String) -> Result<Void, Errno> {
         from.withCString { f in to.withCString { t in retrying { Glibc.rename(f, t) } } }.map { _ in () }
     }
 
     // See: man 2 unlink
-    static func unlink(_ path: String) -> Result<Void, Errno> {
+    package static func unlink(_ path: String) -> Result<Void, Errno> {
         path.withCString { p in retrying { Glibc.unlink(p) } }.map { _ in () }
     }
 
     // See: man 3 opendir, man 3 readdir. The names in `path` (without "." and ".."), unsorted. readdir
     // reports an error by returning NULL with errno changed, so errno is cleared before each call.
-    static func directoryEntries(_ path: String) -> Result<[String], Errno> {
+    package static func directoryEntries(_ path: String) -> Result<[String], Errno> {
         guard let directory = Glibc.opendir(path) else { return .failure(Errno.current) }
         defer { _ = Glibc.closedir(directory) }
         var names: [String] = []
@@ -212,12 +208,12 @@ enum Sys {
     }
 
     // See: man 2 flock. The writer lock: LOCK_EX around a write transaction, on the never-replaced lock file.
-    static func lockExclusive(_ fd: Int32) -> Result<Void, Errno> {
+    package static func lockExclusive(_ fd: Int32) -> Result<Void, Errno> {
         retrying { flock(fd, LOCK_EX) }.map { _ in () }
     }
 
     // See: man 2 flock
-    static func unlock(_ fd: Int32) {
+    package static func unlock(_ fd: Int32) {
         _ = retrying { flock(fd, LOCK_UN) }
     }
 
@@ -227,7 +223,7 @@ enum Sys {
     // See: man 2 fcntl, "Open file description locks". The presence lock on byte 0 of the lock file: shared
     // for a multi-process handle, exclusive for a single-process one, held for the handle's lifetime and
     // independent of flock. Conflicts report EWOULDBLOCK (EAGAIN) or EACCES.
-    static func presenceLock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> {
+    package static func presenceLock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> {
         var request = flock()
         request.l_type = Int16(exclusive ? F_WRLCK : F_RDLCK)
         request.l_whence = Int16(SEEK_SET)
@@ -243,7 +239,7 @@ enum Sys {
     }
 
     /// The C library's mutex, as laid out in a lock page (LockPage.swift).
-    typealias Mutex = pthread_mutex_t
+    public typealias Mutex = pthread_mutex_t
 
     /// F_OFD_GETLK from <fcntl.h>.
     private static let fOFDGetLock: Int32 = 36
@@ -251,7 +247,7 @@ enum Sys {
     // See: man 2 fcntl, F_OFD_GETLK. Whether an exclusive presence lock could be taken now, that is whether no
     // other open file description (any handle, in this process or another) holds the presence byte. Takes
     // nothing.
-    static func presenceAlone(_ fd: Int32) -> Result<Bool, Errno> {
+    package static func presenceAlone(_ fd: Int32) -> Result<Bool, Errno> {
         var request = flock()
         request.l_type = Int16(F_WRLCK)
         request.l_whence = Int16(SEEK_SET)
@@ -262,13 +258,13 @@ enum Sys {
     }
 
     // See: man 2 ftruncate
-    static func truncate(_ fd: Int32, length: Int) -> Result<Void, Errno> {
+    package static func truncate(_ fd: Int32, length: Int) -> Result<Void, Errno> {
         retrying { Glibc.ftruncate(fd, off_t(length)) }.map { _ in () }
     }
 
     // See: man 3 pthread_mutexattr_setrobust, pthread_mutexattr_setpshared. Initializes a mutex that other
     // processes mapping the same file can use, and that the next locker can recover when its owner dies.
-    static func initializeRobustSharedMutex(_ mutex: UnsafeMutablePointer<Mutex>) -> Result<Void, Errno> {
+    package static func initializeRobustSharedMutex(_ mutex: UnsafeMutablePointer<Mutex>) -> Result<Void, Errno> {
         var attributes = pthread_mutexattr_t()
         guard pthread_mutexattr_init(&attributes) == 0 else { return .failure(Errno(rawValue: ENOMEM)) }
         defer { pthread_mutexattr_destroy(&attributes) }
@@ -280,7 +276,9 @@ enum Sys {
 
     // See: man 3 pthread_mutex_lock, pthread_mutex_consistent. Returns true when the previous owner died holding
     // the mutex (EOWNERDEAD); the mutex is then marked consistent again and is held by the caller.
-    static func lockRobustMutex(_ mutex: UnsafeMutablePointer<Mutex>) -> Result<Bool, Errno> {
+    // Inlinable: a multi-process handle's write takes it.
+    @inlinable
+    public static func lockRobustMutex(_ mutex: UnsafeMutablePointer<Mutex>) -> Result<Bool, Errno> {
         switch pthread_mutex_lock(mutex) {
         case 0: return .success(false)
         case EOWNERDEAD:
@@ -291,13 +289,14 @@ enum Sys {
     }
 
     // See: man 3 pthread_mutex_unlock. EPERM (not the owner) is our bug.
-    static func unlockMutex(_ mutex: UnsafeMutablePointer<Mutex>) {
+    @inlinable
+    public static func unlockMutex(_ mutex: UnsafeMutablePointer<Mutex>) {
         let rc = pthread_mutex_unlock(mutex)
         precondition(rc == 0, "pthread_mutex_unlock failed: \(rc)")
     }
 
     // See: man 2 mmap. MAP_SHARED: stores reach the file (and other processes' mappings).
-    static func map(_ fd: Int32, length: Int, writable: Bool) -> Result<UnsafeMutableRawPointer, Errno> {
+    package static func map(_ fd: Int32, length: Int, writable: Bool) -> Result<UnsafeMutableRawPointer, Errno> {
         let protection = writable ? (PROT_READ | PROT_WRITE) : PROT_READ
         let p = Glibc.mmap(nil, length, protection, MAP_SHARED, fd, 0)
         // MAP_FAILED is (void *)-1 (a function of the Glibc module's library in Swift).
@@ -306,17 +305,17 @@ enum Sys {
     }
 
     // See: man 2 munmap
-    static func unmap(_ base: UnsafeMutableRawPointer, length: Int) {
+    package static func unmap(_ base: UnsafeMutableRawPointer, length: Int) {
         _ = Glibc.munmap(base, length)
     }
 
     // See: man 7 inotify. Non-blocking: the reader drains events when the descriptor is readable.
-    static func inotifyOpen() -> Result<Int32, Errno> {
+    package static func inotifyOpen() -> Result<Int32, Errno> {
         retrying { Glibc.inotify_init1(Int32(IN_CLOEXEC | IN_NONBLOCK)) }
     }
 
     /// Watches `directory` for a file modified (`pwrite`), closed after writing, or renamed into place.
-    static func inotifyWatch(_ fd: Int32, directory: String) -> Result<Void, Errno> {
+    package static func inotifyWatch(_ fd: Int32, directory: String) -> Result<Void, Errno> {
         let mask = UInt32(IN_MODIFY | IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE)
         return retrying { Glibc.inotify_add_watch(fd, directory, mask) }.map { _ in () }
     }
@@ -324,19 +323,19 @@ enum Sys {
     /// Watches the very file open as `fileDescriptor` (through its /proc/self/fd link, so the inode we hold and
     /// not whatever the path names now) for a change of its link count (`IN_ATTRIB`: unlinked, or replaced by a
     /// rename over it), a move, or its deletion. Returns the watch descriptor.
-    static func inotifyWatchLinks(_ fd: Int32, fileDescriptor: Int32) -> Result<Int32, Errno> {
+    package static func inotifyWatchLinks(_ fd: Int32, fileDescriptor: Int32) -> Result<Int32, Errno> {
         let mask = UInt32(IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF)
         return retrying { Glibc.inotify_add_watch(fd, "/proc/self/fd/\(fileDescriptor)", mask) }
     }
 
     // See: man 2 inotify_rm_watch
-    static func inotifyRemoveWatch(_ fd: Int32, _ watch: Int32) {
+    package static func inotifyRemoveWatch(_ fd: Int32, _ watch: Int32) {
         _ = Glibc.inotify_rm_watch(fd, watch)
     }
 
     /// Waits until `fd` is readable (or fails with something other than EINTR).
     // See: man 2 poll
-    static func waitReadable(_ fd: Int32) -> Bool {
+    package static func waitReadable(_ fd: Int32) -> Bool {
         var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         while true {
             let n = Glibc.poll(&entry, 1, -1)
@@ -347,7 +346,7 @@ enum Sys {
 
     /// Runs `body` on a new detached thread (no Dispatch: its worker pool allocates at times of its choosing).
     // See: man 3 pthread_create
-    static func detachThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+    package static func detachThread(_ body: @escaping @Sendable () -> Void) -> Bool {
         let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
         var thread = pthread_t()
         let status = pthread_create(
@@ -365,15 +364,15 @@ enum Sys {
     }
 
     /// One inotify event: the watch it came from and, for a directory watch, the file name it concerns.
-    struct InotifyEvent {
-        var watch: Int32
-        var name: String?
+    package struct InotifyEvent {
+        package var watch: Int32
+        package var name: String?
     }
 
     /// Reads every pending inotify event into `buffer` (at least 4 KiB) and passes each one's watch descriptor
     /// and raw name bytes to `body`. Allocates nothing; returns at once when nothing is pending (the descriptor
     /// is non-blocking).
-    static func inotifyRead(
+    package static func inotifyRead(
         _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, _ body: (Int32, UnsafeRawBufferPointer) -> Void
     ) {
         while true {
@@ -384,7 +383,7 @@ enum Sys {
     }
 
     /// Decodes `count` bytes of inotify events: each one's watch descriptor and name bytes (up to its NUL).
-    static func inotifyDecode(
+    package static func inotifyDecode(
         _ buffer: UnsafeRawBufferPointer, count: Int, _ body: (Int32, UnsafeRawBufferPointer) -> Void
     ) {
         let headerSize = MemoryLayout<inotify_event>.size
@@ -401,10 +400,10 @@ enum Sys {
     }
 
     /// The size of an inotify event without its name.
-    static let inotifyEventHeaderSize = MemoryLayout<inotify_event>.size
+    package static let inotifyEventHeaderSize = MemoryLayout<inotify_event>.size
 
     /// Reads every pending inotify event (none when nothing is pending: the descriptor is non-blocking).
-    static func inotifyDrain(_ fd: Int32) -> [InotifyEvent] {
+    package static func inotifyDrain(_ fd: Int32) -> [InotifyEvent] {
         var events: [InotifyEvent] = []
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
         defer { buffer.deallocate() }
@@ -413,65 +412,10 @@ enum Sys {
         }
         return events
     }
-
-    // See: man 2 clock_gettime. CLOCK_REALTIME in milliseconds since the Unix epoch (a vDSO call).
-    /// Overwrites `buffer` with zeros in a way the optimiser may not remove (plaintext of sealed values).
-    // See: man 3 explicit_bzero
-    static func zero(_ buffer: UnsafeMutableRawBufferPointer) {
-        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
-        explicit_bzero(base, buffer.count)
-    }
-
-    static func nowMilliseconds() -> Int64 {
-        var ts = timespec()
-        _ = clock_gettime(CLOCK_REALTIME, &ts)
-        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
-    }
-
-    /// The current UTC time as `yyyyMMdd'T'HHmmss'Z'`, for quarantine file names.
-    static func utcTimestamp() -> String {
-        var now = time(nil)
-        var parts = tm()
-        _ = gmtime_r(&now, &parts)
-        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        return "\(parts.tm_year + 1900)\(two(parts.tm_mon + 1))\(two(parts.tm_mday))T"
-            + "\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
-    }
-
-    /// Byte equality of two ranges (`memcmp`).
-    @inline(__always)
-    static func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {
-        count == 0 || memcmp(a, b, count) == 0
-    }
-
-    /// An id of the calling thread (`pthread_self`), to catch a store written from inside its own transaction.
-    @inline(__always)
-    static func threadID() -> UInt { UInt(pthread_self()) }
-
-    /// `getpid()`, for unique temporary names.
-    static func processID() -> Int32 { getpid() }
-
-    /// The calling process's effective user id.
-    static func effectiveUserID() -> UInt32 { geteuid() }
-
-    /// The value of an environment variable, or nil when unset or empty.
-    static func environment(_ name: String) -> String? {
-        guard let p = getenv(name), p.pointee != 0 else { return nil }
-        return String(cString: p)
-    }
-
-    /// The home directory of the effective user from the password database, when it has one.
-    static func passwordHomeDirectory() -> String? {
-        guard let entry = getpwuid(geteuid()), let dir = entry.pointee.pw_dir else { return nil }
-        return String(cString: dir)
-    }
-
-    /// The system page size.
-    static let pageSize: Int = Int(sysconf(Int32(_SC_PAGESIZE)))
 }
 
 /// The closure a detached thread runs.
-final class ThreadBody: Sendable {
-    let body: @Sendable () -> Void
-    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+package final class ThreadBody: Sendable {
+    package let body: @Sendable () -> Void
+    package init(_ body: @escaping @Sendable () -> Void) { self.body = body }
 }

@@ -1,0 +1,131 @@
+// The clock, the process and its environment, and the byte helpers of the hot paths.
+//
+// What a warm get or set calls (the clock, byte equality, the thread id, zeroing, the key index's allocation)
+// is `@inlinable public`, so that it compiles into its caller as it did when these lived in PrefsKV. Public,
+// not package: Swift 6.3 does not inline an `@inlinable package` function into another module (checked on
+// a two-module package: the call stays). SystemLayer is no product, so nothing outside this package can
+// import it.
+public import Glibc
+
+extension Sys {
+    // See: man 2 clock_gettime. CLOCK_REALTIME in milliseconds since the Unix epoch (a vDSO call).
+    @inlinable @inline(__always)
+    public static func nowMilliseconds() -> Int64 {
+        var ts = timespec()
+        _ = clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
+    }
+
+    /// A moment broken down in UTC: calendar fields as `gmtime_r` gives them, the year in full and the month
+    /// from 1.
+    package struct UTCTime: Equatable, Sendable {
+        package var year: Int32
+        package var month: Int32
+        package var day: Int32
+        package var hour: Int32
+        package var minute: Int32
+        package var second: Int32
+    }
+
+    /// `seconds` since the Unix epoch broken down in UTC; nil when out of the C library's range.
+    // See: man 3 gmtime_r
+    package static func utcTime(secondsSinceEpoch seconds: Int64) -> UTCTime? {
+        var time = time_t(seconds)
+        var parts = tm()
+        guard gmtime_r(&time, &parts) != nil else { return nil }
+        return UTCTime(
+            year: parts.tm_year + 1900, month: parts.tm_mon + 1, day: parts.tm_mday, hour: parts.tm_hour,
+            minute: parts.tm_min, second: parts.tm_sec)
+    }
+
+    /// The current UTC time as `yyyyMMdd'T'HHmmss'Z'`, for quarantine file names.
+    package static func utcTimestamp() -> String {
+        var now = time(nil)
+        var parts = tm()
+        _ = gmtime_r(&now, &parts)
+        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
+        return "\(parts.tm_year + 1900)\(two(parts.tm_mon + 1))\(two(parts.tm_mday))T"
+            + "\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
+    }
+
+    /// Overwrites `buffer` with zeros in a way the optimiser may not remove (plaintext of sealed values).
+    // See: man 3 explicit_bzero
+    @inlinable
+    public static func zero(_ buffer: UnsafeMutableRawBufferPointer) {
+        guard let base = buffer.baseAddress, buffer.count > 0 else { return }
+        explicit_bzero(base, buffer.count)
+    }
+
+    /// Byte equality of two ranges (`memcmp`).
+    @inlinable @inline(__always)
+    public static func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {
+        count == 0 || memcmp(a, b, count) == 0
+    }
+
+    /// The order of two ranges of `count` bytes, as `memcmp` gives it: negative, zero or positive.
+    @inlinable @inline(__always)
+    public static func compareBytes(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Int32 {
+        count == 0 ? 0 : memcmp(a, b, count)
+    }
+
+    /// `count` zeroed elements from `calloc` (a large block comes straight from the kernel, already zero, so its
+    /// pages cost nothing until written); nil when memory is exhausted. Release with ``free(_:)``.
+    // See: man 3 calloc
+    @inlinable
+    public static func allocateZeroed<T>(_ count: Int, of type: T.Type) -> UnsafeMutablePointer<T>? {
+        calloc(count, MemoryLayout<T>.stride)?.bindMemory(to: T.self, capacity: count)
+    }
+
+    /// Releases a block from ``allocateZeroed(_:of:)``.
+    // See: man 3 free
+    @inlinable
+    public static func free<T>(_ pointer: UnsafeMutablePointer<T>?) {
+        Glibc.free(pointer)
+    }
+
+    /// An id of the calling thread (`pthread_self`), to catch a store written from inside its own transaction.
+    @inlinable @inline(__always)
+    public static func threadID() -> UInt { UInt(pthread_self()) }
+
+    /// Lets another thread run (`sched_yield`), in a wait for a thread just started.
+    // See: man 2 sched_yield
+    package static func yieldThread() { _ = sched_yield() }
+
+    /// `getpid()`, for unique temporary names.
+    package static func processID() -> Int32 { getpid() }
+
+    /// The calling process's effective user id.
+    package static func effectiveUserID() -> UInt32 { geteuid() }
+
+    /// The calling process's real user id: the user a file must belong to (a vault's directory and file).
+    package static var userID: UInt32 { getuid() }
+
+    /// The value of an environment variable, or nil when unset or empty.
+    package static func environment(_ name: String) -> String? {
+        guard let p = getenv(name), p.pointee != 0 else { return nil }
+        return String(cString: p)
+    }
+
+    /// The home directory of the effective user from the password database, when it has one.
+    package static func passwordHomeDirectory() -> String? {
+        guard let entry = getpwuid(geteuid()), let dir = entry.pointee.pw_dir else { return nil }
+        return String(cString: dir)
+    }
+
+    /// Turns core dumps off for this process (RLIMIT_CORE 0): a process that holds secrets must not write
+    /// them to a core file when it crashes.
+    // See: man 2 setrlimit
+    package static func disableCoreDumps() {
+        var limit = rlimit(rlim_cur: 0, rlim_max: 0)
+        _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit)
+    }
+
+    /// Ends the process with `status`, flushing C streams (`exit(3)`).
+    // See: man 3 exit
+    package static func exit(_ status: Int32) -> Never {
+        Glibc.exit(status)
+    }
+
+    /// The system page size.
+    package static let pageSize: Int = Int(sysconf(Int32(_SC_PAGESIZE)))
+}

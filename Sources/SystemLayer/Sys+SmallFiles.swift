@@ -1,0 +1,119 @@
+// Whole-file helpers for a vault's small files: its lock file, its directory, its intent journal.
+// (The store files themselves go through the engine's own calls in Sys.swift.)
+import Glibc
+
+extension Sys {
+    /// Creates `path` (and missing parents) as directories with mode 0700; the umask cannot widen it, as the
+    /// mode is set explicitly after creation. An existing directory is left as it is.
+    // See: man 2 mkdir, man 2 chmod
+    package static func makePrivateDirectory(_ path: String) -> Result<Void, Errno> {
+        switch mkdir(path, permissions: 0o700) {
+        case .success:
+            return chmod(path, 0o700)
+        case .failure(let error) where error == .noEntry:
+            guard let slash = path.lastIndex(of: "/"), slash > path.startIndex else { return .failure(error) }
+            if case .failure(let parentError) = makePrivateDirectory(String(path[..<slash])) {
+                return .failure(parentError)
+            }
+            return makePrivateDirectory(path)
+        case .failure(let error) where error == .exists:
+            return .success(())
+        case .failure(let error):
+            return .failure(error)
+        }
+    }
+
+    /// Opens (creating with mode 0600) a lock file and takes an exclusive `flock` on it, waiting for it;
+    /// ``close(_:)`` releases the lock.
+    // See: man 2 open, man 2 flock
+    package static func lockFile(_ path: String) -> Result<Int32, Errno> {
+        let fd: Int32
+        switch open(path, .readWriteCreate) {
+        case .success(let opened): fd = opened
+        case .failure(let error): return .failure(error)
+        }
+        _ = fchmod(fd, 0o600)
+        if case .failure(let error) = lockExclusive(fd) {
+            close(fd)
+            return .failure(error)
+        }
+        return .success(fd)
+    }
+
+    /// Removes `path`; a path that is already gone is a success.
+    // See: man 2 unlink
+    package static func removeIfPresent(_ path: String) -> Result<Void, Errno> {
+        switch unlink(path) {
+        case .failure(let error) where error != .noEntry: return .failure(error)
+        default: return .success(())
+        }
+    }
+
+    /// Whether anything exists at `path` (a symbolic link counts).
+    package static func exists(_ path: String) -> Bool {
+        if case .success = lstat(path) { return true }
+        return false
+    }
+
+    /// The contents of a small file, nil when it cannot be read (or is a symbolic link).
+    package static func readSmallFile(_ path: String, limit: Int = 64 * 1024) -> [UInt8]? {
+        guard case .success(let fd) = open(path, .readOnly) else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: limit)
+        let read = bytes.withUnsafeMutableBytes { pread(fd, into: $0, at: 0) }
+        guard case .success(let count) = read else { return nil }
+        return Array(bytes[0..<count])
+    }
+
+    /// Everything `fd` delivers until its end (a pipe or standard input included), read with `read(2)`.
+    // See: man 2 read
+    package static func readToEnd(_ fd: Int32) -> Result<[UInt8], Errno> {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
+            if count == 0 { return .success(bytes) }
+            if count < 0 {
+                let error = Errno.current
+                if error == .interrupted { continue }
+                return .failure(error)
+            }
+            bytes += chunk[0..<count]
+        }
+    }
+
+    /// Replaces `path` with `bytes` durably: a temporary file written and flushed, renamed over `path`, and
+    /// the directory flushed, so after a crash the path holds either the old or the new contents.
+    // See: man 2 fsync, man 2 rename
+    package static func writeFileDurably(_ path: String, _ bytes: [UInt8], directory: String) -> Result<Void, Errno> {
+        let temporary = path + ".tmp"
+        let fd: Int32
+        switch open(temporary, OpenMode(flags: O_WRONLY | O_CREAT | O_TRUNC)) {
+        case .success(let opened): fd = opened
+        case .failure(let error): return .failure(error)
+        }
+        let written = bytes.withUnsafeBytes { pwrite(fd, $0, at: 0) }.flatMap { quietSync(fd) }
+        close(fd)
+        if case .failure(let error) = written { return .failure(error) }
+        if case .failure(let error) = rename(temporary, path) { return .failure(error) }
+        syncDirectory(directory)
+        return .success(())
+    }
+
+    /// Flushes a directory's entries (after a rename or unlink in it); a failure is ignored.
+    package static func syncDirectory(_ directory: String) {
+        guard case .success(let fd) = open(directory, .directory) else { return }
+        _ = quietSync(fd)
+        close(fd)
+    }
+
+    /// `fsync` without telling the ``FlushObserver``, which watches the store engine's barriers only.
+    // See: man 2 fsync
+    private static func quietSync(_ fd: Int32) -> Result<Void, Errno> {
+        while Glibc.fsync(fd) != 0 {
+            let error = Errno.current
+            if error != .interrupted { return .failure(error) }
+        }
+        return .success(())
+    }
+}
