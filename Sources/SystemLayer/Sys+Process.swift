@@ -100,9 +100,13 @@ extension Sys {
     /// The calling process's real user id: the user a file must belong to (a vault's directory and file).
     package static var userID: UInt32 { getuid() }
 
-    /// The value of an environment variable, or nil when unset or empty.
-    package static func environment(_ name: String) -> String? {
-        guard let p = getenv(name), p.pointee != 0 else { return nil }
+    /// The value of an environment variable, or nil when unset or (unless `keepingEmpty`) empty.
+    ///
+    /// `keepingEmpty` is for a report of the environment as it is (`vaultctl doctor` shows a set but empty
+    /// `DBUS_SESSION_BUS_ADDRESS` as such).
+    // See: man 3 getenv
+    package static func environment(_ name: String, keepingEmpty: Bool = false) -> String? {
+        guard let p = getenv(name), keepingEmpty || p.pointee != 0 else { return nil }
         return String(cString: p)
     }
 
