@@ -98,9 +98,7 @@ extension PrefsValue {
 /// Milliseconds since the Unix epoch as `yyyy-MM-dd'T'HH:mm:ss'Z'` (UTC).
 func utcTimestamp(milliseconds: Int64) -> String {
     guard let time = Sys.utcTime(secondsSinceEpoch: milliseconds / 1000) else { return "\(milliseconds) ms" }
-    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-    return "\(time.year)-\(two(time.month))-\(two(time.day))T"
-        + "\(two(time.hour)):\(two(time.minute)):\(two(time.second))Z"
+    return time.formatted(dateSeparator: "-", timeSeparator: ":")
 }
 
 /// Reads all of `path`, or standard input for `-`.
