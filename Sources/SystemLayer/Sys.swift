@@ -1,5 +1,5 @@
 // The package's system calls: files, locks, mappings, notifications, threads. PrefsKV, SecureVault and vaultctl
-// reach Glibc only through this module.
+// reach Glibc only through this module (vaultctl's Support/Terminal.swift aside: a terminal's echo).
 //
 // Three layers, as in swift-system and NIOFS: the raw C call, a typed wrapper here that retries EINTR
 // and returns `Result<_, Errno>`, and one factory per module (`PrefsError+Syscall.swift`,
