@@ -1,3 +1,5 @@
+import SystemLayer
+
 /// The one error type of PrefsKV: a stable ``code``, a ``message`` saying what failed on which file or key
 /// and why, the ``path`` concerned, and the underlying ``cause``. SecureVault's `VaultError` has the same shape.
 ///
@@ -105,21 +107,9 @@ public struct PrefsError: Error, CustomStringConvertible {
     }
 
     /// `PrefsError.diskFull: <message>`, then the cause in parentheses unless the message already names it.
-    public var description: String { describeError("PrefsError", code, message, cause) }
-}
-
-/// The one description format of the package's errors (`PrefsError`, `VaultError`): the type and the code, the
-/// message, and the cause in parentheses unless the message already names it (the system-call factories write
-/// the errno into their messages).
-package func describeError(
-    _ type: String, _ code: some CustomStringConvertible, _ message: String, _ cause: (some CustomStringConvertible)?
-) -> String {
-    var text = "\(type).\(code): \(message)"
-    if let cause {
-        let named = "\(cause)"
-        if !message.contains(named) { text += " (\(named))" }
+    public var description: String {
+        describeError(type: "PrefsError", code: code.description, message: message, cause: cause?.description)
     }
-    return text
 }
 
 extension PrefsError.Code {

@@ -1,4 +1,5 @@
 import PrefsKV
+import SystemLayer
 
 /// The one error type of SecureVault: a stable ``code``, a human ``message`` naming what failed and why, the
 /// ``path`` of the file or directory concerned, and the underlying ``cause``; the same shape as `PrefsError`.
@@ -104,7 +105,9 @@ public struct VaultError: Error, CustomStringConvertible {
     }
 
     /// `VaultError.locked: <message>`, then the cause in parentheses unless the message already names it.
-    public var description: String { describeError("VaultError", code, message, cause) }
+    public var description: String {
+        describeError(type: "VaultError", code: code.description, message: message, cause: cause?.description)
+    }
 }
 
 extension VaultError.Code {

@@ -25,6 +25,19 @@ extension Sys {
         package var hour: Int32
         package var minute: Int32
         package var second: Int32
+
+        /// The fields as `<year>-<month>-<day>T<hour>:<minute>:<second>Z` with every field but the year in two
+        /// digits and the given separators in place of `-` and `:`.
+        ///
+        /// ```swift
+        /// time.formatted()                                          // "20261124T101500Z" (file names)
+        /// time.formatted(dateSeparator: "-", timeSeparator: ":")    // "2026-11-24T10:15:00Z"
+        /// ```
+        package func formatted(dateSeparator: String = "", timeSeparator: String = "") -> String {
+            func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
+            return "\(year)\(dateSeparator)\(two(month))\(dateSeparator)\(two(day))T"
+                + "\(two(hour))\(timeSeparator)\(two(minute))\(timeSeparator)\(two(second))Z"
+        }
     }
 
     /// `seconds` since the Unix epoch broken down in UTC; nil when out of the C library's range.
@@ -40,12 +53,9 @@ extension Sys {
 
     /// The current UTC time as `yyyyMMdd'T'HHmmss'Z'`, for quarantine file names.
     package static func utcTimestamp() -> String {
-        var now = time(nil)
-        var parts = tm()
-        _ = gmtime_r(&now, &parts)
-        func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
-        return "\(parts.tm_year + 1900)\(two(parts.tm_mon + 1))\(two(parts.tm_mday))T"
-            + "\(two(parts.tm_hour))\(two(parts.tm_min))\(two(parts.tm_sec))Z"
+        let now = Int64(time(nil))
+        // The present is within gmtime_r's range; the seconds stand in should it ever not be.
+        return utcTime(secondsSinceEpoch: now)?.formatted() ?? "\(now)"
     }
 
     /// Overwrites `buffer` with zeros in a way the optimiser may not remove (plaintext of sealed values).
@@ -100,9 +110,13 @@ extension Sys {
     /// The calling process's real user id: the user a file must belong to (a vault's directory and file).
     package static var userID: UInt32 { getuid() }
 
-    /// The value of an environment variable, or nil when unset or empty.
-    package static func environment(_ name: String) -> String? {
-        guard let p = getenv(name), p.pointee != 0 else { return nil }
+    /// The value of an environment variable, or nil when unset or (unless `keepingEmpty`) empty.
+    ///
+    /// `keepingEmpty` is for a report of the environment as it is (`vaultctl doctor` shows a set but empty
+    /// `DBUS_SESSION_BUS_ADDRESS` as such).
+    // See: man 3 getenv
+    package static func environment(_ name: String, keepingEmpty: Bool = false) -> String? {
+        guard let p = getenv(name), keepingEmpty || p.pointee != 0 else { return nil }
         return String(cString: p)
     }
 

@@ -65,23 +65,6 @@ extension Sys {
         return Array(bytes[0..<count])
     }
 
-    /// Everything `fd` delivers until its end (a pipe or standard input included), read with `read(2)`.
-    // See: man 2 read
-    package static func readToEnd(_ fd: Int32) -> Result<[UInt8], Errno> {
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, $0.count) }
-            if count == 0 { return .success(bytes) }
-            if count < 0 {
-                let error = Errno.current
-                if error == .interrupted { continue }
-                return .failure(error)
-            }
-            bytes += chunk[0..<count]
-        }
-    }
-
     /// Replaces `path` with `bytes` durably: a temporary file written and flushed, renamed over `path`, and
     /// the directory flushed, so after a crash the path holds either the old or the new contents.
     // See: man 2 fsync, man 2 rename

@@ -1,5 +1,5 @@
 // The package's system calls: files, locks, mappings, notifications, threads. PrefsKV, SecureVault and vaultctl
-// reach Glibc only through this module.
+// reach Glibc only through this module (vaultctl's Support/Terminal.swift aside: a terminal's echo).
 //
 // Three layers, as in swift-system and NIOFS: the raw C call, a typed wrapper here that retries EINTR
 // and returns `Result<_, Errno>`, and one factory per module (`PrefsError+Syscall.swift`,
@@ -55,12 +55,15 @@ package struct OpenMode {
 /// `package`.
 public enum Sys {
     /// Runs `call` until it does not fail with EINTR. `-1` means failure with `errno` set.
+    ///
+    /// `given`: the call is on a descriptor the process was handed (standard input, output, error), which its
+    /// parent may have closed; EBADF is then the world's and is returned, not trapped as our bug.
     @inline(__always)
-    private static func retrying<T: FixedWidthInteger>(_ call: () -> T) -> Result<T, Errno> {
+    static func retrying<T: FixedWidthInteger>(given: Bool = false, _ call: () -> T) -> Result<T, Errno> {
         while true {
             let r = call()
             if r != -1 { return .success(r) }
-            let e = Errno.current
+            let e = given ? Errno(rawValue: errno) : Errno.current
             if e != .interrupted { return .failure(e) }
         }
     }
@@ -84,6 +87,12 @@ public enum Sys {
         }
     }
 
+    // See: man 2 open. Read-only and following symbolic links, as any command-line tool opens a file its user
+    // names (`vaultctl prefs import FILE`); the package's own files go through `open(_:_:permissions:)`.
+    package static func openFollowingLinks(_ path: String) -> Result<Int32, Errno> {
+        path.withCString { p in retrying { prefs_open(p, O_RDONLY | O_CLOEXEC, 0) } }
+    }
+
     // See: man 2 close. Never retried: on Linux the descriptor is released even when close fails.
     package static func close(_ fd: Int32) {
         _ = Glibc.close(fd)
@@ -91,18 +100,26 @@ public enum Sys {
 
     // See: man 2 fstat
     package static func fstat(_ fd: Int32) -> Result<FileStatus, Errno> {
-        var st = stat()
-        return retrying { Glibc.fstat(fd, &st) }.map { _ in
-            FileStatus(
-                size: Int(st.st_size), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), mode: st.st_mode,
-                links: UInt64(st.st_nlink), owner: st.st_uid)
-        }
+        status { Glibc.fstat(fd, $0) }
     }
 
     // See: man 2 lstat. Does not follow a final symbolic link.
     package static func lstat(_ path: String) -> Result<FileStatus, Errno> {
-        var st = stat()
-        return path.withCString { p in retrying { Glibc.lstat(p, &st) } }.map { _ in
+        path.withCString { p in status { Glibc.lstat(p, $0) } }
+    }
+
+    // See: man 2 stat, man 2 fstatat. Follows symbolic links: for a path a user named (vaultctl doctor's
+    // directories). `fstatat` from the working directory without flags is `stat`, whose name Swift gives to
+    // the structure.
+    package static func stat(_ path: String) -> Result<FileStatus, Errno> {
+        path.withCString { p in status { Glibc.fstatat(AT_FDCWD, p, $0, 0) } }
+    }
+
+    /// The `FileStatus` that `call` fills in, retried on EINTR.
+    @inline(__always)
+    private static func status(_ call: (UnsafeMutablePointer<Glibc.stat>) -> Int32) -> Result<FileStatus, Errno> {
+        var st = Glibc.stat()
+        return retrying { call(&st) }.map { _ in
             FileStatus(
                 size: Int(st.st_size), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), mode: st.st_mode,
                 links: UInt64(st.st_nlink), owner: st.st_uid)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import SystemLayer
 
 /// vaultctl: inspect, verify, repair and wipe PrefsKV stores and SecureVault vaults.
 @main
@@ -22,18 +23,18 @@ struct VaultCtl: ParsableCommand {
     /// Parses, runs, and maps every failure to the contract: one JSON document with `--json`, an exit code
     /// from the table either way.
     static func main() {
-        System.disableCoreDumps()
+        Sys.disableCoreDumps()
         do {
             var command = try parseAsRoot()
             try command.run()
         } catch let exit as ExitCode {
-            System.exit(exit.rawValue)
+            Sys.exit(exit.rawValue)
         } catch {
             let code = exitCode(for: error)
             if code == .success {
                 // --help and --version: their text on stdout.
                 writeOut(fullMessage(for: error) + "\n")
-                System.exit(0)
+                Sys.exit(0)
             }
             let message = fullMessage(for: error)
             if CommandLine.arguments.contains("--json") {
@@ -43,7 +44,7 @@ struct VaultCtl: ParsableCommand {
                 writeError(message + "\n")
             }
             // Argument parsing failures are bad usage: 64, as the table says.
-            System.exit(code.rawValue == 1 ? ExitStatus.usage : code.rawValue)
+            Sys.exit(code.rawValue == 1 ? ExitStatus.usage : code.rawValue)
         }
     }
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import PrefsKV
 import SecureVault
+import SystemLayer
 
 /// `vaultctl doctor`: is this machine able to keep secrets, and if not, what to do about it.
 struct Doctor: VaultCtlCommand {
@@ -43,7 +44,7 @@ struct DoctorReport {
     var exitCode: Int32
 
     static func gather(directory: String?) -> DoctorReport {
-        let busAddress = System.environment("DBUS_SESSION_BUS_ADDRESS")
+        let busAddress = Sys.environment("DBUS_SESSION_BUS_ADDRESS", keepingEmpty: true)
         var probe: LibSecret.ServiceProbe?
         var failure: SecretServiceFailure?
         do {
@@ -63,13 +64,13 @@ struct DoctorReport {
     }
 
     private static func inspect(kind: String, path: String) -> Directory {
-        guard let status = System.fileStatus(path) else {
+        guard case .success(let status) = Sys.stat(path) else {
             return Directory(kind: kind, path: path, exists: false, mode: nil, owner: nil, secure: true)
         }
-        let mode = status.mode
-        let owner = status.owner
-        let secure = mode & 0o077 == 0 && owner == System.userID
-        return Directory(kind: kind, path: path, exists: true, mode: mode, owner: owner, secure: secure)
+        let secure = status.permissions & 0o077 == 0 && status.owner == Sys.userID
+        return Directory(
+            kind: kind, path: path, exists: true, mode: Int(status.permissions), owner: Int(status.owner),
+            secure: secure)
     }
 
     private static let unlockCommand =

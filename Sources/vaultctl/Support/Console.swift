@@ -1,4 +1,5 @@
 import ArgumentParser
+import SystemLayer
 
 /// Where a command's answer goes: stdout for the answer (a table or one JSON document), stderr for diagnostics.
 struct Console {
@@ -38,9 +39,15 @@ struct Console {
 }
 
 /// Writes `text` to stdout.
-func writeOut(_ text: String) { System.write(text, to: System.standardOutput) }
+func writeOut(_ text: String) { write(text, to: Sys.standardOutput) }
 /// Writes `text` to stderr.
-func writeError(_ text: String) { System.write(text, to: System.standardError) }
+func writeError(_ text: String) { write(text, to: Sys.standardError) }
+
+/// Writes all of `text` to `fd`; a failure (a closed pipe) drops the rest, as a command's output does.
+private func write(_ text: String, to fd: Int32) {
+    var copy = text
+    copy.withUTF8 { _ = Sys.write(fd, UnsafeRawBufferPointer($0)) }
+}
 
 /// Renders rows as aligned columns.
 func table(_ header: [String], _ rows: [[String]]) -> String {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FoundationEssentials
 import PrefsKV
+import SystemLayer
 
 /// The `--type` of `prefs set`.
 enum ValueTypeArgument: String, CaseIterable, ExpressibleByArgument {
@@ -96,31 +97,38 @@ extension PrefsValue {
 
 /// Milliseconds since the Unix epoch as `yyyy-MM-dd'T'HH:mm:ss'Z'` (UTC).
 func utcTimestamp(milliseconds: Int64) -> String {
-    guard let time = System.utcTime(seconds: milliseconds / 1000) else { return "\(milliseconds) ms" }
-    func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
-    return "\(time.year)-\(two(time.month))-\(two(time.day))T"
-        + "\(two(time.hour)):\(two(time.minute)):\(two(time.second))Z"
+    guard let time = Sys.utcTime(secondsSinceEpoch: milliseconds / 1000) else { return "\(milliseconds) ms" }
+    return time.formatted(dateSeparator: "-", timeSeparator: ":")
 }
 
 /// Reads all of `path`, or standard input for `-`.
 func readInput(_ path: String) throws -> Data {
-    let bytes: [UInt8]
-    do throws(System.Failure) {
-        bytes = try path == "-" ? System.readToEnd(System.standardInput) : System.readFile(path)
-    } catch let failure where failure.opening {
-        let (code, exitCode): (String, Int32)
-        if failure.isNotFound {
-            (code, exitCode) = ("notFound", ExitStatus.notFound)
-        } else if failure.isPermissionDenied {
-            (code, exitCode) = ("permissionDenied", ExitStatus.permission)
-        } else {
-            (code, exitCode) = ("io", ExitStatus.ioError)
+    let read: Result<[UInt8], Errno>
+    if path == "-" {
+        read = Sys.readToEnd(Sys.standardInput)
+    } else {
+        let fd: Int32
+        switch Sys.openFollowingLinks(path) {
+        case .success(let opened): fd = opened
+        case .failure(let error):
+            let (code, exitCode): (String, Int32)
+            if error == .noEntry {
+                (code, exitCode) = ("notFound", ExitStatus.notFound)
+            } else if error == .accessDenied || error == .notPermitted {
+                (code, exitCode) = ("permissionDenied", ExitStatus.permission)
+            } else {
+                (code, exitCode) = ("io", ExitStatus.ioError)
+            }
+            throw CLIFailure(code: code, message: "cannot read \(path): \(error.text)", exitCode: exitCode)
         }
-        throw CLIFailure(code: code, message: "cannot read \(path): \(failure.description)", exitCode: exitCode)
-    } catch {
+        read = Sys.readToEnd(fd)
+        Sys.close(fd)
+    }
+    switch read {
+    case .success(let bytes): return Data(bytes)
+    case .failure(let error):
         throw CLIFailure(
-            code: "io", message: "cannot read \(path == "-" ? "standard input" : path): \(error.description)",
+            code: "io", message: "cannot read \(path == "-" ? "standard input" : path): \(error.text)",
             exitCode: ExitStatus.ioError)
     }
-    return Data(bytes)
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import PrefsKV
+import SystemLayer
 
 /// `STORE`: the store a `prefs` command works on, by id.
 struct StoreSelection: ParsableArguments {
@@ -147,5 +148,5 @@ func shellQuoted(_ text: String) -> String {
 
 /// Whether anything exists at `path` (without following a final symbolic link).
 func fileExists(_ path: String) -> Bool {
-    System.linkStatus(path) != nil
+    Sys.exists(path)
 }

@@ -65,16 +65,17 @@ struct VaultTarget {
 /// The caller wipes the returned buffer when done with it.
 func readSecretFromStandardInput(limit: Int, what: String) throws -> [UInt8] {
     var bytes = [UInt8](repeating: 0, count: limit + 1)
+    let read = Terminal.withoutEcho(
+        onTerminal: { writeError("vaultctl: type \(what) (not echoed), then press Enter and Ctrl-D\n") },
+        afterTerminal: { writeError("\n") }
+    ) { bytes.withUnsafeMutableBytes { Sys.read(Sys.standardInput, into: $0) } }
     let count: Int
-    do {
-        count = try System.withoutEcho(
-            onTerminal: { writeError("vaultctl: type \(what) (not echoed), then press Enter and Ctrl-D\n") },
-            afterTerminal: { writeError("\n") }
-        ) { () throws(System.Failure) in try System.read(System.standardInput, into: &bytes) }
-    } catch {
+    switch read {
+    case .success(let read): count = read
+    case .failure(let error):
         wipe(&bytes)
         throw CLIFailure(
-            code: "io", message: "cannot read standard input: \(error.description)", exitCode: ExitStatus.ioError)
+            code: "io", message: "cannot read standard input: \(error.text)", exitCode: ExitStatus.ioError)
     }
     guard count <= limit else {
         wipe(&bytes)
@@ -89,5 +90,5 @@ func readSecretFromStandardInput(limit: Int, what: String) throws -> [UInt8] {
 
 /// Overwrites a buffer that held a secret (best effort: the value may have been copied elsewhere on its way).
 func wipe(_ bytes: inout [UInt8]) {
-    System.zero(&bytes)
+    bytes.withUnsafeMutableBytes { Sys.zero($0) }
 }

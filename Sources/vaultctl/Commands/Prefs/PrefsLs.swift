@@ -1,5 +1,6 @@
 import ArgumentParser
 import PrefsKV
+import SystemLayer
 
 extension Prefs {
     /// `vaultctl prefs ls`
@@ -49,7 +50,7 @@ extension Prefs {
         /// Size, records and health of one store, from a read-only scan.
         static func inspect(_ files: PrefsStoreFiles, directory: String) -> Report.Row {
             var row = Report.Row(
-                store: files.id, path: files.dataPath, fileBytes: System.linkStatus(files.dataPath)?.size ?? 0,
+                store: files.id, path: files.dataPath, fileBytes: (try? Sys.lstat(files.dataPath).get())?.size ?? 0,
                 records: nil, health: "unreadable", damagedRanges: 0, quarantined: files.quarantinePaths.count,
                 problem: nil)
             do {

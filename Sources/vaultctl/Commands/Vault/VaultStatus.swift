@@ -1,5 +1,6 @@
 import ArgumentParser
 import SecureVault
+import SystemLayer
 
 extension VaultGroup {
     /// `vaultctl vault status --service NAME`
@@ -45,10 +46,10 @@ struct VaultStatusReport {
 
         init(path: String) {
             self.path = path
-            let status = System.linkStatus(path)
+            let status = try? Sys.lstat(path).get()
             exists = status != nil
-            mode = status?.mode
-            owner = status?.owner
+            mode = status.map { Int($0.permissions) }
+            owner = status.map { Int($0.owner) }
             size = status?.size
         }
 
