@@ -66,7 +66,7 @@ extension Vault {
                         key = SecretBytes.random(count: 32)
                         do {
                             try key.withUnsafeBytes {
-                                try store(kind: .secret, payload: $0, for: itemName, expiresAt: 0)
+                                try store(kind: .secret, payload: $0, for: itemName, expiresAt: 0, allowEmpty: false)
                             }
                         } catch {
                             throw VaultError.wrapping(error, vault: service)
