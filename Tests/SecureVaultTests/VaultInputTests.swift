@@ -6,7 +6,7 @@ import TestSupport
 @testable import SecureVault
 
 /// Input the vault refuses instead of storing: an empty token or secret (most often an unset variable) unless
-/// the call allows it explicitly.
+/// the call allows it explicitly, and key material of the wrong length, which must be an answer, never a trap.
 @Suite struct VaultInputTests {
     @Test func anEmptyValueOfEveryKindIsInvalidValueAndNothingIsWritten() throws {
         let dir = try VaultDirectory()
@@ -69,5 +69,23 @@ import TestSupport
         #expect(!FileManager.default.fileExists(atPath: dir.path + "/app.prefs"))
         #expect(log.errors.count == 1, "\(log.errors)")
         #expect(SessionRouter(vault: try dir.vault()).route() == .signIn(reason: .absent))
+    }
+
+    @Test(arguments: [0, 5, 31, 33, 64])
+    func anEncryptedStoreKeyItemOfTheWrongLengthIsWrongKeyNeverATrap(length: Int) throws {
+        let dir = try VaultDirectory()
+        let prefs = dir.path + "-prefs"
+        let vault = try dir.vault()
+        // The key item written under the store's name, by hand, before the store exists and after.
+        try vault.set(SecretBytes([UInt8](repeating: 7, count: length)), for: "prefskv.account", allowEmpty: true)
+        expectVaultError(.wrongKey) { try vault.encryptedPreferences(id: "account", directory: prefs) }
+        #expect(!FileManager.default.fileExists(atPath: prefs + "/account.prefs"), "a store was created")
+
+        try vault.remove("prefskv.account")
+        try vault.encryptedPreferences(id: "account", directory: prefs).set("alice", forKey: "email")
+        let before = try Data(contentsOf: URL(fileURLWithPath: prefs + "/account.prefs"))
+        try vault.set(SecretBytes([UInt8](repeating: 7, count: length)), for: "prefskv.account", allowEmpty: true)
+        expectVaultError(.wrongKey) { try dir.vault().encryptedPreferences(id: "account", directory: prefs) }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: prefs + "/account.prefs")) == before)
     }
 }
