@@ -13,9 +13,9 @@ extension VaultGroup {
                 `printf '%s\\n' "$TOKEN" | vaultctl vault set --service app session` stores exactly $TOKEN; it \
                 must be UTF-8 text of at most 64 KiB. An empty value (an unset variable: `printf '%s' "$UNSET"`) is \
                 refused (exit 64, code invalidValue) and nothing is stored, unless --allow-empty says it is meant. \
-                There is no value argument: a value \
-                in the command line would be visible to every user in the process list, so any extra word is \
-                refused (exit 64, not echoed) and nothing is stored. On a terminal the value is not echoed.
+                There is no value argument: a value in the command line would be visible to every user in the \
+                process list, so any extra word is refused (exit 64, not echoed) and nothing is stored. On a \
+                terminal the value is not echoed.
 
                 With --expires-in SECONDS the value is stored as a session token that expires that many \
                 seconds from now (0: at once; at most 100 years); `list` and `get` show its expiry. Without \
