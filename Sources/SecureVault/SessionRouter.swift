@@ -83,11 +83,22 @@ public final class SessionRouter: Sendable {
     /// whose message says that the session was not saved; ``session`` still holds it (with `isPersisted`
     /// false), so the app can carry on until it quits, and the next launch asks to sign in again.
     ///
+    /// An empty token is no session: it throws ``VaultError/Code/invalidValue`` and changes nothing (neither
+    /// ``session`` nor the vault).
+    ///
     /// ```swift
     /// try router.signIn(token: "eyJhbGciOi...", expiresAt: Date(timeIntervalSinceNow: 3600))
     /// ```
     @discardableResult
     public func signIn(token: String, expiresAt: Date?) throws -> Session {
+        guard !token.isEmpty else {
+            let error = VaultError(
+                code: .invalidValue,
+                message: "signing in to vault '\(vault.service)': the session token is empty; nothing was signed "
+                    + "in or saved")
+            vault.logger.error("\(error.description)")
+            throw error
+        }
         var session = Session(token: token, expiresAt: expiresAt, isPersisted: false)
         current.withLock { $0 = session }
         do {

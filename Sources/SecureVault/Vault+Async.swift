@@ -15,23 +15,24 @@ extension Vault {
         }
     }
 
-    /// Async twin of ``set(_:for:)-(String,_)``: the blocking work runs off the cooperative thread pool.
+    /// Async twin of ``set(_:for:allowEmpty:)-(String,_,_)``: the blocking work runs off the cooperative thread
+    /// pool.
     ///
     /// ```swift
     /// try await vault.set("s3cr3t", for: "apiToken")
     /// ```
-    public func set(_ value: String, for key: String) async throws {
-        try await offloaded { try self.set(value, for: key) }
+    public func set(_ value: String, for key: String, allowEmpty: Bool = false) async throws {
+        try await offloaded { try self.set(value, for: key, allowEmpty: allowEmpty) }
     }
 
-    /// Async twin of ``set(_:for:)-(Data,_)``.
-    public func set(_ value: Data, for key: String) async throws {
-        try await offloaded { try self.set(value, for: key) }
+    /// Async twin of ``set(_:for:allowEmpty:)-(Data,_,_)``.
+    public func set(_ value: Data, for key: String, allowEmpty: Bool = false) async throws {
+        try await offloaded { try self.set(value, for: key, allowEmpty: allowEmpty) }
     }
 
-    /// Async twin of ``set(_:for:)-(SecretBytes,_)``.
-    public func set(_ value: SecretBytes, for key: String) async throws {
-        try await offloaded { try self.set(value, for: key) }
+    /// Async twin of ``set(_:for:allowEmpty:)-(SecretBytes,_,_)``.
+    public func set(_ value: SecretBytes, for key: String, allowEmpty: Bool = false) async throws {
+        try await offloaded { try self.set(value, for: key, allowEmpty: allowEmpty) }
     }
 
     /// Async twin of ``string(for:)``.
@@ -73,17 +74,17 @@ extension Vault {
         try await offloaded { try self.removeAll() }
     }
 
-    /// Async twin of ``setSessionToken(_:expiresAt:for:)``.
+    /// Async twin of ``setSessionToken(_:expiresAt:for:allowEmpty:)``.
     ///
     /// ```swift
     /// try await vault.setSessionToken(token, expiresAt: expiry)
     /// ```
     public func setSessionToken(
-        _ token: String, expiresAt: Date?, for key: String = Vault.defaultSessionTokenKey
+        _ token: String, expiresAt: Date?, for key: String = Vault.defaultSessionTokenKey, allowEmpty: Bool = false
     )
         async throws
     {
-        try await offloaded { try self.setSessionToken(token, expiresAt: expiresAt, for: key) }
+        try await offloaded { try self.setSessionToken(token, expiresAt: expiresAt, for: key, allowEmpty: allowEmpty) }
     }
 
     /// Async twin of ``sessionToken(for:)``.

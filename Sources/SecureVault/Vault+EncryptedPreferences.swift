@@ -63,10 +63,10 @@ extension Vault {
                     if let existing = try secretForPreferences(itemName) {
                         key = existing
                     } else {
-                        key = SecretBytes.random(count: 32)
+                        key = SecretBytes.random(count: MasterKeys.keyLength)
                         do {
                             try key.withUnsafeBytes {
-                                try store(kind: .secret, payload: $0, for: itemName, expiresAt: 0)
+                                try store(kind: .secret, payload: $0, for: itemName, expiresAt: 0, allowEmpty: false)
                             }
                         } catch {
                             throw VaultError.wrapping(error, vault: service)
@@ -108,13 +108,23 @@ extension Vault {
 
     static func encryptedPreferencesKeyName(_ id: String) -> String { "prefskv." + id }
 
+    /// The key item of an encrypted store, nil when there is none. An item of another length (written with
+    /// `set` under the key's name) is ``VaultError/Code/wrongKey``: it never reaches the crypto.
     private func secretForPreferences(_ itemName: String) throws(VaultError) -> SecretBytes? {
+        let key: SecretBytes?
         do {
-            return try secret(for: itemName)
+            key = try secret(for: itemName)
         } catch let error as VaultError {
             throw error
         } catch {
             throw VaultError.wrapping(error, vault: service)
         }
+        if let key, key.count != MasterKeys.keyLength {
+            throw VaultError(
+                code: .wrongKey,
+                message: "the key '\(itemName)' in vault '\(service)' is \(key.count) bytes, not a "
+                    + "\(MasterKeys.keyLength)-byte key; it is not used and the store was left untouched")
+        }
+        return key
     }
 }

@@ -74,18 +74,23 @@ extension Vault {
 
     /// Stores a session token with its expiry, durably (it survives a power cut once this returns).
     ///
+    /// An empty token is refused with ``VaultError/Code/invalidValue`` (an unset variable would otherwise be a
+    /// valid session at the next launch) unless `allowEmpty` is true.
+    ///
     /// ```swift
     /// try vault.setSessionToken(response.token, expiresAt: response.expiry)
     /// ```
     public func setSessionToken(
-        _ token: String, expiresAt: Date?, for key: String = Vault.defaultSessionTokenKey
+        _ token: String, expiresAt: Date?, for key: String = Vault.defaultSessionTokenKey, allowEmpty: Bool = false
     )
         throws
     {
         let expiry = expiresAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded(.down)) } ?? 0
         var copy = token
         try copy.withUTF8 { utf8 in
-            try store(kind: .sessionToken, payload: UnsafeRawBufferPointer(utf8), for: key, expiresAt: expiry)
+            try store(
+                kind: .sessionToken, payload: UnsafeRawBufferPointer(utf8), for: key, expiresAt: expiry,
+                allowEmpty: allowEmpty)
         }
     }
 

@@ -72,32 +72,43 @@ public final class Vault: Sendable {
     /// Stores `value` (UTF-8, at most 64 KiB) under `key`, replacing any previous value. Once this returns, the
     /// value is on disk and no decryptable copy of the previous value remains in the vault file.
     ///
+    /// An empty value is refused with ``VaultError/Code/invalidValue`` (it is most often an unset variable, not a
+    /// secret) unless `allowEmpty` is true.
+    ///
     /// ```swift
     /// try vault.set("s3cr3t", for: "apiToken")
+    /// try vault.set("", for: "optionalNote", allowEmpty: true)
     /// ```
-    public func set(_ value: String, for key: String) throws {
+    public func set(_ value: String, for key: String, allowEmpty: Bool = false) throws {
         var copy = value
         try copy.withUTF8 { utf8 in
-            try store(kind: .string, payload: UnsafeRawBufferPointer(utf8), for: key, expiresAt: 0)
+            try store(
+                kind: .string, payload: UnsafeRawBufferPointer(utf8), for: key, expiresAt: 0, allowEmpty: allowEmpty)
         }
     }
 
-    /// Stores bytes (at most 64 KiB) under `key`.
+    /// Stores bytes (at most 64 KiB) under `key`. Empty bytes are ``VaultError/Code/invalidValue`` unless
+    /// `allowEmpty` is true.
     ///
     /// ```swift
     /// try vault.set(Data([1, 2, 3]), for: "deviceKey")
     /// ```
-    public func set(_ value: Data, for key: String) throws {
-        try value.withUnsafeBytes { try store(kind: .data, payload: $0, for: key, expiresAt: 0) }
+    public func set(_ value: Data, for key: String, allowEmpty: Bool = false) throws {
+        try value.withUnsafeBytes {
+            try store(kind: .data, payload: $0, for: key, expiresAt: 0, allowEmpty: allowEmpty)
+        }
     }
 
-    /// Stores secret bytes (at most 64 KiB) under `key` without copying them out of guarded memory.
+    /// Stores secret bytes (at most 64 KiB) under `key` without copying them out of guarded memory. Empty bytes
+    /// are ``VaultError/Code/invalidValue`` unless `allowEmpty` is true.
     ///
     /// ```swift
     /// try vault.set(SecretBytes.random(count: 32), for: "databaseKey")
     /// ```
-    public func set(_ value: SecretBytes, for key: String) throws {
-        try value.withUnsafeBytes { try store(kind: .secret, payload: $0, for: key, expiresAt: 0) }
+    public func set(_ value: SecretBytes, for key: String, allowEmpty: Bool = false) throws {
+        try value.withUnsafeBytes {
+            try store(kind: .secret, payload: $0, for: key, expiresAt: 0, allowEmpty: allowEmpty)
+        }
     }
 
     /// The string stored under `key`, or nil when there is none.
@@ -199,9 +210,21 @@ public final class Vault: Sendable {
 
     // MARK: Plumbing
 
-    /// Seals `payload` in an envelope under `key`, keeping the item's creation time.
-    func store(kind: ItemEnvelope.Kind, payload: UnsafeRawBufferPointer, for key: String, expiresAt: Int64) throws {
+    /// Seals `payload` in an envelope under `key`, keeping the item's creation time. An empty payload is
+    /// `invalidValue` unless `allowEmpty`.
+    func store(
+        kind: ItemEnvelope.Kind, payload: UnsafeRawBufferPointer, for key: String, expiresAt: Int64, allowEmpty: Bool
+    ) throws {
         try Self.validate(name: key, what: "key name", as: .itemName)
+        guard allowEmpty || !payload.isEmpty else {
+            let error = VaultError(
+                code: .invalidValue,
+                message: "vault '\(service)': the value for '\(key)' is empty (an unset variable?); nothing was "
+                    + "stored: an empty \(kind == .sessionToken ? "session token" : "value") is stored only when "
+                    + "allowed explicitly")
+            logger.error("\(error.description)")
+            throw error
+        }
         guard payload.count <= Self.maximumValueSize else {
             let error = VaultError(
                 code: .valueTooLarge,

@@ -22,7 +22,7 @@ public struct VaultError: Error, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Base: String, Sendable {
             case locked, unavailable, timeout, keyMissing, wrongKey, corrupted, tampered
-            case invalidKey, valueTooLarge, notFound, io, diskFull, permissionDenied, unsupported
+            case invalidKey, invalidValue, valueTooLarge, notFound, io, diskFull, permissionDenied, unsupported
         }
         fileprivate let base: Base
         fileprivate init(_ base: Base) { self.base = base }
@@ -44,6 +44,9 @@ public struct VaultError: Error, CustomStringConvertible {
         public static let tampered = Code(.tampered)
         /// A key name breaks the naming rule (`[A-Za-z0-9._-]`, 1 to 128 characters).
         public static let invalidKey = Code(.invalidKey)
+        /// A value the vault refuses as input: an empty token or secret, unless the call allows it explicitly
+        /// (`allowEmpty: true`). An empty value is most often an unset variable, not a secret.
+        public static let invalidValue = Code(.invalidValue)
         /// A value is larger than the vault accepts (64 KiB).
         public static let valueTooLarge = Code(.valueTooLarge)
         /// A vault, file or item that must exist does not.

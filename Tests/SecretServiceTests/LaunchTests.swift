@@ -166,6 +166,31 @@ import Testing
         #expect(sums.count == 2 && sums[0] == sums[1], "\(result)")
     }
 
+    @Test func aPlantedMasterKeyOfTheWrongLengthGoesToSignInWrongKeyWithOneError() throws {
+        // Another app of the user replaces the master key item with 5 bytes (secret-tool store can): the launch
+        // must route, never die on the key's length.
+        let app = AppData()
+        let result = try app.scenario(
+            """
+            \(Self.signIn)
+            SUM
+            set -- $($H vault-identity app)
+            secret-tool clear vault "$1"
+            printf 'abcde' | secret-tool store --label=planted vault "$1" key "$2" format 1 \
+              xdg:schema dev.securevault.MasterKey
+            $H launch-route app; echo "status $?"
+            SUM
+            """)
+        let launch = try #require(Self.launches(result).first, "\(result)")
+        #expect(launch.route == "signIn(wrongKey)", "\(result)")
+        #expect(launch.theme == "dark")
+        #expect(launch.errors == 1, "\(result)")
+        #expect(launch.logged.first?.contains("wrongKey") == true, "\(launch)")
+        #expect(result.lines.contains("status 0"), "\(result)")
+        let sums = Self.sums(result)
+        #expect(sums.count == 2 && sums[0] == sums[1], "\(result)")
+    }
+
     @Test func corruptedVaultGoesToSignInCorruptedWithOneErrorAndTheFileUntouched() throws {
         let app = AppData()
         let result = try app.scenario(

@@ -18,11 +18,11 @@ import TestSupport
         let secret = SecretBytes.random(count: 32)
         try LibSecret.store(schema: schema, attributes: attributes, label: "test", secret: secret, deadline: .seconds(2))
 
-        let found = try #require(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)))
+        let found = try #require(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)).secret)
         #expect(found.bytes == secret)
 
         #expect(try LibSecret.clear(schema: schema, attributes: attributes, deadline: .seconds(2)))
-        #expect(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)) == nil)
+        #expect(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)) == .absent)
         #expect(try LibSecret.clear(schema: schema, attributes: attributes, deadline: .seconds(2)) == false)
     }
 
@@ -35,7 +35,7 @@ import TestSupport
             schema: schema, attributes: attributes, label: "test", secret: SecretBytes(bytes), deadline: .seconds(2))
         defer { _ = try? LibSecret.clear(schema: schema, attributes: attributes, deadline: .seconds(2)) }
 
-        let found = try #require(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)))
+        let found = try #require(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)).secret)
         #expect(found.bytes.withUnsafeBytes { Array($0) } == bytes)
     }
 
@@ -46,7 +46,7 @@ import TestSupport
             schema: schema, attributes: attributes, label: "test", secret: SecretBytes(utf8: "pässwörd ✓"),
             contentType: LibSecret.textContentType, deadline: .seconds(2))
         defer { _ = try? LibSecret.clear(schema: schema, attributes: attributes, deadline: .seconds(2)) }
-        let found = try #require(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)))
+        let found = try #require(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)).secret)
         #expect(found.bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) } == "pässwörd ✓")
     }
 
@@ -56,13 +56,13 @@ import TestSupport
         defer { _ = try? LibSecret.clear(schema: schema, attributes: attributes, deadline: .seconds(2)) }
         try LibSecret.store(schema: schema, attributes: attributes, label: "a", secret: SecretBytes([1]), deadline: .seconds(2))
         try LibSecret.store(schema: schema, attributes: attributes, label: "b", secret: SecretBytes([2]), deadline: .seconds(2))
-        let found = try #require(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)))
+        let found = try #require(try LibSecret.lookup(schema: schema, attributes: attributes, deadline: .seconds(2)).secret)
         #expect(found.bytes == SecretBytes([2]))
     }
 
     @Test func unknownItemIsAbsentWhenTheKeyringIsUnlocked() throws {
         try KeyringSession.require()
-        #expect(try LibSecret.lookup(schema: schema, attributes: attributes(), deadline: .seconds(2)) == nil)
+        #expect(try LibSecret.lookup(schema: schema, attributes: attributes(), deadline: .seconds(2)) == .absent)
         #expect(try LibSecret.collectionState(deadline: .seconds(2)) == .unlocked)
     }
 
@@ -104,6 +104,26 @@ import TestSupport
         }
         #expect(outcomes[6] == "found 00ff0041", "\(result)")
         #expect(outcomes[7] == "absent")
+    }
+
+    @Test func aSecondMatchingItemOrTheOnlyOneInAnotherCollectionIsNeverFound() throws {
+        // Another app of the user can store items with our attributes anywhere; a lookup must not pick one.
+        let id = KeyringSession.randomID()
+        let result = try KeyringSession.scenario(
+            script: """
+            echo 00ff0041 | $H secret-store \(id) k
+            echo 01 | $H secret-store \(id) k --collection session
+            $H secret-lookup \(id) k          # two candidates
+            $H secret-clear \(id) k           # clearing removes both
+            $H secret-lookup \(id) k
+            echo 00ff0041 | $H secret-store \(id) k --collection session
+            $H secret-lookup \(id) k          # the only one, outside the default collection
+            """)
+        let outcomes = result.outcomes
+        try #require(outcomes.count == 7, "\(result)")
+        #expect(outcomes[2] == "several 2", "\(result)")
+        #expect(outcomes[3] == "cleared" && outcomes[4] == "absent", "\(result)")
+        #expect(outcomes[6].hasPrefix("elsewhere /org/freedesktop/secrets/collection/session/"), "\(result)")
     }
 
     @Test func busWithoutSecretServiceIsNoSecretService() throws {

@@ -135,6 +135,50 @@ import TestSupport
         #expect(lines[4] == "0", "a new key was minted: \(result)")
     }
 
+    /// Planted key items: another app of the same user can store an item with the vault's attributes (here with
+    /// `secret-tool store`, as such an app would), in the default collection or another one. The vault must answer
+    /// `wrongKey`, never trap on the key's length and never pick one of several candidates.
+    static let plantedKeys: [(String, String)] = [
+        ("a 5-byte key in place of the real one", "secret-tool clear vault \"$ID\"\nprintf 'abcde' | PLANT"),
+        ("an empty key in place of the real one", "secret-tool clear vault \"$ID\"\nprintf '' | PLANT"),
+        ("a 64-byte key in place of the real one", "secret-tool clear vault \"$ID\"\nhead -c 64 /dev/urandom | PLANT"),
+        ("a second item beside the real key", "printf 'abcde' | PLANT --collection=session"),
+        ("a 32-byte second item beside the real key", "head -c 32 /dev/urandom | PLANT --collection=session"),
+        (
+            "the real key moved to another collection",
+            "REAL=$($H secret-lookup \"$ID\" \"$KEY\" | cut -d' ' -f2)\nsecret-tool clear vault \"$ID\"\n"
+                + "echo \"$REAL\" | $H secret-store \"$ID\" \"$KEY\" --collection session >/dev/null"
+        ),
+    ]
+
+    @Test(arguments: plantedKeys)
+    func aPlantedMasterKeyIsWrongKeyNeverACrashAndTheFileIsUntouched(_ planted: (String, String)) throws {
+        let result = try Self.run(
+            """
+            PLANT() { secret-tool store --label=planted "$@" vault "$ID" key "$KEY" format 1 \
+              xdg:schema dev.securevault.MasterKey; }
+            $H vault-token-set app tok-1 3600
+            ID=$(VAULT_ID); KEY=$($H vault-identity app | cut -d' ' -f2)
+            BEFORE=$(SHA)
+            \(planted.1)
+            $H vault-token app; echo "status $?"
+            $H vault-get app session; echo "status $?"
+            echo v | $H vault-set app other; echo "status $?"
+            $H vault-rotate app; echo "status $?"
+            [ "$(SHA)" = "$BEFORE" ] && echo untouched || echo changed
+            """)
+        let lines = result.lines
+        try #require(lines.count == 10, "\(planted.0): \(result)")
+        #expect(lines[1].hasPrefix("unavailable wrongKey "), "\(planted.0): \(result)")
+        #expect(lines[2] == "status 0", "\(planted.0): sessionToken() never throws: \(result)")
+        for index in [3, 5, 7] {
+            #expect(lines[index].hasPrefix("error wrongKey "), "\(planted.0), line \(index): \(result)")
+            #expect(lines[index + 1] == "status 1", "\(planted.0): a typed error, not a signal: \(result)")
+        }
+        #expect(lines[9] == "untouched", "\(planted.0): \(result)")
+        #expect(!result.standardError.contains("Illegal instruction"), "\(result.standardError)")
+    }
+
     @Test func aResetKeyringIsKeyMissingNeverAFreshVault() throws {
         let result = try Self.run(
             """

@@ -50,7 +50,7 @@ final class VaultDirectory {
         try vault.set("pässwörd ✓", for: "text")
         try vault.set(Data([0, 255, 0, 1]), for: "bytes")
         try vault.set(SecretBytes([9, 8, 7]), for: "key.material")
-        try vault.set("", for: "empty")
+        try vault.set("", for: "empty", allowEmpty: true)
 
         let reopened = try dir.vault()
         #expect(try reopened.string(for: "text") == "pässwörd ✓")

@@ -1,8 +1,11 @@
 // Secret Service commands: one call of the libsecret wrapper per process, its outcome as one line on stdout.
 //
-//   secret-store  VAULT KEY [--text]   stores the bytes read from stdin (hex-encoded) under attributes
-//                                      vault=VAULT key=KEY format=1; prints "stored"
-//   secret-lookup VAULT KEY            prints "found <content-type> <hex>" or "absent"
+//   secret-store  VAULT KEY [--text] [--collection ALIAS]
+//                                      stores the bytes read from stdin (hex-encoded) under attributes
+//                                      vault=VAULT key=KEY format=1, in the collection ALIAS (default:
+//                                      "default"); prints "stored"
+//   secret-lookup VAULT KEY            prints "found <hex>", "absent", "several <n>" (that many items match)
+//                                      or "elsewhere <path>" (the one match is outside the default collection)
 //   secret-clear  VAULT KEY            prints "cleared" or "nothing"
 //   secret-state                       prints "unlocked", "locked" or "missing" (the default collection)
 //   secret-lock                        locks the default collection through the wrapper; prints "locked"
@@ -37,16 +40,19 @@ enum SecretCommands {
                     return 64
                 }
                 let text = arguments.contains("--text")
+                let collection = arguments.firstIndex(of: "--collection").map { arguments[$0 + 1] } ?? "default"
                 try LibSecret.store(
                     schema: schema, attributes: attributes(), label: "vault-test-helper \(arguments[0])",
                     secret: SecretBytes(bytes),
-                    contentType: text ? LibSecret.textContentType : LibSecret.binaryContentType, deadline: deadline)
+                    contentType: text ? LibSecret.textContentType : LibSecret.binaryContentType,
+                    collection: collection, deadline: deadline)
                 line = "stored"
             case "secret-lookup":
-                if let secret = try LibSecret.lookup(schema: schema, attributes: attributes(), deadline: deadline) {
-                    line = "found " + secret.bytes.withUnsafeBytes { hexEncode($0) }
-                } else {
-                    line = "absent"
+                switch try LibSecret.lookup(schema: schema, attributes: attributes(), deadline: deadline) {
+                case .found(let secret): line = "found " + secret.bytes.withUnsafeBytes { hexEncode($0) }
+                case .absent: line = "absent"
+                case .several(let paths): line = "several \(paths.count)"
+                case .elsewhere(let path, _): line = "elsewhere \(path)"
                 }
             case "secret-clear":
                 line = try LibSecret.clear(schema: schema, attributes: attributes(), deadline: deadline)

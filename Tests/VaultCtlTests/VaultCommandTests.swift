@@ -5,6 +5,44 @@ import Testing
 /// `vaultctl vault` run as a user runs it, in a private keyring session: the built binary, its stdout, stderr
 /// and exit code, for every command. Values go in on stdin only and come out only with --reveal.
 @Suite struct VaultCommandTests {
+    @Test func anEmptyValueIsRefusedWith64UnlessAllowEmptySaysSo() throws {
+        let vault = try VaultSandbox()
+        let token = VaultSandbox.secret("token")
+        try vault.input("set-token", token, secret: token)
+        try vault.input("set-newline", "\n")
+        try vault.input("set-newline-token", "\n")
+        try vault.run(
+            revealing: ["reveal-token", "reveal-empty"],
+            script: """
+                V set-empty-new vault set --service new session --expires-in 3600
+                V set-token vault set --service app session --expires-in 3600
+                V set-empty vault set --service app session --expires-in 3600
+                V set-empty-json --json vault set --service app session
+                V set-newline vault set --service app note
+                V set-newline-token vault set --service app session --expires-in 60
+                V reveal-token vault get --service app session --reveal
+                V allowed vault set --service app note --allow-empty
+                V reveal-empty vault get --service app note --reveal
+                """)
+        let empty = try vault.step("set-empty-new")
+        #expect(empty.status == 64 && empty.standardOutput.isEmpty, "\(empty)")
+        #expect(
+            empty.standardError == "vaultctl: invalidValue: the value of \"session\" on stdin is empty (an unset "
+                + "variable?); nothing was stored; pass --allow-empty to store an empty value\n", "\(empty)")
+        #expect(!FileManager.default.fileExists(atPath: vault.vaultFile("new")), "a vault was created")
+        for name in ["set-empty", "set-newline", "set-newline-token"] {
+            let step = try vault.step(name)
+            #expect(step.status == 64 && step.standardError.hasPrefix("vaultctl: invalidValue: "), "\(step)")
+        }
+        let json = try vault.step("set-empty-json")
+        #expect(json.status == 64 && json.standardError.isEmpty, "\(json)")
+        #expect(try json.errorCode() == "invalidValue")
+        // The token set before is still the token.
+        #expect(try vault.step("reveal-token").standardOutput == token + "\n")
+        #expect(try vault.step("allowed").status == 0)
+        #expect(try vault.step("reveal-empty").standardOutput == "\n")
+    }
+
     @Test func itemsGoInOnStdinAndComeOutOnlyWithReveal() throws {
         let vault = try VaultSandbox()
         let password = VaultSandbox.secret("password")
@@ -27,7 +65,7 @@ import Testing
                 V set-password vault set --service app password
                 V set-token vault set --service app session --expires-in 3600
                 V set-expired vault set --service app old --expires-in 0
-                V set-empty vault set --service app empty
+                V set-empty vault set --service app empty --allow-empty
                 V set-twice vault set --service app twice
                 V set-json vault set --service app structured --json
                 V list vault list --service app

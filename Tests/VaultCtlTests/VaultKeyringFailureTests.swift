@@ -142,6 +142,35 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: vault.vaultFile())) == before)
     }
 
+    @Test func aPlantedMasterKeyOfTheWrongLengthAnswers78NeverACrash() throws {
+        let vault = try VaultSandbox()
+        let value = VaultSandbox.secret("value")
+        try vault.input("set", value, secret: value)
+        try vault.run(
+            script: #"""
+                V set vault set --service app k
+                V status --json vault status --service app
+                KEY=$(sed -n 's/^  "keyId" : "\([0-9a-f]*\)",\{0,1\}$/\1/p' "$IO/status.out")
+                cp "$VDIR/app.prefs" "$IO/before.prefs"
+                secret-tool clear vault "$(VAULT_ID status)"
+                printf 'abcde' | secret-tool store --label=planted vault "$(VAULT_ID status)" key "$KEY" format 1 \
+                  xdg:schema dev.securevault.MasterKey
+                V get vault get --service app k --reveal
+                V get-json --json vault get --service app k
+                V verify vault verify --service app
+                cmp -s "$VDIR/app.prefs" "$IO/before.prefs"; echo $? >"$IO/unchanged"
+                """#)
+        let get = try vault.step("get")
+        #expect(get.status == 78 && get.standardOutput.isEmpty, "\(get)")
+        #expect(get.standardError.hasPrefix("vaultctl: wrongKey: reading the master key of vault 'app': "), "\(get)")
+        #expect(get.standardError.contains("returned 5 bytes, not a 32-byte key"), "\(get)")
+        let json = try vault.step("get-json")
+        #expect(json.status == 78 && json.standardError.isEmpty, "\(json)")
+        #expect(try json.errorCode() == "wrongKey")
+        #expect(try vault.step("verify").status == 78)
+        #expect(vault.output("unchanged") == "0", "the vault file changed")
+    }
+
     @Test func aDeletedMasterKeyAnswers78AndTheDataIsLeftAlone() throws {
         let vault = try VaultSandbox()
         let value = VaultSandbox.secret("value")

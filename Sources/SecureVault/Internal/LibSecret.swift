@@ -92,9 +92,30 @@ package enum LibSecret {
     }
 
     /// A secret read from the service, copied straight into guarded memory.
-    package struct Secret: Sendable {
+    package struct Secret: Sendable, Equatable {
         package var bytes: SecretBytes
         package var contentType: String
+    }
+
+    /// What ``lookup(schema:attributes:collection:deadline:)`` found. Only `found` hands out a secret: when the
+    /// items that match cannot be trusted as the one answer, the lookup says so instead of picking one.
+    package enum LookupResult: Sendable, Equatable {
+        /// No item matches, and the collection that would hold it is unlocked.
+        case absent
+        /// Exactly one item matches, in the expected collection, and it is unlocked: its secret.
+        case found(Secret)
+        /// More than one item matches (their object paths). Any app of the user can store an item with the
+        /// same attributes, in any collection: which one is the real secret cannot be told.
+        case several(paths: [String])
+        /// The one item that matches is not in the expected collection (`expected` is that collection's path,
+        /// nil when the alias names none).
+        case elsewhere(path: String, expected: String?)
+
+        /// The secret when one was found, else nil.
+        package var secret: Secret? {
+            if case .found(let secret) = self { return secret }
+            return nil
+        }
     }
 
     /// Lock state of a collection, read without prompting.
@@ -157,41 +178,48 @@ package enum LibSecret {
         }
     }
 
-    /// Looks a secret up by its attributes without ever prompting.
+    /// Looks a secret up by its attributes without ever prompting, and answers with a secret only when exactly
+    /// one item matches, in the collection the secret is kept in (`alias`, normally "default").
     ///
-    /// - Returns: the secret, or `nil` when no item matches and the collection that would hold it is unlocked.
-    /// - Throws: `.locked` when a matching item, or the default collection, is locked (a locked item may be
+    /// - Returns: `.found` with the secret; `.absent` when no item matches and the collection that would hold
+    ///   it is unlocked; `.several` or `.elsewhere` when what matches cannot be trusted (nothing is loaded).
+    /// - Throws: `.locked` when the matching item, or the collection, is locked (a locked item may be
     ///   invisible, so "absent" cannot be known); the bus/service/timeout kinds otherwise.
     package static func lookup(
-        schema: Schema, attributes: [String: String], deadline: Duration
+        schema: Schema, attributes: [String: String], collection alias: String = "default", deadline: Duration
     )
-        throws(SecretServiceFailure) -> Secret?
+        throws(SecretServiceFailure) -> LookupResult
     {
         checkAttributes(attributes, schema: schema)
-        return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> Secret? in
+        return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> LookupResult in
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
             // Object paths, not item proxies: a proxy costs seven bus round trips (match rules, name owner,
             // its properties, and removing the rules again), more than the lookup itself. A read is then
-            // SearchItems, OpenSession (once per process) and GetSecret. The search names the schema
-            // (`xdg:schema`, which libsecret stores with every item), so whatever it finds is ours.
+            // SearchItems, ReadAlias, OpenSession (once per process) and GetSecret. The search names the schema
+            // (`xdg:schema`, which libsecret stores with every item), so whatever it finds claims to be ours.
             var searched = attributes
             searched["xdg:schema"] = schema.name
             let (unlocked, locked) = try searchPaths(service: service, attributes: searched, cancellable)
-            if let path = unlocked.first {
-                return try loadSecret(path: path, service: service, cancellable)
-            }
-            if !locked.isEmpty {
-                throw SecretServiceFailure(.locked, message: "the keyring item is locked")
+            let matches = unlocked + locked
+            if matches.count > 1 { return .several(paths: matches) }
+            if let path = matches.first {
+                // The Secret Service names an item `<collection path>/<item id>`.
+                let expected = try aliasPath(alias, service: service, cancellable)
+                guard let expected, path.hasPrefix(expected + "/") else {
+                    return .elsewhere(path: path, expected: expected)
+                }
+                if !locked.isEmpty { throw SecretServiceFailure(.locked, message: "the keyring item is locked") }
+                return .found(try loadSecret(path: path, service: service, cancellable))
             }
             // Nothing visible. A keyring not unlocked since the daemon started cannot match `xdg:schema` (nor
-            // show its items' attributes), so "absent" is only an answer when the default collection is unlocked.
-            switch try collectionState(service: service, alias: "default", cancellable) {
-            case .unlocked: return nil
-            case .locked: throw SecretServiceFailure(.locked, message: "the 'default' collection is locked")
+            // show its items' attributes), so "absent" is only an answer when the collection is unlocked.
+            switch try collectionState(service: service, alias: alias, cancellable) {
+            case .unlocked: return .absent
+            case .locked: throw SecretServiceFailure(.locked, message: "the '\(alias)' collection is locked")
             case .missing:
                 throw SecretServiceFailure(
-                    .noDefaultCollection, message: "the Secret Service has no 'default' collection")
+                    .noDefaultCollection, message: "the Secret Service has no '\(alias)' collection")
             }
         }
     }
@@ -431,6 +459,20 @@ package enum LibSecret {
             if length > 0, let bytes { output.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: length)) }
         }
         return Secret(bytes: secret, contentType: contentType)
+    }
+
+    /// The object path of the collection an alias names (one ReadAlias call, no proxy), nil when it names none.
+    private static func aliasPath(
+        _ alias: String, service: UnsafeMutablePointer<SecretService>,
+        _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) throws(SecretServiceFailure) -> String? {
+        var error: UnsafeMutablePointer<GError>?
+        let path = secret_service_read_alias_dbus_path_sync(service, alias, cancellable, &error)
+        defer { g_free(path) }
+        if error != nil { throw failure(taking: error, fallback: "reading the '\(alias)' alias failed") }
+        // The service answers "/" for an alias that names no collection.
+        guard let path, String(cString: path) != "/" else { return nil }
+        return String(cString: path)
     }
 
     /// The collection an alias names (a new reference: release it with `g_object_unref`), nil when it names

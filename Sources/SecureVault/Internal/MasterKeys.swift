@@ -6,30 +6,65 @@ struct MasterKeys: Sendable {
     let service: String
     let deadline: Duration
 
+    /// The length of every master key: 256 bits.
+    static let keyLength = 32
+
     private var operation: String { "the master key of vault '\(service)'" }
 
     /// The key for `identity`, or nil when the key store does not have it.
+    ///
+    /// Key material is checked here, where it enters: anything but exactly one key of ``keyLength`` bytes in the
+    /// place the vault keeps it (another app of the user can store an item with the vault's attributes) is
+    /// ``VaultError/Code/wrongKey``, never handed on to the crypto, whose length checks trap.
     func load(_ identity: KeyIdentity) throws(VaultError) -> SecretBytes? {
+        let key: SecretBytes
         switch store.storage {
         case .secretService:
+            let found: LibSecret.LookupResult
             do {
-                return try LibSecret.lookup(
-                    schema: .vaultMasterKey, attributes: attributes(identity), deadline: deadline)?.bytes
+                found = try LibSecret.lookup(schema: .vaultMasterKey, attributes: attributes(identity), deadline: deadline)
             } catch {
                 throw VaultError(error, operation: "reading \(operation)")
             }
+            switch found {
+            case .absent:
+                return nil
+            case .found(let secret):
+                key = secret.bytes
+            case .several(let paths):
+                throw VaultError(
+                    code: .wrongKey,
+                    message: "reading \(operation): \(paths.count) keyring items claim to be it "
+                        + "(\(paths.joined(separator: ", "))): another app may have stored one, so none is used; "
+                        + "remove the ones that are not the vault's (secret-tool search --all vault "
+                        + "\(identity.vaultIDHex))")
+            case .elsewhere(let path, let expected):
+                throw VaultError(
+                    code: .wrongKey,
+                    message: "reading \(operation): the only keyring item that claims to be it, \(path), is not in "
+                        + "the default collection (\(expected ?? "none")) where the vault keeps its key: another app "
+                        + "may have stored it, so it is not used")
+            }
         case .passphrase(let passphrase, _):
-            return try derive(passphrase, identity)
+            key = try derive(passphrase, identity)
         case .inMemory(let keys):
-            return keys.load(name(identity))
+            guard let found = keys.load(name(identity)) else { return nil }
+            key = found
         }
+        guard key.count == Self.keyLength else {
+            throw VaultError(
+                code: .wrongKey,
+                message: "reading \(operation): the \(store.kind.name) key store returned \(key.count) bytes, "
+                    + "not a \(Self.keyLength)-byte key (another app may have stored it); it is not used")
+        }
+        return key
     }
 
     /// Creates a key for `identity` (filling in a passphrase's salt and cost) and saves it.
     func create(_ identity: inout KeyIdentity) throws(VaultError) -> SecretBytes {
         switch store.storage {
         case .secretService:
-            let key = SecretBytes.random(count: 32)
+            let key = SecretBytes.random(count: Self.keyLength)
             do {
                 try LibSecret.store(
                     schema: .vaultMasterKey, attributes: attributes(identity),
@@ -44,7 +79,7 @@ struct MasterKeys: Sendable {
             identity.argonMemoryKiB = cost.memoryKiB
             return try derive(passphrase, identity)
         case .inMemory(let keys):
-            let key = SecretBytes.random(count: 32)
+            let key = SecretBytes.random(count: Self.keyLength)
             keys.save(key, as: name(identity))
             return key
         }

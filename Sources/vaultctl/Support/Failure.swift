@@ -50,7 +50,7 @@ enum ExitStatus {
     static let table = """
         Exit codes:
           0   success
-          64  bad usage or invalid input (invalidKey, valueTooLarge, usage)
+          64  bad usage or invalid input (invalidKey, invalidValue, valueTooLarge, usage)
           65  data damaged, or verify found damage (corrupted, tampered)
           66  no such store or key (notFound)
           69  Secret Service unavailable (unavailable)
@@ -88,7 +88,7 @@ struct ReportedFailure {
 
     static func exitCode(for code: VaultError.Code) -> Int32 {
         switch code {
-        case .invalidKey, .valueTooLarge, .unsupported: return ExitStatus.usage
+        case .invalidKey, .invalidValue, .valueTooLarge, .unsupported: return ExitStatus.usage
         case .corrupted, .tampered: return ExitStatus.dataError
         case .notFound: return ExitStatus.notFound
         case .unavailable: return ExitStatus.unavailable

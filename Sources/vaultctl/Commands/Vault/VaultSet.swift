@@ -11,9 +11,11 @@ extension VaultGroup {
             discussion: """
                 The value is all of standard input, with one trailing newline (LF) removed, so that \
                 `printf '%s\\n' "$TOKEN" | vaultctl vault set --service app session` stores exactly $TOKEN; it \
-                must be UTF-8 text of at most 64 KiB, and may be empty. There is no value argument: a value \
-                in the command line would be visible to every user in the process list, so any extra word is \
-                refused (exit 64, not echoed) and nothing is stored. On a terminal the value is not echoed.
+                must be UTF-8 text of at most 64 KiB. An empty value (an unset variable: `printf '%s' "$UNSET"`) is \
+                refused (exit 64, code invalidValue) and nothing is stored, unless --allow-empty says it is meant. \
+                There is no value argument: a value in the command line would be visible to every user in the \
+                process list, so any extra word is refused (exit 64, not echoed) and nothing is stored. On a \
+                terminal the value is not echoed.
 
                 With --expires-in SECONDS the value is stored as a session token that expires that many \
                 seconds from now (0: at once; at most 100 years); `list` and `get` show its expiry. Without \
@@ -36,6 +38,9 @@ extension VaultGroup {
             help: ArgumentHelp(
                 "Store a session token that expires after this many seconds.", valueName: "seconds"))
         var expiresIn: Int64?
+
+        @Flag(name: .customLong("allow-empty"), help: "Store an empty value instead of refusing it.")
+        var allowEmpty = false
 
         /// 100 years, in seconds: far enough for any token, near enough for milliseconds to fit in 64 bits.
         static let maximumLifetime: Int64 = 100 * 365 * 86_400
@@ -65,11 +70,19 @@ extension VaultGroup {
             guard let value = String(validating: bytes, as: UTF8.self) else {
                 throw CLIFailure.usage("the value of \"\(key)\" on stdin is not UTF-8 text; nothing was stored")
             }
-            if let expiresIn {
-                try target.vault.setSessionToken(
-                    value, expiresAt: Date(timeIntervalSinceNow: Double(expiresIn)), for: key)
-            } else {
-                try target.vault.set(value, for: key)
+            do {
+                if let expiresIn {
+                    try target.vault.setSessionToken(
+                        value, expiresAt: Date(timeIntervalSinceNow: Double(expiresIn)), for: key,
+                        allowEmpty: allowEmpty)
+                } else {
+                    try target.vault.set(value, for: key, allowEmpty: allowEmpty)
+                }
+            } catch VaultError.Code.invalidValue {
+                throw CLIFailure(
+                    code: "invalidValue",
+                    message: "the value of \"\(key)\" on stdin is empty (an unset variable?); nothing was stored; "
+                        + "pass --allow-empty to store an empty value", exitCode: ExitStatus.usage)
             }
             // The answer is what the vault now holds, read back (times exactly as stored).
             guard let stored = try target.vault.item(key) else { throw target.noItem(key) }
