@@ -26,9 +26,8 @@ extension Prefs {
         func answer(store target: StoreTarget, console: Console) throws -> Answer {
             guard let value = try target.open().value(forKey: key) else { throw target.noKey(key) }
             // Always its newline, even after an empty value or one ending in a newline.
-            return Answer(
-                json: Report(key: key, type: value.typeName, value: ValueReport(value: value)),
-                human: value.plainText + "\n")
+            return Answer.value(
+                json: Report(key: key, type: value.typeName, value: ValueReport(value: value)), value.plainText)
         }
 
         /// The `--json` answer.

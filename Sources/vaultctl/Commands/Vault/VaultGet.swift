@@ -49,7 +49,7 @@ extension VaultGroup {
                 console.warn("item \"\(key)\" of vault \"\(target.service)\" expired at \(expiry)")
             }
             // Always its newline, even after an empty value or one ending in a newline.
-            return Answer(json: ItemReport(item, service: target.service, value: value), human: value + "\n")
+            return Answer.value(json: ItemReport(item, service: target.service, value: value), value)
         }
     }
 }
