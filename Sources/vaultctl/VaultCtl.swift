@@ -24,7 +24,10 @@ struct VaultCtl: ParsableCommand {
     /// Parses, runs, and maps every failure to the contract: one JSON document with `--json`, an exit code
     /// from the table either way.
     static func main() {
+        // Before anything reads a secret: no core file, not dumpable, no backtracer dumping registers
+        // (README's vaultctl section, Documentation/SecureVault.md's threat model).
         Sys.disableCoreDumps()
+        Sys.disableCrashBacktraces()
         LoggingSystem.bootstrap { _ in ConsoleLogHandler() }
         do {
             var command = try parseAsRoot()
