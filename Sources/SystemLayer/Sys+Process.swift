@@ -5,8 +5,8 @@
 // not package: Swift 6.3 does not inline an `@inlinable package` function into another module (checked on
 // a two-module package: the call stays). SystemLayer is no product, so nothing outside this package can
 // import it.
-public import Glibc
 public import CPrefsKV
+public import Glibc
 
 extension Sys {
     // See: man 2 clock_gettime. CLOCK_REALTIME in milliseconds since the Unix epoch (a vDSO call).

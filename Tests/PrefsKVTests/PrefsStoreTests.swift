@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @testable import PrefsKV
 
@@ -150,9 +150,9 @@ struct Layout: Codable, Equatable {
         let top = "rel-\(UInt32.random(in: 0...UInt32.max))"
         defer { _ = try? FileManager.default.removeItem(atPath: "/" + top) }
         let relative = top + "/state"
+        let inDirectory = ["-c", "cd \"$1\" && shift && exec \"$@\"", "sh", dir.path]
         let result = try ChildProcess.run(
-            "/bin/sh", ["-c", "cd \"$1\" && shift && exec \"$@\"", "sh", dir.path, helperPath, "prefs-set", relative,
-                "ui", "theme", "dark"])
+            "/bin/sh", inDirectory + [helperPath, "prefs-set", relative, "ui", "theme", "dark"])
         #expect(result.status == 0 && result.standardOutput == "ok\n", "\(result)")
         #expect(!FileManager.default.fileExists(atPath: "/" + top), "a relative directory was created under /")
         #expect(fileMode(dir.file(top)) == 0o700)

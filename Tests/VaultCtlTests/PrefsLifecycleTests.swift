@@ -237,9 +237,9 @@ import Testing
         let top = "rel-\(UInt32.random(in: 0...UInt32.max))"
         defer { _ = try? FileManager.default.removeItem(atPath: "/" + top) }
         func vaultctl(_ arguments: [String]) throws -> ChildResult {
-            try ChildProcess.run(
-                "/bin/sh", ["-c", "cd \"$1\" && shift && exec \"$@\"", "sh", sandbox.directory, PrefsSandbox.vaultctl]
-                    + arguments,
+            let inDirectory = ["-c", "cd \"$1\" && shift && exec \"$@\"", "sh", sandbox.directory]
+            return try ChildProcess.run(
+                "/bin/sh", inDirectory + [PrefsSandbox.vaultctl] + arguments,
                 environment: ["XDG_DATA_HOME": sandbox.path("xdg"), "HOME": sandbox.path("home")])
         }
         let set = try vaultctl(["--dir", top + "/prefs", "prefs", "set", "ui", "theme", "dark"])

@@ -17,13 +17,14 @@ import Testing
         try sandbox.succeed(["prefs", "set", "ui", Self.c1Key, "v"])
         let list = try sandbox.succeed(["prefs", "list", "ui"])
         #expect(
-            Array(list.standardOutput.utf8) == Array(
-                """
-                KEY                       TYPE    SIZE  EXPIRES
-                \\x1b]0;pwned\\x07x\\x1b[2J  string  3     never
-                c1\\u{9b}m\\x7f\\\\           string  1     never
+            Array(list.standardOutput.utf8)
+                == Array(
+                    """
+                    KEY                       TYPE    SIZE  EXPIRES
+                    \\x1b]0;pwned\\x07x\\x1b[2J  string  3     never
+                    c1\\u{9b}m\\x7f\\\\           string  1     never
 
-                """.utf8), "\(list)")
+                    """.utf8), "\(list)")
         #expect(list.standardError.isEmpty)
 
         // --json stays the machine format: the key as JSON escapes it.
@@ -38,9 +39,10 @@ import Testing
         #expect(missing.status == 66)
         #expect(missing.standardOutput.isEmpty)
         #expect(
-            Array(missing.standardError.utf8) == Array(
-                #"vaultctl: notFound: store "ui" (\#(sandbox.directory)/ui.prefs) has no key "\x1b]0;pwned\x07x\x1b[2J""#
-                    .utf8 + [0x0A]), "\(missing)")
+            Array(missing.standardError.utf8)
+                == Array(
+                    (#"vaultctl: notFound: store "ui" (\#(sandbox.directory)/ui.prefs) has no key "#
+                        + #""\x1b]0;pwned\x07x\x1b[2J""#).utf8 + [0x0A]), "\(missing)")
     }
 
     @Test func getPrintsAPlainValueAsItIsAndAValueWithControlCharactersEscaped() throws {

@@ -65,6 +65,7 @@ enum Terminal {
 /// handler returns and then ends the process.
 private let restoreAndEnd: @convention(c) (Int32) -> Void = { signal in
     _ = tcsetattr(0, TCSAFLUSH, Terminal.savedSettings)
-    _ = write(2, "\n", 1)
+    var newline: UInt8 = 0x0A
+    _ = write(2, &newline, 1)
     _ = raise(signal)
 }
