@@ -325,7 +325,7 @@ extension PrefsStore {
         do {
             return try PrefsStore(id: id, directory: directory, configuration: configuration)
         } catch {
-            let path = (error as? PrefsError)?.path ?? directory + "/" + id + ".prefs"
+            let path = (error as? PrefsError)?.path ?? Sys.joinPath(directory, id + ".prefs")
             configuration.logger.error(
                 "cannot open the store \(path): \(error); the app state it holds lives in memory for now",
                 metadata: ["prefskv.path": "\(path)"])

@@ -160,6 +160,6 @@ extension PrefsStore {
     }
 
     private static func join(_ directory: String, _ name: String) -> String {
-        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+        Sys.joinPath(directory, name)
     }
 }

@@ -38,7 +38,9 @@ public final class PrefsStore: Sendable {
     let transactionThread = Atomic<UInt>(0)
     let observers = SanitizedMutex(ObserverRegistry())
 
-    /// Opens the store `id` in `directory`, creating it (and the directory, mode 0700) when absent.
+    /// Opens the store `id` in `directory`, creating it (and the directory, mode 0700) when absent. A relative
+    /// `directory` is relative to the working directory (an empty one is the working directory itself); keep
+    /// the working directory unchanged while the store is open, or pass an absolute path.
     ///
     /// A damaged file is recovered according to `configuration.recovery` (see ``lastRecovery``). A file that
     /// is not a store, a newer format, an unreadable header or a wrong sealer key throws and leaves the file

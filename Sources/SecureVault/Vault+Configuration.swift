@@ -11,7 +11,8 @@ extension Vault {
     public struct Configuration: Sendable {
         /// The directory holding vault files, created 0700 when absent. A directory or vault file that other
         /// users can read, or that another user owns, is refused with ``VaultError/Code/permissionDenied``.
-        /// The default is ``Vault/defaultDirectory``.
+        /// A relative directory is relative to the working directory of each call (an empty one is the working
+        /// directory itself). The default is ``Vault/defaultDirectory``.
         public var directory: String
         /// Where the master key lives. The default is ``KeyStore/secretService``; there is never a fallback.
         public var keyStore: KeyStore = .secretService

@@ -58,14 +58,17 @@ public final class Vault: Sendable {
     }
 
     /// The vault's data file.
-    public var path: String { storeDirectory + "/" + service + ".prefs" }
+    public var path: String { Sys.joinPath(storeDirectory, service + ".prefs") }
 
+    /// The configured directory without a trailing `/`; `.` (the working directory) for an empty one. A relative
+    /// directory stays relative: it names a directory under the working directory of each call.
     var storeDirectory: String {
-        configuration.directory.hasSuffix("/") && configuration.directory.count > 1
-            ? String(configuration.directory.dropLast()) : configuration.directory
+        let directory = configuration.directory
+        if directory.isEmpty { return "." }
+        return directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory
     }
 
-    var lockPath: String { storeDirectory + "/" + service + ".vault.lock" }
+    var lockPath: String { Sys.joinPath(storeDirectory, service + ".vault.lock") }
 
     // MARK: Items
 

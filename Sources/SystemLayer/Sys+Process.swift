@@ -5,6 +5,7 @@
 // not package: Swift 6.3 does not inline an `@inlinable package` function into another module (checked on
 // a two-module package: the call stays). SystemLayer is no product, so nothing outside this package can
 // import it.
+public import CPrefsKV
 public import Glibc
 
 extension Sys {
@@ -126,12 +127,36 @@ extension Sys {
         return String(cString: dir)
     }
 
-    /// Turns core dumps off for this process (RLIMIT_CORE 0): a process that holds secrets must not write
-    /// them to a core file when it crashes.
-    // See: man 2 setrlimit
+    /// Turns core dumps off for this process, for a process that holds secrets: RLIMIT_CORE 0 (no core file)
+    /// and not dumpable (`PR_SET_DUMPABLE` 0: no core file whatever the limit or `core_pattern` pipe says, and
+    /// no other process of the same user may attach to it or read its memory through `/proc/<pid>/mem`).
+    // See: man 2 setrlimit, man 2 prctl (PR_SET_DUMPABLE)
     package static func disableCoreDumps() {
         var limit = rlimit(rlim_cur: 0, rlim_max: 0)
         _ = setrlimit(__rlimit_resource_t(RLIMIT_CORE.rawValue), &limit)
+        _ = prefs_set_not_dumpable()
+    }
+
+    /// Whether this process is dumpable (`PR_GET_DUMPABLE`), as ``disableCoreDumps()`` leaves it: false.
+    // See: man 2 prctl
+    package static var isDumpable: Bool { prefs_get_dumpable() != 0 }
+
+    /// The signals a crash ends a process with, on which the Swift runtime's backtracer is installed.
+    package static let crashSignals: [Int32] = [SIGQUIT, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP]
+
+    /// Gives the crash signals back their default action, which removes the Swift runtime's backtracer from
+    /// this process: on a crash it prints every register and the 16 bytes each one points at, which in a
+    /// process holding secrets may be secret bytes. A crash then ends the process at once (exit status 128 +
+    /// the signal), after the runtime's one-line "Fatal error" message when there is one; with
+    /// ``disableCoreDumps()`` no core file is written either.
+    // See: man 2 sigaction
+    package static func disableCrashBacktraces() {
+        for signal in crashSignals {
+            var action = sigaction()
+            action.__sigaction_handler.sa_handler = SIG_DFL
+            sigemptyset(&action.sa_mask)
+            _ = sigaction(signal, &action, nil)
+        }
     }
 
     /// Ends the process with `status`, flushing C streams (`exit(3)`).

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Logging
 import SystemLayer
 
 /// vaultctl: inspect, verify, repair and wipe PrefsKV stores and SecureVault vaults.
@@ -23,7 +24,11 @@ struct VaultCtl: ParsableCommand {
     /// Parses, runs, and maps every failure to the contract: one JSON document with `--json`, an exit code
     /// from the table either way.
     static func main() {
+        // Before anything reads a secret: no core file, not dumpable, no backtracer dumping registers
+        // (README's vaultctl section, Documentation/SecureVault.md's threat model).
         Sys.disableCoreDumps()
+        Sys.disableCrashBacktraces()
+        LoggingSystem.bootstrap { _ in ConsoleLogHandler() }
         do {
             var command = try parseAsRoot()
             try command.run()
@@ -33,13 +38,13 @@ struct VaultCtl: ParsableCommand {
             let code = exitCode(for: error)
             if code == .success {
                 // --help and --version: their text on stdout.
-                writeOut(fullMessage(for: error) + "\n")
+                writeOutVerbatim(fullMessage(for: error) + "\n")
                 Sys.exit(0)
             }
             let message = fullMessage(for: error)
             if CommandLine.arguments.contains("--json") {
                 let failure = ReportedFailure(code: "usage", message: message, exitCode: ExitStatus.usage)
-                writeOut(jsonText(failure.report) + "\n")
+                writeOutVerbatim(jsonText(failure.report) + "\n")
             } else {
                 writeError(message + "\n")
             }

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSupport
 import Testing
 
 @testable import PrefsKV
@@ -139,6 +140,25 @@ struct Layout: Codable, Equatable {
         #expect(fileMode(nested) == 0o700)
         #expect(fileMode(nested + "/ui.prefs") == 0o600)
         #expect(fileMode(nested + "/ui.prefs.lock") == 0o600)
+    }
+
+    /// A relative directory names a directory under the working directory: it is created there (mode 0700, its
+    /// parent too) and the store lives in it; nothing appears under `/`. Run in a child process whose working
+    /// directory is a fresh temporary one (tests share this process's working directory, so none changes it).
+    @Test func relativeDirectoryIsCreatedUnderTheWorkingDirectory() throws {
+        let dir = try TempDir()
+        let top = "rel-\(UInt32.random(in: 0...UInt32.max))"
+        defer { _ = try? FileManager.default.removeItem(atPath: "/" + top) }
+        let relative = top + "/state"
+        let inDirectory = ["-c", "cd \"$1\" && shift && exec \"$@\"", "sh", dir.path]
+        let result = try ChildProcess.run(
+            "/bin/sh", inDirectory + [helperPath, "prefs-set", relative, "ui", "theme", "dark"])
+        #expect(result.status == 0 && result.standardOutput == "ok\n", "\(result)")
+        #expect(!FileManager.default.fileExists(atPath: "/" + top), "a relative directory was created under /")
+        #expect(fileMode(dir.file(top)) == 0o700)
+        #expect(fileMode(dir.file(relative)) == 0o700)
+        let store = try PrefsStore(id: "ui", directory: dir.file(relative))
+        #expect(try store.string(forKey: "theme") == "dark")
     }
 
     @Test func defaultDirectoryFollowsXDGDataHome() {

@@ -228,4 +228,30 @@ import Testing
         #expect(human.lines.contains { $0.hasPrefix("garbage") && $0.hasSuffix(" 0%") }, "\(human)")
         #expect(try sandbox.succeed(["prefs", "get", "ui", "width"]).standardOutput == "19\n")
     }
+
+    /// `--dir` relative to the working directory: `prefs set` creates `<cwd>/<dir>` (not `/<dir>`) and the store
+    /// in it, and `prefs get` from the same working directory reads it back. vaultctl runs with its working
+    /// directory set to the sandbox (through `sh -c 'cd ...'`; tests never change their own).
+    @Test func aRelativeDirIsUnderTheWorkingDirectory() throws {
+        let sandbox = try PrefsSandbox()
+        let top = "rel-\(UInt32.random(in: 0...UInt32.max))"
+        defer { _ = try? FileManager.default.removeItem(atPath: "/" + top) }
+        func vaultctl(_ arguments: [String]) throws -> ChildResult {
+            let inDirectory = ["-c", "cd \"$1\" && shift && exec \"$@\"", "sh", sandbox.directory]
+            return try ChildProcess.run(
+                "/bin/sh", inDirectory + [PrefsSandbox.vaultctl] + arguments,
+                environment: ["XDG_DATA_HOME": sandbox.path("xdg"), "HOME": sandbox.path("home")])
+        }
+        let set = try vaultctl(["--dir", top + "/prefs", "prefs", "set", "ui", "theme", "dark"])
+        #expect(set.status == 0 && set.standardOutput.isEmpty && set.standardError.isEmpty, "\(set)")
+        #expect(!FileManager.default.fileExists(atPath: "/" + top), "a relative --dir was created under /")
+        #expect(sandbox.mode(top + "/prefs") == 0o700)
+        #expect(sandbox.mode(top + "/prefs/ui.prefs") == 0o600)
+        let get = try vaultctl(["prefs", "get", "ui", "theme", "--dir", top + "/prefs"])
+        #expect(get.status == 0 && get.standardOutput == "dark\n", "\(get)")
+        let absolute = try ChildProcess.run(
+            PrefsSandbox.vaultctl, ["--dir", sandbox.path(top + "/prefs"), "prefs", "get", "ui", "theme"])
+        #expect(absolute.status == 0 && absolute.standardOutput == "dark\n", "\(absolute)")
+    }
+
 }

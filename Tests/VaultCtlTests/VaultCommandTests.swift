@@ -334,4 +334,30 @@ import Testing
         }
         #expect(sandbox.files.isEmpty, "bad usage created \(sandbox.files)")
     }
+
+    /// `--dir` relative to the working directory for a vault: `vault set` creates `<cwd>/<dir>` (mode 0700) and
+    /// the vault file in it, never `/<dir>`, and `vault get` from the same working directory reads the item.
+    @Test func aRelativeDirIsUnderTheWorkingDirectory() throws {
+        let vault = try VaultSandbox()
+        let top = "rel-\(UInt32.random(in: 0...UInt32.max))"
+        defer { _ = try? FileManager.default.removeItem(atPath: "/" + top) }
+        let secret = VaultSandbox.secret("relative")
+        try vault.input("set", secret, secret: secret)
+        try vault.run(
+            revealing: ["get"],
+            script: """
+                cd "$IO/.." || exit 99
+                VDIR=\(top)/vault
+                V set vault set --service app password
+                V get vault get --service app password --reveal
+                """)
+        let set = try vault.step("set")
+        #expect(set.status == 0 && set.standardError.isEmpty, "\(set)")
+        let get = try vault.step("get")
+        #expect(get.status == 0 && get.standardOutput == secret + "\n", "\(get)")
+        #expect(!FileManager.default.fileExists(atPath: "/" + top), "a relative --dir was created under /")
+        #expect(vault.sandbox.mode(top + "/vault") == 0o700)
+        #expect(vault.sandbox.mode(top + "/vault/app.prefs") == 0o600)
+    }
+
 }

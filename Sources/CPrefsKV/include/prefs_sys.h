@@ -2,6 +2,7 @@
 #define PREFS_SYS_H
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 
 // System calls PrefsKV makes on the way to its first read, called directly: Swift's Glibc module wraps the
 // variadic open(2) and fcntl(2) in functions of its own library, which a fresh process binds (a symbol lookup
@@ -22,5 +23,13 @@ static inline int prefs_open(const char *path, int flags, unsigned int mode) {
 
 /// fcntl(2) with a lock description: F_OFD_SETLK and F_OFD_GETLK.
 static inline int prefs_fcntl_lock(int fd, int command, struct flock *lock) { return fcntl(fd, command, lock); }
+
+// Not on the read path: vaultctl, for a process that holds secrets (Sys.disableCoreDumps).
+
+/// prctl(2) PR_SET_DUMPABLE 0 (variadic, so not callable from Swift): the process is not dumpable.
+static inline int prefs_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L); }
+
+/// prctl(2) PR_GET_DUMPABLE: 1 when the process is dumpable, 0 when not, -1 on failure.
+static inline int prefs_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0L, 0L, 0L, 0L); }
 
 #endif

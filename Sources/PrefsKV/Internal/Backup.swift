@@ -19,9 +19,7 @@ extension StoreLog {
             _ = Sys.unlink(temporary)
             throw PrefsError.system(e, "rename", "cannot put the backup in place", path: destination)
         }
-        let directory = destination.split(separator: "/", omittingEmptySubsequences: false).dropLast()
-            .joined(separator: "/")
-        syncDirectory(StorePaths(id: "x", directory: directory.isEmpty ? "." : directory))
+        syncDirectory(StorePaths(id: "x", directory: Sys.parentDirectory(of: destination)))
     }
 
     /// Validates the image at `source` completely (header, key check against `sealer`, every record), then

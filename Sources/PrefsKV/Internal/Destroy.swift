@@ -58,7 +58,7 @@ enum Destroy {
         }
 
         for name in try Recovery.quarantineCopies(of: paths) {
-            let path = paths.directory.hasSuffix("/") ? paths.directory + name : paths.directory + "/" + name
+            let path = Sys.joinPath(paths.directory, name)
             switch Sys.unlink(path) {
             case .success: removed.append(path)
             case .failure(let e) where e == .noEntry: break

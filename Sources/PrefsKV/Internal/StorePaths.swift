@@ -11,9 +11,9 @@ struct StorePaths {
 
     init(id: String, directory: String) {
         self.id = id
-        self.directory = directory
-        let base = directory.hasSuffix("/") ? directory + id : directory + "/" + id
-        data = base + ".prefs"
+        // An empty directory is the working directory: "." so that it can be opened and fsynced by name.
+        self.directory = directory.isEmpty ? "." : directory
+        data = Sys.joinPath(self.directory, id + ".prefs")
         lock = data + ".lock"
         temporary = data + ".tmp"
     }
@@ -28,12 +28,13 @@ extension Engine {
         }
     }
 
-    /// Creates `directory` and missing parents with mode 0700.
+    /// Creates `directory` and missing parents with mode 0700. A relative directory is created relative to the
+    /// working directory (each parent is a prefix of `directory` as written, never rebuilt from `/`); an empty
+    /// one is the working directory itself.
     static func ensureDirectory(_ directory: String) throws(PrefsError) {
+        if directory.isEmpty { return }
         if case .success = Sys.lstat(directory) { return }
-        var path = ""
-        for component in directory.split(separator: "/", omittingEmptySubsequences: true) {
-            path += "/" + component
+        for path in Sys.directoryPrefixes(of: directory) {
             if case .success = Sys.lstat(path) { continue }
             switch Sys.mkdir(path, permissions: 0o700) {
             case .success:

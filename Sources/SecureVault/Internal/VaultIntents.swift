@@ -36,7 +36,7 @@ struct VaultIntent: Equatable {
 }
 
 extension Vault {
-    var intentPath: String { storeDirectory + "/" + service + ".vault.intent" }
+    var intentPath: String { Sys.joinPath(storeDirectory, service + ".vault.intent") }
 
     /// Records `intents` durably (replacing earlier ones).
     func recordIntents(_ intents: [VaultIntent]) throws(VaultError) {

@@ -106,6 +106,17 @@ struct Answer {
     fileprivate var warning: String?
     /// The exit code after printing: success, or 65 for a report of damage (`verify`, `vault list`).
     fileprivate var status: Int32
+    /// How `human` reaches stdout: escaped for a terminal (every answer but these), a bare value, or a document.
+    fileprivate var form = Form.text
+
+    fileprivate enum Form {
+        /// Human text: control characters and backslashes escaped (``TerminalText``).
+        case text
+        /// The bare value of `get`: as it is when plain, else escaped with a warning.
+        case value
+        /// JSON text already (`prefs export`): as it is.
+        case document
+    }
 
     /// `human` is printed followed by a newline unless it ends with one; an empty `human` prints nothing.
     init(json report: some Encodable, human: String, warning: String? = nil, status: Int32 = ExitStatus.success) {
@@ -119,6 +130,16 @@ struct Answer {
     static func document(_ text: String) -> Answer {
         var answer = Answer(json: true, human: text + "\n")
         answer.json = { text }
+        answer.form = .document
+        return answer
+    }
+
+    /// The bare value of `prefs get` or `vault get --reveal`, followed by a newline: printed as it is when it
+    /// holds no control character but line feeds and tabs, so that `$(vaultctl prefs get ui theme)` is the
+    /// value; otherwise escaped like all human text, with a warning on stderr that says so.
+    static func value(json report: some Encodable, _ value: String) -> Answer {
+        var answer = Answer(json: report, human: value + "\n")
+        answer.form = .value
         return answer
     }
 }
@@ -127,10 +148,19 @@ extension Console {
     /// Prints `answer`, then throws its exit code unless it is success.
     func print(_ answer: Answer) throws {
         if options.json {
-            writeOut(answer.json() + "\n")
+            writeOutVerbatim(answer.json() + "\n")
         } else {
-            if !answer.human.isEmpty {
-                writeOut(answer.human.hasSuffix("\n") ? answer.human : answer.human + "\n")
+            let human = answer.human.isEmpty || answer.human.hasSuffix("\n") ? answer.human : answer.human + "\n"
+            switch answer.form {
+            case .document:
+                writeOutVerbatim(human)
+            case .value where TerminalText.isPlain(human):
+                writeOutVerbatim(human)
+            case .value:
+                writeOut(human)
+                warn("the value holds control characters and is shown escaped; --json gives its exact text")
+            case .text:
+                writeOut(human)
             }
             if let warning = answer.warning { warn(warning) }
         }

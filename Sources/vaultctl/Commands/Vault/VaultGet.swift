@@ -12,8 +12,10 @@ extension VaultGroup {
                 Without --reveal prints the item's kind, size, created and updated times and expiry (valid or \
                 expired), never its value. With --reveal prints the bare value and a newline, so that \
                 `$(vaultctl vault get --service app session --reveal)` is the value: text for string and \
-                sessionToken items, base64 for data and secret items. An expired token is still printed, with \
-                a warning on stderr. An absent item, or a vault with no file, exits 66.
+                sessionToken items, base64 for data and secret items (a text holding control characters other \
+                than tabs and line feeds is printed escaped, with a warning on stderr; --json gives it exactly). \
+                An expired token is still printed, with a warning on stderr. An absent item, or a vault with no \
+                file, exits 66.
 
                 JSON: {"service": "app", "key": "session", "kind": "sessionToken", "size": 24, \
                 "createdAt": 1700000000000, "updatedAt": 1700000000000, "expiresAt": 1700003600000, \
@@ -49,7 +51,7 @@ extension VaultGroup {
                 console.warn("item \"\(key)\" of vault \"\(target.service)\" expired at \(expiry)")
             }
             // Always its newline, even after an empty value or one ending in a newline.
-            return Answer(json: ItemReport(item, service: target.service, value: value), human: value + "\n")
+            return Answer.value(json: ItemReport(item, service: target.service, value: value), value)
         }
     }
 }
