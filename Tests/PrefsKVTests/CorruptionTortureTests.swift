@@ -164,7 +164,8 @@ enum Damage: String, CaseIterable {
             for i in 0..<4096 { b.swapAt(first * 4096 + i, second * 4096 + i) }
             moved = min(first, second) * 4096..<(max(first, second) + 1) * 4096
         case .garbageAfterLog:
-            let start = logEnd + Int.random(in: 0..<64, using: &rng)
+            // A log that ends within 64 bytes of the file's end leaves less room than the offset drawn.
+            let start = min(logEnd + Int.random(in: 0..<64, using: &rng), b.count)
             for i in start..<b.count { b[i] = UInt8.random(in: 0...255, using: &rng) }
         }
         return (b, moved)
