@@ -55,6 +55,9 @@ package struct KeyIdentity: Equatable, Sendable {
         return next
     }
 
+    /// The Argon2id cost the header asks for (passphrase).
+    var passphraseCost: PassphraseCost { PassphraseCost(passes: argonPasses, memoryKiB: argonMemoryKiB) }
+
     /// The vault's random id in hex (32 digits): not a secret, it names the master key in the key store.
     package var vaultIDHex: String { hex(vaultID) }
     /// The master key's random id in hex (16 digits), new on every rotation: not a secret.

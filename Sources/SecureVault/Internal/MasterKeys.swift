@@ -8,8 +8,8 @@ struct MasterKeys: Sendable {
 
     private var operation: String { "the master key of vault '\(service)'" }
 
-    /// The key for `identity`, or nil when the key store does not have it.
-    func load(_ identity: KeyIdentity) throws(VaultError) -> SecretBytes? {
+    /// The key for `identity` (read from the header of `file`), or nil when the key store does not have it.
+    func load(_ identity: KeyIdentity, file: String) throws(VaultError) -> SecretBytes? {
         switch store.storage {
         case .secretService:
             do {
@@ -18,7 +18,8 @@ struct MasterKeys: Sendable {
             } catch {
                 throw VaultError(error, operation: "reading \(operation)")
             }
-        case .passphrase(let passphrase, _):
+        case .passphrase(let passphrase, _, let maximum):
+            try checkCost(of: identity, file: file, maximum: maximum)
             return try derive(passphrase, identity)
         case .inMemory(let keys):
             return keys.load(name(identity))
@@ -38,7 +39,7 @@ struct MasterKeys: Sendable {
                 throw VaultError(error, operation: "saving \(operation)")
             }
             return key
-        case .passphrase(let passphrase, let cost):
+        case .passphrase(let passphrase, let cost, _):
             identity.salt = Sodium.randomBytes(count: Sodium.passwordSaltBytes)
             identity.argonPasses = cost.passes
             identity.argonMemoryKiB = cost.memoryKiB
@@ -93,6 +94,26 @@ struct MasterKeys: Sendable {
 
     private func name(_ identity: KeyIdentity) -> String {
         identity.vaultIDHex + "/" + identity.keyIDHex
+    }
+
+    /// A header's Argon2id cost is chosen by whoever wrote the file: refuse one above `maximum` (passes or
+    /// memory) or below libsodium's minimum before deriving anything. No SecureVault writes such a header under
+    /// this configuration, so it is `corrupted`, like any other header field that is out of range.
+    private func checkCost(of identity: KeyIdentity, file: String, maximum: PassphraseCost) throws(VaultError) {
+        let asked = identity.passphraseCost
+        let problem: String
+        if !asked.covers(.minimum) {
+            problem = "less than libsodium's minimum (\(PassphraseCost.minimum.text))"
+        } else if !maximum.covers(asked) {
+            problem = "more than this key store accepts (at most \(maximum.text); a vault written at a higher cost "
+                + "needs a larger maximumCost)"
+        } else {
+            return
+        }
+        throw VaultError(
+            code: .corrupted,
+            message: "vault '\(service)': the header of \(file) asks Argon2id for \(asked.text), \(problem); nothing was "
+                + "derived and the file was left untouched", path: file)
     }
 
     private func derive(_ passphrase: SecretBytes, _ identity: KeyIdentity) throws(VaultError) -> SecretBytes {
