@@ -118,4 +118,23 @@ import Testing
             == cost(Int(crypto_pwhash_argon2id_OPSLIMIT_MIN), Int(crypto_pwhash_argon2id_MEMLIMIT_MIN)))
         #expect(PassphraseCost.insecureForTesting == .minimum)
     }
+
+    @Test func rotationDerivesTheNewKeyAtTheConfiguredCostNotTheOldHeaders() throws {
+        let dir = try VaultDirectory()
+        var configuration = try Self.makeVault(dir)
+        let old = try #require(try Vault(service: "srv", configuration: configuration).existingIdentity())
+        #expect((old.argonPasses, old.argonMemoryKiB) == (1, 8))
+
+        configuration.keyStore = .passphrase(Self.passphrase, cost: .interactive)
+        let vault = try Vault(service: "srv", configuration: configuration)
+        vault.forgetKey()
+        try vault.rotateKey()
+
+        let new = try #require(try vault.existingIdentity())
+        #expect((new.argonPasses, new.argonMemoryKiB) == (2, 64 * 1024))
+        #expect(new.salt != old.salt)
+        let reopened = try Vault(service: "srv", configuration: configuration)
+        reopened.forgetKey()
+        #expect(try reopened.string(for: "k") == "secret")
+    }
 }
