@@ -7,7 +7,7 @@
 // leaves the file byte-identical (the vault never salvages or rewrites on its own); an item that opens has the
 // value the seed corpus stored under that name (the fuzzer cannot forge a ciphertext). Build and run: `make fuzz`.
 import Logging
-import SecureVault
+@_spi(Testing) import SecureVault
 import TestKit
 
 let directory = makeScratchDirectory(prefix: "/dev/shm/vault-fuzz-")

@@ -88,8 +88,9 @@ public struct PassphraseCost: Sendable, Equatable {
     /// 4 passes over 1 GiB (libsodium's SENSITIVE, its largest preset): 2 to 4 s, and 1 GiB of memory at
     /// every open.
     public static let sensitive = PassphraseCost(passes: 4, memoryKiB: 1024 * 1024)
-    /// 1 pass over 8 KiB: no protection at all, for tests only.
-    public static let insecureForTesting = PassphraseCost(passes: 1, memoryKiB: 8)
+    /// 1 pass over 8 KiB, libsodium's minimum: no protection at all. For this package's tests, the fuzz
+    /// target and the benchmarks (`@_spi(Testing) import SecureVault`); not part of the public API.
+    @_spi(Testing) public static let insecureForTesting = PassphraseCost(passes: 1, memoryKiB: 8)
 
     /// `2 passes over 65536 KiB`, for messages.
     var text: String { "\(passes) pass\(passes == 1 ? "" : "es") over \(memoryKiB) KiB" }

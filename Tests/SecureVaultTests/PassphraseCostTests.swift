@@ -3,7 +3,7 @@ import Foundation
 import Testing
 
 @testable import PrefsKV
-@testable import SecureVault
+@_spi(Testing) @testable import SecureVault
 
 /// The Argon2id cost of a passphrase vault is read from its file's header: whoever can write the file chooses it.
 /// These tests write hostile costs into a real vault file and check what the vault does with them.
