@@ -84,8 +84,9 @@ import Testing
     }
 
     @Test func theMaximumCostIsNeverBelowTheKeyStoresOwnCost() throws {
-        guard case .passphrase(_, let cost, let maximum) =
-            KeyStore.passphrase(Self.passphrase, cost: .sensitive, maximumCost: .interactive).storage
+        guard
+            case .passphrase(_, let cost, let maximum) =
+                KeyStore.passphrase(Self.passphrase, cost: .sensitive, maximumCost: .interactive).storage
         else { preconditionFailure("not a passphrase key store") }
         #expect(cost == .sensitive && maximum == .sensitive)
         guard case .passphrase(_, _, let defaultMaximum) = KeyStore.passphrase(Self.passphrase).storage else {
@@ -105,17 +106,15 @@ import Testing
     }
 
     @Test func thePresetsAreLibsodiumsAndTheTestCostItsMinimum() {
-        func cost(_ operations: Int, _ memoryBytes: Int) -> PassphraseCost {
-            PassphraseCost(passes: UInt16(operations), memoryKiB: UInt32(memoryBytes / 1024))
+        let presets: [(PassphraseCost, some BinaryInteger, some BinaryInteger)] = [
+            (.interactive, crypto_pwhash_argon2id_OPSLIMIT_INTERACTIVE, crypto_pwhash_argon2id_MEMLIMIT_INTERACTIVE),
+            (.moderate, crypto_pwhash_argon2id_OPSLIMIT_MODERATE, crypto_pwhash_argon2id_MEMLIMIT_MODERATE),
+            (.sensitive, crypto_pwhash_argon2id_OPSLIMIT_SENSITIVE, crypto_pwhash_argon2id_MEMLIMIT_SENSITIVE),
+            (.insecureForTesting, crypto_pwhash_argon2id_OPSLIMIT_MIN, crypto_pwhash_argon2id_MEMLIMIT_MIN),
+        ]
+        for (preset, operations, memoryBytes) in presets {
+            #expect(Int(preset.passes) == Int(operations) && Int(preset.memoryKiB) * 1024 == Int(memoryBytes))
         }
-        #expect(PassphraseCost.interactive
-            == cost(Int(crypto_pwhash_argon2id_OPSLIMIT_INTERACTIVE), Int(crypto_pwhash_argon2id_MEMLIMIT_INTERACTIVE)))
-        #expect(PassphraseCost.moderate
-            == cost(Int(crypto_pwhash_argon2id_OPSLIMIT_MODERATE), Int(crypto_pwhash_argon2id_MEMLIMIT_MODERATE)))
-        #expect(PassphraseCost.sensitive
-            == cost(Int(crypto_pwhash_argon2id_OPSLIMIT_SENSITIVE), Int(crypto_pwhash_argon2id_MEMLIMIT_SENSITIVE)))
-        #expect(PassphraseCost.insecureForTesting
-            == cost(Int(crypto_pwhash_argon2id_OPSLIMIT_MIN), Int(crypto_pwhash_argon2id_MEMLIMIT_MIN)))
         #expect(PassphraseCost.insecureForTesting == .minimum)
     }
 

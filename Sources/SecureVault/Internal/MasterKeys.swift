@@ -105,15 +105,16 @@ struct MasterKeys: Sendable {
         if !asked.covers(.minimum) {
             problem = "less than libsodium's minimum (\(PassphraseCost.minimum.text))"
         } else if !maximum.covers(asked) {
-            problem = "more than this key store accepts (at most \(maximum.text); a vault written at a higher cost "
-                + "needs a larger maximumCost)"
+            problem =
+                "more than this key store accepts (at most \(maximum.text); a vault written at a higher cost needs "
+                + "a larger maximumCost)"
         } else {
             return
         }
         throw VaultError(
             code: .corrupted,
-            message: "vault '\(service)': the header of \(file) asks Argon2id for \(asked.text), \(problem); nothing was "
-                + "derived and the file was left untouched", path: file)
+            message: "vault '\(service)': the header of \(file) asks Argon2id for \(asked.text), \(problem); "
+                + "nothing was derived and the file was left untouched", path: file)
     }
 
     private func derive(_ passphrase: SecretBytes, _ identity: KeyIdentity) throws(VaultError) -> SecretBytes {
