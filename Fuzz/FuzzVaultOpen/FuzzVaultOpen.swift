@@ -1,11 +1,13 @@
 // libFuzzer target: arbitrary bytes as a vault file, opened and unsealed item by item. The key comes from a
 // passphrase (Argon2id at its cheapest, salt and cost read from the fuzzed header), so every mutation of the
-// header, the records and the ciphertexts goes through the real open and unseal path.
+// header, the records and the ciphertexts goes through the real open and unseal path. The key store's maximum cost
+// is that cheapest cost too: a mutated cost is refused (corrupted) before any derivation, as the bound requires,
+// and the fuzzer never waits on a costly one.
 // Checks, beyond "no crash": an open or read that fails is a typed VaultError of the "cannot be known" kinds and
 // leaves the file byte-identical (the vault never salvages or rewrites on its own); an item that opens has the
 // value the seed corpus stored under that name (the fuzzer cannot forge a ciphertext). Build and run: `make fuzz`.
 import Logging
-import SecureVault
+@_spi(Testing) import SecureVault
 import TestKit
 
 let directory = makeScratchDirectory(prefix: "/dev/shm/vault-fuzz-")
@@ -21,7 +23,7 @@ public func fuzzVaultOpen(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let path = directory + "/app.prefs"
     createFile(at: path, bytes)
     var configuration = Vault.Configuration(directory: directory)
-    configuration.keyStore = .passphrase(passphrase, cost: .insecureForTesting)
+    configuration.keyStore = .passphrase(passphrase, cost: .insecureForTesting, maximumCost: .insecureForTesting)
     configuration.logger.logLevel = .critical
     let vault = try! Vault(service: "app", configuration: configuration)
     vault.forgetKey()  // every input starts cold: no key cached from the previous one

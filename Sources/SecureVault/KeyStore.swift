@@ -14,7 +14,8 @@ import SystemLayer
 public struct KeyStore: Sendable, CustomStringConvertible {
     enum Storage: Sendable {
         case secretService
-        case passphrase(SecretBytes, PassphraseCost)
+        /// The passphrase, the cost new keys are derived at, and the largest cost a header may ask for.
+        case passphrase(SecretBytes, PassphraseCost, maximum: PassphraseCost)
         case inMemory(InMemoryKeys)
     }
 
@@ -26,8 +27,28 @@ public struct KeyStore: Sendable, CustomStringConvertible {
 
     /// A key derived from a passphrase with Argon2id; the salt and cost are kept in the vault file's header.
     /// A wrong passphrase is reported as ``VaultError/Code/wrongKey``.
-    public static func passphrase(_ passphrase: SecretBytes, cost: PassphraseCost = .interactive) -> KeyStore {
-        KeyStore(storage: .passphrase(passphrase, cost))
+    ///
+    /// ```swift
+    /// configuration.keyStore = .passphrase(SecretBytes(utf8: pw))                      // interactive
+    /// configuration.keyStore = .passphrase(SecretBytes(utf8: pw), cost: .sensitive)   // seconds, 1 GiB
+    /// ```
+    ///
+    /// New keys (a new vault, ``Vault/rotateKey()``) are derived at `cost`. Opening an existing vault derives its
+    /// key at the cost its header names, so whoever can write the file could ask every open for hours of work
+    /// or terabytes of memory: a header asking for more passes or more memory than `maximumCost`, or for less
+    /// than libsodium's minimum, is refused as ``VaultError/Code/corrupted`` before anything is derived, and the
+    /// file is left untouched.
+    ///
+    /// - Parameters:
+    ///   - cost: the cost of keys this vault derives. The default is ``PassphraseCost/interactive``.
+    ///   - maximumCost: the largest cost a header may ask for, passes and memory each; never below `cost`. The
+    ///     default, ``PassphraseCost/moderate``, opens every vault written at `.interactive` or `.moderate`; an
+    ///     app whose vaults were written at `.sensitive` but that now derives at a lower cost passes
+    ///     `maximumCost: .sensitive`.
+    public static func passphrase(
+        _ passphrase: SecretBytes, cost: PassphraseCost = .interactive, maximumCost: PassphraseCost = .moderate
+    ) -> KeyStore {
+        KeyStore(storage: .passphrase(passphrase, cost, maximum: cost.widened(to: maximumCost)))
     }
 
     /// Keys held in memory by `keys`, for tests: share one ``InMemoryKeys`` between vaults to simulate a
@@ -48,17 +69,47 @@ public struct KeyStore: Sendable, CustomStringConvertible {
     }
 }
 
-/// The cost of deriving a key from a passphrase with Argon2id.
+/// The cost of deriving a key from a passphrase with Argon2id: libsodium's three presets.
+///
+/// ```swift
+/// configuration.keyStore = .passphrase(SecretBytes(utf8: pw), cost: .moderate)
+/// ```
+///
+/// Times are one derivation measured on a 2-core x86-64 VM with libsodium 1.0.18, idle (3 to 10 times longer
+/// while it compiles); a vault derives its key once per process.
 public struct PassphraseCost: Sendable, Equatable {
     let passes: UInt16
     let memoryKiB: UInt32
 
-    /// 2 passes over 64 MiB: about 0.15 s here. The default.
+    /// 2 passes over 64 MiB (libsodium's INTERACTIVE): about 0.06 s. The default.
     public static let interactive = PassphraseCost(passes: 2, memoryKiB: 64 * 1024)
-    /// 3 passes over 256 MiB: about 1.3 s here.
+    /// 3 passes over 256 MiB (libsodium's MODERATE): about 0.35 s.
     public static let moderate = PassphraseCost(passes: 3, memoryKiB: 256 * 1024)
-    /// 1 pass over 8 KiB: no protection at all, for tests only.
-    public static let insecureForTesting = PassphraseCost(passes: 1, memoryKiB: 8)
+    /// 4 passes over 1 GiB (libsodium's SENSITIVE, its largest preset): 2 to 4 s, and 1 GiB of memory at
+    /// every open.
+    public static let sensitive = PassphraseCost(passes: 4, memoryKiB: 1024 * 1024)
+    /// 1 pass over 8 KiB, libsodium's minimum: no protection at all. For this package's tests, the fuzz
+    /// target and the benchmarks (`@_spi(Testing) import SecureVault`); not part of the public API.
+    @_spi(Testing) public static let insecureForTesting = PassphraseCost(passes: 1, memoryKiB: 8)
+
+    /// `2 passes over 65536 KiB`, for messages.
+    var text: String { "\(passes) pass\(passes == 1 ? "" : "es") over \(memoryKiB) KiB" }
+
+    /// The smallest cost libsodium accepts (1 pass over 8 KiB).
+    static var minimum: PassphraseCost {
+        let minimum = Sodium.PasswordHashCost.minimum
+        return PassphraseCost(passes: UInt16(minimum.operations), memoryKiB: UInt32(minimum.memoryBytes / 1024))
+    }
+
+    /// Whether `other` asks for no more passes and no more memory than this cost.
+    func covers(_ other: PassphraseCost) -> Bool {
+        other.passes <= passes && other.memoryKiB <= memoryKiB
+    }
+
+    /// The larger of the two, passes and memory each.
+    func widened(to other: PassphraseCost) -> PassphraseCost {
+        PassphraseCost(passes: max(passes, other.passes), memoryKiB: max(memoryKiB, other.memoryKiB))
+    }
 }
 
 /// An in-memory key store for tests.

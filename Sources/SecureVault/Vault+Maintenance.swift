@@ -96,7 +96,7 @@ extension Vault {
         try perform("recovering vault '\(service)'") { () throws(VaultError) -> PrefsRecoveryReport? in
             forgetKey()
             guard let identity = try existingIdentity() else { return nil }
-            guard let masterKey = try keys.load(identity) else {
+            guard let masterKey = try keys.load(identity, file: path) else {
                 throw VaultError(
                     code: .keyMissing,
                     message: "vault '\(service)' cannot be recovered: its master key is not in the key store",

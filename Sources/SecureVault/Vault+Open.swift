@@ -57,7 +57,7 @@ extension Vault {
         if let cached = Self.sealers.withLock({ $0[SealerCacheKey(path: path, identity: identity)] }) {
             sealer = cached
         } else {
-            guard let masterKey = try keys.load(identity) else {
+            guard let masterKey = try keys.load(identity, file: path) else {
                 throw VaultError(
                     code: .keyMissing,
                     message: "vault '\(service)' has data in \(path) but its master key is not in the "

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import SecureVault
+@_spi(Testing) @testable import SecureVault
 
 /// Writes the vault fuzz target's seed corpus (committed under Fuzz/Corpus/vault-open) when
 /// VAULT_FUZZ_CORPUS names the directory: `make fuzz-corpus`. Otherwise checks the committed seeds still open

@@ -6,7 +6,7 @@ import Testing
 import TestSupport
 
 @testable import PrefsKV
-@testable import SecureVault
+@_spi(Testing) @testable import SecureVault
 
 /// A vault directory under /dev/shm (fsync is free there), removed afterwards.
 final class VaultDirectory {

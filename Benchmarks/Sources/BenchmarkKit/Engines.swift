@@ -1,6 +1,6 @@
 // The stores under test behind one small protocol, so that every workload runs the same loop on each.
 import PrefsKV
-import SecureVault
+@_spi(Testing) import SecureVault
 
 /// One key-value store, opened in a directory of its own.
 public protocol KVEngine: AnyObject {

@@ -1,7 +1,7 @@
 // SecureVault workloads run inside a worker process: warm token reads, synchronous sets, seal/open.
 import FoundationEssentials
 import PrefsKV
-import SecureVault
+@_spi(Testing) import SecureVault
 
 enum VaultWorker {
     static let service = "bench"

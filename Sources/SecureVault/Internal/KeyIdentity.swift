@@ -47,13 +47,14 @@ package struct KeyIdentity: Equatable, Sendable {
         KeyIdentity(kind: kind, vaultID: vaultID ?? Sodium.randomBytes(count: 16), keyID: Sodium.randomBytes(count: 8))
     }
 
-    /// The same vault with a fresh key id (rotation).
+    /// The same vault with a fresh key id (rotation). A passphrase's salt and cost are not carried over:
+    /// `MasterKeys.create` fills them in from the configuration.
     func rotated() -> KeyIdentity {
-        var next = self
-        next.keyID = Sodium.randomBytes(count: 8)
-        if kind == .passphrase { next.salt = Sodium.randomBytes(count: 16) }
-        return next
+        KeyIdentity(kind: kind, vaultID: vaultID, keyID: Sodium.randomBytes(count: 8))
     }
+
+    /// The Argon2id cost the header asks for (passphrase).
+    var passphraseCost: PassphraseCost { PassphraseCost(passes: argonPasses, memoryKiB: argonMemoryKiB) }
 
     /// The vault's random id in hex (32 digits): not a secret, it names the master key in the key store.
     package var vaultIDHex: String { hex(vaultID) }

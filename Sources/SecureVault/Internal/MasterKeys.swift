@@ -11,18 +11,19 @@ struct MasterKeys: Sendable {
 
     private var operation: String { "the master key of vault '\(service)'" }
 
-    /// The key for `identity`, or nil when the key store does not have it.
+    /// The key for `identity` (read from the header of `file`), or nil when the key store does not have it.
     ///
     /// Key material is checked here, where it enters: anything but exactly one key of ``keyLength`` bytes in the
     /// place the vault keeps it (another app of the user can store an item with the vault's attributes) is
     /// ``VaultError/Code/wrongKey``, never handed on to the crypto, whose length checks trap.
-    func load(_ identity: KeyIdentity) throws(VaultError) -> SecretBytes? {
+    func load(_ identity: KeyIdentity, file: String) throws(VaultError) -> SecretBytes? {
         let key: SecretBytes
         switch store.storage {
         case .secretService:
             let found: LibSecret.LookupResult
             do {
-                found = try LibSecret.lookup(schema: .vaultMasterKey, attributes: attributes(identity), deadline: deadline)
+                found = try LibSecret.lookup(
+                    schema: .vaultMasterKey, attributes: attributes(identity), deadline: deadline)
             } catch {
                 throw VaultError(error, operation: "reading \(operation)")
             }
@@ -45,7 +46,8 @@ struct MasterKeys: Sendable {
                         + "the default collection (\(expected ?? "none")) where the vault keeps its key: another app "
                         + "may have stored it, so it is not used")
             }
-        case .passphrase(let passphrase, _):
+        case .passphrase(let passphrase, _, let maximum):
+            try checkCost(of: identity, file: file, maximum: maximum)
             key = try derive(passphrase, identity)
         case .inMemory(let keys):
             guard let found = keys.load(name(identity)) else { return nil }
@@ -73,7 +75,7 @@ struct MasterKeys: Sendable {
                 throw VaultError(error, operation: "saving \(operation)")
             }
             return key
-        case .passphrase(let passphrase, let cost):
+        case .passphrase(let passphrase, let cost, _):
             identity.salt = Sodium.randomBytes(count: Sodium.passwordSaltBytes)
             identity.argonPasses = cost.passes
             identity.argonMemoryKiB = cost.memoryKiB
@@ -128,6 +130,27 @@ struct MasterKeys: Sendable {
 
     private func name(_ identity: KeyIdentity) -> String {
         identity.vaultIDHex + "/" + identity.keyIDHex
+    }
+
+    /// A header's Argon2id cost is chosen by whoever wrote the file: refuse one above `maximum` (passes or
+    /// memory) or below libsodium's minimum before deriving anything. No SecureVault writes such a header under
+    /// this configuration, so it is `corrupted`, like any other header field that is out of range.
+    private func checkCost(of identity: KeyIdentity, file: String, maximum: PassphraseCost) throws(VaultError) {
+        let asked = identity.passphraseCost
+        let problem: String
+        if !asked.covers(.minimum) {
+            problem = "less than libsodium's minimum (\(PassphraseCost.minimum.text))"
+        } else if !maximum.covers(asked) {
+            problem =
+                "more than this key store accepts (at most \(maximum.text); a vault written at a higher cost needs "
+                + "a larger maximumCost)"
+        } else {
+            return
+        }
+        throw VaultError(
+            code: .corrupted,
+            message: "vault '\(service)': the header of \(file) asks Argon2id for \(asked.text), \(problem); "
+                + "nothing was derived and the file was left untouched", path: file)
     }
 
     private func derive(_ passphrase: SecretBytes, _ identity: KeyIdentity) throws(VaultError) -> SecretBytes {
