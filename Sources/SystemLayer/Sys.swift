@@ -46,6 +46,9 @@ package struct OpenMode {
     package static let createNew = OpenMode(flags: O_RDWR | O_CREAT | O_EXCL)
     package static let readWriteCreate = OpenMode(flags: O_RDWR | O_CREAT)
     package static let directory = OpenMode(flags: O_RDONLY | O_DIRECTORY)
+    /// A directory to open files in (`Sys.open(at:)`) and `fstat`, nothing else: O_PATH | O_DIRECTORY, which
+    /// needs no read permission on it (O_PATH as a literal: 010000000 on Linux).
+    package static let directoryForLookups = OpenMode(flags: 0o10000000 | O_DIRECTORY)
 }
 
 /// The system calls the package makes, each retrying EINTR. Paths are passed with `withCString`, which hands a
@@ -86,6 +89,28 @@ public enum Sys {
             return retrying { prefs_open(cPath, flags, permissions) }
         }
     }
+
+    // See: man 2 openat. `open(_:_:permissions:)` for the file `name` in the directory `directory` (an open
+    // descriptor, so that the directory checked through it is the one the file is opened in; `atWorkingDirectory`
+    // resolves `name` as a path, as `open` does). O_CLOEXEC and O_NOFOLLOW (for files) as there.
+    package static func open(
+        at directory: Int32, _ name: String, _ mode: OpenMode, permissions: UInt32 = 0o600
+    ) -> Result<Int32, Errno> {
+        let isDirectory = mode.flags & O_DIRECTORY != 0
+        let flags = mode.flags | O_CLOEXEC | (isDirectory ? 0 : O_NOFOLLOW)
+        return name.withCString { cName in
+            if !isDirectory {
+                switch retrying({ prefs_openat(directory, cName, flags | prefs_o_noatime, permissions) }) {
+                case .failure(let e) where e == .notPermitted: break  // not our file: without O_NOATIME
+                case let r: return r
+                }
+            }
+            return retrying { prefs_openat(directory, cName, flags, permissions) }
+        }
+    }
+
+    /// `open(at:)`'s directory for a path resolved from the working directory (AT_FDCWD).
+    package static var atWorkingDirectory: Int32 { -100 }
 
     // See: man 2 open. Read-only and following symbolic links, as any command-line tool opens a file its user
     // names (`vaultctl prefs import FILE`); the package's own files go through `open(_:_:permissions:)`.

@@ -44,8 +44,11 @@ func readBytes(_ path: String) throws -> [UInt8] {
     Array(try Data(contentsOf: URL(fileURLWithPath: path)))
 }
 
+/// Writes `bytes` to `path`, mode 0600 as the library creates a store's files (a store file others may read is
+/// refused since issue 14).
 func writeBytes(_ bytes: [UInt8], to path: String) throws {
     try Data(bytes).write(to: URL(fileURLWithPath: path))
+    guard chmod(path, 0o600) == 0 else { throw TestFailure("chmod \(path): errno \(errno)") }
 }
 
 func fileMode(_ path: String) -> UInt32 {

@@ -21,6 +21,11 @@ static inline int prefs_open(const char *path, int flags, unsigned int mode) {
     return open(path, flags, (mode_t)mode);
 }
 
+/// openat(2): `name` relative to the directory `dirfd` (AT_FDCWD: the working directory).
+static inline int prefs_openat(int dirfd, const char *name, int flags, unsigned int mode) {
+    return openat(dirfd, name, flags, (mode_t)mode);
+}
+
 /// fcntl(2) with a lock description: F_OFD_SETLK and F_OFD_GETLK.
 static inline int prefs_fcntl_lock(int fd, int command, struct flock *lock) { return fcntl(fd, command, lock); }
 

@@ -83,13 +83,13 @@ final class Engine: @unchecked Sendable {
         do throws(PrefsError) {
             if lock.lockPage != nil,
                 case .intact(let intact) = try StoreLog.loadSnapshotIfIntact(
-                    paths: paths, sealer: configuration.sealer, readOnlyCause: &readOnlyCause)
+                    paths: paths, directory: lock.directoryFD, sealer: configuration.sealer, readOnlyCause: &readOnlyCause)
             {
                 snapshot = intact
             } else {
                 pageLocked = try lock.lockPageForOpen()
                 snapshot = try StoreLog.loadSnapshot(
-                    paths: paths, sealer: configuration.sealer, readOnlyCause: &readOnlyCause, create: true)
+                    paths: paths, directory: lock.directoryFD, sealer: configuration.sealer, readOnlyCause: &readOnlyCause, create: true)
             }
         } catch {
             lock.endOpenLock(pageLocked: pageLocked)
@@ -212,7 +212,8 @@ final class Engine: @unchecked Sendable {
     /// Opens the file the path names now and replaces the state with it (recovering it when damaged).
     func reload() throws(PrefsError) {
         var cause = readOnlyCause
-        let snapshot = try StoreLog.loadSnapshot(paths: paths, sealer: sealer, readOnlyCause: &cause, create: false)
+        let snapshot = try StoreLog.loadSnapshot(
+            paths: paths, directory: Sys.atWorkingDirectory, sealer: sealer, readOnlyCause: &cause, create: false)
         let old = (file: log.file, index: log.index)
         log.adopt(snapshot)
         let index = log.index

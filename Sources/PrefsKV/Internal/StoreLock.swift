@@ -23,6 +23,9 @@ final class StoreLock {
     }
 
     let paths: StorePaths
+    /// The store directory, open for `Sys.open(at:)`: the lock and data files are opened through it, so that
+    /// the directory checked (`FileTrust.checkDirectory`) is the one they are in.
+    let directoryFD: Int32
     /// The lock file, or -1 when a read-only directory has none.
     let fd: Int32
     /// The writer lock of a multi-process handle (a robust mutex in the lock file), nil when it uses `flock`:
@@ -39,10 +42,11 @@ final class StoreLock {
     @exclusivity(unchecked) var holdsWriterLock = false
 
     private init(
-        paths: StorePaths, fd: Int32, lockPage: LockPage?, multiProcess: Bool, readOnlyCause: Errno?,
+        paths: StorePaths, directoryFD: Int32, fd: Int32, lockPage: LockPage?, multiProcess: Bool, readOnlyCause: Errno?,
         createdFile: Bool, holdsPresenceExclusively: Bool
     ) {
         self.paths = paths
+        self.directoryFD = directoryFD
         self.fd = fd
         self.lockPage = lockPage
         self.multiProcess = multiProcess
@@ -54,6 +58,7 @@ final class StoreLock {
     /// Closing the lock file releases the presence lock and the open lock.
     deinit {
         if fd >= 0 { Sys.close(fd) }
+        Sys.close(directoryFD)
     }
 
     // MARK: Acquiring
@@ -90,13 +95,19 @@ final class StoreLock {
         // a wipe locks the same file. When it exists (every open but the first) this is one open(2); the
         // directory is only looked at, and made (for an open), when the file is missing. Only an open may end
         // up without a writable lock file (a read-only directory).
+        //
+        // Everything is opened through the store directory's descriptor, checked first (`FileTrust`): nothing is
+        // checked by path and then opened by path. (One open(2) and one fstat(2) more than by path.)
+        let directoryFD = try openDirectory(paths, create: isOpen)
+        var directoryOwned = false
+        defer { if !directoryOwned { Sys.close(directoryFD) } }
+        let name = paths.lockFileName
         var fd: Int32 = -1
         var readOnlyCause: Errno?
         var created = false
-        var opened = Sys.open(paths.lock, .readWrite)
+        var opened = Sys.open(at: directoryFD, name, .readWrite)
         if case .failure(let e) = opened, e == .noEntry {
-            if isOpen { try Engine.ensureDirectory(paths.directory) }
-            switch Sys.open(paths.lock, .createNew) {
+            switch Sys.open(at: directoryFD, name, .createNew) {
             case .success(let fd):
                 if case .failure(let e) = Sys.fchmod(fd, 0o600) {
                     Sys.close(fd)
@@ -105,7 +116,7 @@ final class StoreLock {
                 created = true
                 opened = .success(fd)
             case .failure(let e) where e == .exists:
-                opened = Sys.open(paths.lock, .readWrite)  // another opener created it meanwhile
+                opened = Sys.open(at: directoryFD, name, .readWrite)  // another opener created it meanwhile
             case .failure(let e) where isOpen && isReadOnlyCause(e):
                 readOnlyCause = e
             case .failure(let e):
@@ -118,7 +129,7 @@ final class StoreLock {
             case .success(let opened): fd = opened
             case .failure(let e) where isOpen && isReadOnlyCause(e):
                 readOnlyCause = e
-                fd = (try? Sys.open(paths.lock, .readOnly).get()) ?? -1
+                fd = (try? Sys.open(at: directoryFD, name, .readOnly).get()) ?? -1
             case .failure(let e): throw PrefsError.system(e, "open", "cannot open the lock file", path: paths.lock)
             }
         }
@@ -127,8 +138,9 @@ final class StoreLock {
         defer { if !owned && fd >= 0 { Sys.close(fd) } }
         guard fd >= 0 else {
             owned = true
+            directoryOwned = true
             return StoreLock(
-                paths: paths, fd: -1, lockPage: nil, multiProcess: sharing == .multiProcess,
+                paths: paths, directoryFD: directoryFD, fd: -1, lockPage: nil, multiProcess: sharing == .multiProcess,
                 readOnlyCause: readOnlyCause, createdFile: false, holdsPresenceExclusively: false)
         }
 
@@ -162,7 +174,11 @@ final class StoreLock {
         // path still names our file (nil: start over). Its size, read under the open lock, tells whether a lock
         // page was set up.
         try Sys.lockExclusive(fd).orThrow("flock", "cannot take the writer lock", path: paths.lock)
-        guard let size = currentLockFileSize(fd, paths: paths) else { return nil }
+        guard let status = currentLockFileStatus(fd, paths: paths) else { return nil }
+        // The lock file's owner and mode, from the fstat just made: a lock file planted by another user is
+        // refused before anything is written to it (the lock page's set-up below writes).
+        try FileTrust.checkFile(status, path: paths.lock, isData: false, writable: readOnlyCause == nil)
+        let size = status.size
 
         // The writer lock of a multi-process handle: the lock page's mutex, set up afresh when no other handle
         // has the store open and the page is not ready for use (checked under the open lock, so no handle can
@@ -181,8 +197,9 @@ final class StoreLock {
             }
         }
         owned = true
+        directoryOwned = true
         return StoreLock(
-            paths: paths, fd: fd, lockPage: lockPage, multiProcess: sharing == .multiProcess,
+            paths: paths, directoryFD: directoryFD, fd: fd, lockPage: lockPage, multiProcess: sharing == .multiProcess,
             readOnlyCause: readOnlyCause, createdFile: created, holdsPresenceExclusively: exclusive)
     }
 
@@ -190,18 +207,48 @@ final class StoreLock {
         e == .readOnlyFileSystem || e == .accessDenied || e == .notPermitted
     }
 
-    /// The size of the lock file `fd` when it is the file `paths.lock` names now, nil otherwise.
-    private static func currentLockFileSize(_ fd: Int32, paths: StorePaths) -> Int? {
+    /// The status of the lock file `fd` when it is the file `paths.lock` names now, nil otherwise.
+    private static func currentLockFileStatus(_ fd: Int32, paths: StorePaths) -> FileStatus? {
         guard case .success(let held) = Sys.fstat(fd), case .success(let named) = Sys.lstat(paths.lock),
             held.inode == named.inode && held.device == named.device
         else { return nil }
-        return held.size
+        return held
     }
 
     /// Whether this handle's lock file is the file the lock path names now (not one a wipe unlinked, or a
     /// deleted directory took with it). True without a lock file.
     var isCurrent: Bool {
-        fd < 0 || StoreLock.currentLockFileSize(fd, paths: paths) != nil
+        fd < 0 || StoreLock.currentLockFileStatus(fd, paths: paths) != nil
+    }
+
+    /// Opens the store directory (creating it for an open when missing) and checks it (`FileTrust`).
+    private static func openDirectory(_ paths: StorePaths, create: Bool) throws(PrefsError) -> Int32 {
+        var opened = Sys.open(paths.directory, .directoryForLookups)
+        if case .failure(let e) = opened, e == .noEntry, create {
+            try Engine.ensureDirectory(paths.directory)
+            opened = Sys.open(paths.directory, .directoryForLookups)
+        }
+        let fd: Int32
+        switch opened {
+        case .success(let f): fd = f
+        case .failure(let e) where e == .noEntry && !create:
+            throw PrefsError.system(e, "open", "cannot open the lock file", path: paths.lock)
+        case .failure(let e):
+            throw PrefsError.system(e, "open", "cannot open the store directory", path: paths.directory)
+        }
+        switch Sys.fstat(fd) {
+        case .success(let status):
+            do throws(PrefsError) {
+                try FileTrust.checkDirectory(status, path: paths.directory)
+            } catch {
+                Sys.close(fd)
+                throw error
+            }
+        case .failure(let e):
+            Sys.close(fd)
+            throw PrefsError.system(e, "fstat", "cannot inspect the store directory", path: paths.directory)
+        }
+        return fd
     }
 
     // MARK: The open lock

@@ -5,21 +5,25 @@ import SystemLayer
 
 extension StoreLog {
     /// Opens the data file (creating it when absent and allowed), validates its header against the sealer,
-    /// maps it and scans the log. Damage is returned in the snapshot, not acted on.
+    /// maps it and scans the log. Damage is returned in the snapshot, not acted on. `directory`: the store
+    /// directory's descriptor (`StoreLock.directoryFD`) the file is opened in, or `Sys.atWorkingDirectory` to
+    /// open it by its path (a reload: the path may name a new directory by now).
     static func loadSnapshot(
-        paths: StorePaths, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?, create: Bool
+        paths: StorePaths, directory: Int32, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?, create: Bool
     ) throws(PrefsError) -> Snapshot {
+        let name = directory == Sys.atWorkingDirectory ? paths.data : paths.dataFileName
         var fd: Int32
-        switch Sys.open(paths.data, readOnlyCause == nil ? .readWrite : .readOnly) {
+        switch Sys.open(at: directory, name, readOnlyCause == nil ? .readWrite : .readOnly) {
         case .success(let f): fd = f
         case .failure(let e) where e == .noEntry && create && readOnlyCause == nil:
             try createStoreFile(paths: paths, sealer: sealer)
-            fd = try Sys.open(paths.data, .readWrite).orThrow(
+            fd = try Sys.open(at: directory, name, .readWrite).orThrow(
                 "open", "cannot open the new store file", path: paths.data)
         case .failure(let e) where e == .noEntry && readOnlyCause != nil:
             throw PrefsError.system(readOnlyCause!, "open", "cannot create the store file", path: paths.data)
         case .failure(let e) where StoreLock.isReadOnlyCause(e) && readOnlyCause == nil:
-            fd = try Sys.open(paths.data, .readOnly).orThrow("open", "cannot open the store file", path: paths.data)
+            fd = try Sys.open(at: directory, name, .readOnly).orThrow(
+                "open", "cannot open the store file", path: paths.data)
             readOnlyCause = e
         case .failure(let e):
             throw PrefsError.system(e, "open", "cannot open the store file", path: paths.data)
@@ -45,10 +49,10 @@ extension StoreLog {
     /// scanned without damage. Errors that `loadSnapshot` would throw the same way (not a store, a wrong
     /// key...) are thrown.
     static func loadSnapshotIfIntact(
-        paths: StorePaths, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?
+        paths: StorePaths, directory: Int32, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?
     ) throws(PrefsError) -> IntactLoad {
         let fd: Int32
-        switch Sys.open(paths.data, readOnlyCause == nil ? .readWrite : .readOnly) {
+        switch Sys.open(at: directory, paths.dataFileName, readOnlyCause == nil ? .readWrite : .readOnly) {
         case .success(let f): fd = f
         case .failure: return .needsWriterLock  // missing, or read-only: `loadSnapshot` sorts it out
         }
@@ -69,6 +73,14 @@ extension StoreLog {
         case .failure(let e):
             Sys.close(fd)
             throw PrefsError.system(e, "fstat", "cannot inspect the store file", path: path)
+        }
+        // The owner and mode, from this fstat: a file planted by another user, or one others may write or
+        // read, is refused before its header is read or anything is written to it.
+        do throws(PrefsError) {
+            try FileTrust.checkFile(status, path: path, isData: true, writable: writable)
+        } catch {
+            Sys.close(fd)
+            throw error
         }
         guard status.isRegular && status.size >= Format.headerSize else {
             defer { Sys.close(fd) }

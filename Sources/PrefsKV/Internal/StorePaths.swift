@@ -19,6 +19,7 @@ struct StorePaths {
     }
 
     var dataFileName: String { id + ".prefs" }
+    var lockFileName: String { id + ".prefs.lock" }
 }
 
 extension Engine {
