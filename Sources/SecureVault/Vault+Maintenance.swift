@@ -139,9 +139,20 @@ extension Vault {
         if Self.lockHolders.withLock({ $0[lockPath] == thread }) { return try body() }
         try checkDirectory(create: true)
         let fd: Int32
-        switch Sys.lockFile(lockPath) {
+        switch Sys.openLockFile(lockPath) {
         case .success(let opened): fd = opened
         case .failure(let error): throw fileError(error, "cannot lock", lockPath)
+        }
+        // A lock file planted by another user, or one others may use, is refused before it is locked.
+        do throws(VaultError) {
+            switch Sys.fstat(fd) {
+            case .success(let info): try checkOwnership(info, lockPath, what: "vault lock file")
+            case .failure(let error): throw fileError(error, "cannot inspect", lockPath)
+            }
+            if case .failure(let error) = Sys.lockExclusive(fd) { throw fileError(error, "cannot lock", lockPath) }
+        } catch {
+            Sys.close(fd)
+            throw error
         }
         Self.lockHolders.withLock { $0[lockPath] = thread }
         defer {

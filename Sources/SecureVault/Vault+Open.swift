@@ -31,6 +31,9 @@ extension Vault {
 
     /// Opens the vault file if there is one: reads which key it needs from its header, asks the key store.
     private func openExisting() throws(VaultError) -> PrefsStore? {
+        // The file's owner and mode are checked before its header is read (and again, on the descriptor, by the
+        // store's open: PrefsKV's FileTrust).
+        try checkFile()
         let inspection: PrefsInspection
         do {
             guard let found = try PrefsStore.inspect(id: service, directory: storeDirectory) else { return nil }
@@ -40,7 +43,6 @@ extension Vault {
         } catch {
             throw VaultError.wrapping(error, vault: service)
         }
-        try checkFile()
         guard inspection.isSealed, let identity = KeyIdentity(encoded: inspection.keyCheck) else {
             throw VaultError(
                 code: .corrupted,
@@ -153,7 +155,9 @@ extension Vault {
         }
     }
 
-    private func checkOwnership(_ info: FileStatus, _ path: String, what: String) throws(VaultError) {
+    /// Throws `permissionDenied` unless `info` (the `fstat` or `lstat` of `path`) shows a file of this user
+    /// that other users cannot read or write.
+    func checkOwnership(_ info: FileStatus, _ path: String, what: String) throws(VaultError) {
         guard info.owner == Sys.userID else {
             throw VaultError(
                 code: .permissionDenied,

@@ -23,21 +23,24 @@ extension Sys {
         }
     }
 
-    /// Opens (creating with mode 0600) a lock file and takes an exclusive `flock` on it, waiting for it;
-    /// ``close(_:)`` releases the lock.
-    // See: man 2 open, man 2 flock
-    package static func lockFile(_ path: String) -> Result<Int32, Errno> {
-        let fd: Int32
-        switch open(path, .readWriteCreate) {
-        case .success(let opened): fd = opened
-        case .failure(let error): return .failure(error)
+    /// Opens a lock file, creating it with mode 0600 when absent; an existing file is opened as it is (its mode
+    /// untouched: the caller checks its owner and mode with `fstat` before it locks or uses it).
+    // See: man 2 open
+    package static func openLockFile(_ path: String) -> Result<Int32, Errno> {
+        while true {
+            switch open(path, .createNew) {
+            case .success(let fd):
+                _ = fchmod(fd, 0o600)
+                return .success(fd)
+            case .failure(let error) where error == .exists:
+                switch open(path, .readWrite) {
+                case .failure(let error) where error == .noEntry: continue  // removed meanwhile: create it
+                case let opened: return opened
+                }
+            case .failure(let error):
+                return .failure(error)
+            }
         }
-        _ = fchmod(fd, 0o600)
-        if case .failure(let error) = lockExclusive(fd) {
-            close(fd)
-            return .failure(error)
-        }
-        return .success(fd)
     }
 
     /// Removes `path`; a path that is already gone is a success.
@@ -59,6 +62,11 @@ extension Sys {
     package static func readSmallFile(_ path: String, limit: Int = 64 * 1024) -> [UInt8]? {
         guard case .success(let fd) = open(path, .readOnly) else { return nil }
         defer { close(fd) }
+        return readSmallFile(fd, limit: limit)
+    }
+
+    /// The contents of the small file open as `fd` (read from its start), nil when it cannot be read.
+    package static func readSmallFile(_ fd: Int32, limit: Int = 64 * 1024) -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: limit)
         let read = bytes.withUnsafeMutableBytes { pread(fd, into: $0, at: 0) }
         guard case .success(let count) = read else { return nil }
@@ -71,7 +79,9 @@ extension Sys {
     package static func writeFileDurably(_ path: String, _ bytes: [UInt8], directory: String) -> Result<Void, Errno> {
         let temporary = path + ".tmp"
         let fd: Int32
-        switch open(temporary, OpenMode(flags: O_WRONLY | O_CREAT | O_TRUNC)) {
+        // A new file of ours (O_EXCL): never one left, or planted, under the temporary name.
+        if case .failure(let error) = removeIfPresent(temporary) { return .failure(error) }
+        switch open(temporary, .createNew) {
         case .success(let opened): fd = opened
         case .failure(let error): return .failure(error)
         }

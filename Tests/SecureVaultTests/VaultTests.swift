@@ -296,6 +296,65 @@ final class VaultDirectory {
         chown(dir.path + "/app.prefs", 65534, 65534)
         expectVaultError(.permissionDenied) { try dir.vault().string(for: "k") }
     }
+
+    /// Issue 14, point 5: a planted vault file is refused before its header is parsed (a header that is not a
+    /// store's would otherwise answer `corrupted`).
+    @Test func aVaultFileOfAnotherOwnerIsRefusedBeforeItsHeaderIsParsed() throws {
+        guard getuid() == 0 else { return }
+        let dir = try VaultDirectory()
+        try dir.vault().set("v", for: "k")
+        try dir.writeFile([UInt8](repeating: 0x41, count: 8192))
+        chown(dir.path + "/app.prefs", 65534, 65534)
+        expectVaultError(.permissionDenied) { try dir.vault().string(for: "k") }
+    }
+
+    /// A vault lock file planted by another user (mode 0666) is refused before it is locked, and left as it was
+    /// (it used to be chmod-ed to 0600 and used).
+    @Test func aLockFileOfAnotherOwnerIsRefusedAndLeftAsItWas() throws {
+        guard getuid() == 0 else { return }
+        let dir = try VaultDirectory()
+        try dir.vault("other").set("v", for: "k")  // makes the directory
+        let lock = dir.path + "/app.vault.lock"
+        #expect(FileManager.default.createFile(atPath: lock, contents: Data()))
+        chown(lock, 65534, 65534)
+        chmod(lock, 0o666)
+        let keysBefore = dir.keys.count
+        expectVaultError(.permissionDenied) { try dir.vault().set("secret", for: "k") }
+        var st = stat()
+        #expect(stat(lock, &st) == 0 && st.st_mode & 0o7777 == 0o666 && st.st_uid == 65534)
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/app.prefs"))
+        #expect(dir.keys.count == keysBefore)
+    }
+
+    @Test(arguments: [0o640, 0o606])
+    func aLockFileOthersMayUseIsRefused(_ mode: Int) throws {
+        let dir = try VaultDirectory()
+        try dir.vault("other").set("v", for: "k")
+        let lock = dir.path + "/app.vault.lock"
+        #expect(FileManager.default.createFile(atPath: lock, contents: Data()))
+        chmod(lock, mode_t(mode))
+        expectVaultError(.permissionDenied) { try dir.vault().set("secret", for: "k") }
+        #expect(!FileManager.default.fileExists(atPath: dir.path + "/app.prefs"))
+    }
+
+    /// An intent journal planted by another user naming the vault's key for a wipe is refused before a line
+    /// of it is read: the key and the file survive.
+    @Test func anIntentJournalOfAnotherOwnerIsRefusedAndDeletesNothing() throws {
+        guard getuid() == 0 else { return }
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        try vault.set("v", for: "k")
+        let identity = try #require(try vault.existingIdentity())
+        let journal = dir.path + "/app.vault.intent"
+        try Data("wipe \(identity.vaultIDHex) \(identity.keyIDHex)\n".utf8).write(to: URL(fileURLWithPath: journal))
+        chown(journal, 65534, 65534)
+        chmod(journal, 0o600)
+        let keysBefore = dir.keys.count
+        expectVaultError(.permissionDenied) { try dir.vault().string(for: "k") }
+        #expect(dir.keys.count == keysBefore)
+        #expect(FileManager.default.fileExists(atPath: dir.path + "/app.prefs"))
+        #expect(FileManager.default.fileExists(atPath: journal))
+    }
 }
 
 @Suite struct VaultWipeTests {

@@ -56,7 +56,27 @@ extension Vault {
 
     /// Finishes what a crashed wipe or rotation left. Call with the vault lock held.
     func finishIntents() throws(VaultError) {
-        guard let bytes = Sys.readSmallFile(intentPath) else { return }
+        let fd: Int32
+        switch Sys.open(intentPath, .readOnly) {
+        case .success(let opened): fd = opened
+        case .failure(let error) where error == .noEntry: return
+        case .failure(let error): throw fileError(error, "cannot open the intent journal", intentPath)
+        }
+        // A journal planted by another user (or one others may write) is refused before a line of it is read:
+        // it names master keys to delete.
+        let read: [UInt8]?
+        do throws(VaultError) {
+            switch Sys.fstat(fd) {
+            case .success(let info): try checkOwnership(info, intentPath, what: "vault intent journal")
+            case .failure(let error): throw fileError(error, "cannot inspect", intentPath)
+            }
+            read = Sys.readSmallFile(fd)
+            Sys.close(fd)
+        } catch {
+            Sys.close(fd)
+            throw error
+        }
+        guard let bytes = read else { return }
         let intents = String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap(VaultIntent.init(line:))
         let current = try? existingIdentity()
         for intent in intents {
