@@ -16,9 +16,10 @@
 /// O_NOATIME (Linux; hidden from Swift's Glibc module): do not update the file's access time.
 static const int prefs_o_noatime = O_NOATIME;
 
-/// open(2): `mode` is used when `flags` has O_CREAT.
+/// open(2): `mode` is used when `flags` has O_CREAT. Made as openat(AT_FDCWD, ...), the same call, so that a
+/// fresh process binds one symbol for both (each lazily bound symbol costs a first open a lookup).
 static inline int prefs_open(const char *path, int flags, unsigned int mode) {
-    return open(path, flags, (mode_t)mode);
+    return openat(AT_FDCWD, path, flags, (mode_t)mode);
 }
 
 /// openat(2): `name` relative to the directory `dirfd` (AT_FDCWD: the working directory).

@@ -8,18 +8,20 @@ struct StorePaths {
     let data: String
     let lock: String
     let temporary: String
+    /// The names of the data and lock files in `directory` (for `Sys.open(at:)`).
+    let dataFileName: String
+    let lockFileName: String
 
     init(id: String, directory: String) {
         self.id = id
         // An empty directory is the working directory: "." so that it can be opened and fsynced by name.
         self.directory = directory.isEmpty ? "." : directory
-        data = Sys.joinPath(self.directory, id + ".prefs")
+        dataFileName = id + ".prefs"
+        lockFileName = dataFileName + ".lock"
+        data = Sys.joinPath(self.directory, dataFileName)
         lock = data + ".lock"
         temporary = data + ".tmp"
     }
-
-    var dataFileName: String { id + ".prefs" }
-    var lockFileName: String { id + ".prefs.lock" }
 }
 
 extension Engine {
