@@ -255,3 +255,23 @@ import Testing
     }
 
 }
+
+/// Issue 14, point 5, through the CLI: in a shared (1777) directory, a store file another user planted with
+/// mode 0666 is refused with exit 77 naming it, and the secret never reaches it.
+@Suite struct PrefsPlantedFileTests {
+    @Test func aPlantedWorldWritableStoreFileExits77AndIsLeftAsItWas() throws {
+        guard geteuid() == 0 else { return }  // only root can give a file away; CI runs as root
+        let source = try PrefsSandbox()
+        try source.makeStore()
+        let shared = try PrefsSandbox()
+        #expect(chmod(shared.directory, 0o1777) == 0)
+        let planted = shared.path("ui.prefs")
+        try Data(try source.bytes("ui.prefs")).write(to: URL(fileURLWithPath: planted))
+        #expect(chown(planted, 65534, 65534) == 0 && chmod(planted, 0o666) == 0)
+        let before = try shared.bytes("ui.prefs")
+        let result = try shared.run(["prefs", "set", "ui", "token", "s3cret"])
+        #expect(result.status == 77, "\(result)")
+        #expect(result.standardError.contains(planted) && result.standardError.contains("belongs to uid 65534"))
+        #expect(try shared.bytes("ui.prefs") == before)
+    }
+}
