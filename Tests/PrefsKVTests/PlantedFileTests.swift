@@ -41,7 +41,7 @@ import Testing
     }
 
     @Test func aDataFileOfAnotherUserInASharedDirectoryIsRefusedAndUntouched() throws {
-        guard Self.isRoot else { return }
+        try #require(Self.isRoot, "planting a file of another owner needs root (make test runs as root)")
         let dir = try TempDir("planted-data")
         let shared = try Self.sharedDirectory(dir)
         let data = shared + "/ui.prefs"
@@ -54,7 +54,7 @@ import Testing
     }
 
     @Test func aLockFileOfAnotherUserInASharedDirectoryIsRefusedAndUntouched() throws {
-        guard Self.isRoot else { return }
+        try #require(Self.isRoot, "planting a file of another owner needs root (make test runs as root)")
         let dir = try TempDir("planted-lock")
         let shared = try Self.sharedDirectory(dir)
         let lock = shared + "/ui.prefs.lock"
@@ -68,7 +68,7 @@ import Testing
 
     /// Root can write any file: a file of another owner is refused even when only its owner may write it.
     @Test func aPrivateDataFileOfAnotherUserIsRefused() throws {
-        guard Self.isRoot else { return }
+        try #require(Self.isRoot, "planting a file of another owner needs root (make test runs as root)")
         let dir = try TempDir("planted-private")
         let data = dir.file("ui.prefs")
         try Self.plant(try Self.storeBytes(), at: data, owner: 65534, mode: 0o600)
@@ -125,7 +125,7 @@ import Testing
     }
 
     @Test func aStoreDirectoryOfAnotherUserIsRefused() throws {
-        guard Self.isRoot else { return }
+        try #require(Self.isRoot, "planting a file of another owner needs root (make test runs as root)")
         let dir = try TempDir("planted-dir-owner")
         let store = dir.file("store")
         #expect(mkdir(store, 0o700) == 0 && chown(store, 65534, 65534) == 0)
