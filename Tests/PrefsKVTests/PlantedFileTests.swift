@@ -77,25 +77,14 @@ import Testing
         #expect(Self.contents(data) == before)
     }
 
-    @Test(arguments: [0o666, 0o620, 0o602])
-    func aDataFileOthersMayWriteIsRefused(_ mode: Int) throws {
+    /// Others may write (0666, 0620, 0602) or read (0640, 0604) the data file: refused, and left as it was.
+    @Test(arguments: [(0o666, "write"), (0o620, "write"), (0o602, "write"), (0o640, "read"), (0o604, "read")])
+    func aDataFileOthersMayWriteOrReadIsRefused(_ mode: Int, _ access: String) throws {
         let dir = try TempDir("planted-mode")
         let data = dir.file("ui.prefs")
         try Self.plant(try Self.storeBytes(), at: data, owner: geteuid(), mode: mode_t(mode))
         let before = Self.contents(data)
-        Self.expectRefused(naming: data, "has mode 0\(String(mode, radix: 8)): other users may write it") {
-            try PrefsStore(id: "ui", directory: dir.path).set("secret", forKey: "token")
-        }
-        #expect(Self.contents(data) == before)
-    }
-
-    @Test(arguments: [0o640, 0o604])
-    func aDataFileOthersMayReadIsRefused(_ mode: Int) throws {
-        let dir = try TempDir("planted-readable")
-        let data = dir.file("ui.prefs")
-        try Self.plant(try Self.storeBytes(), at: data, owner: geteuid(), mode: mode_t(mode))
-        let before = Self.contents(data)
-        Self.expectRefused(naming: data, "has mode 0\(String(mode, radix: 8)): other users may read it") {
+        Self.expectRefused(naming: data, "has mode 0\(String(mode, radix: 8)): other users may \(access) it") {
             try PrefsStore(id: "ui", directory: dir.path).set("secret", forKey: "token")
         }
         #expect(Self.contents(data) == before)
