@@ -5,6 +5,11 @@
 /// `seal(u32 nameLength | name | value bytes)` with associated data `store UUID | tag | valueType | expiresAt`:
 /// a ciphertext moved under another key, into another store, or with an altered type or expiry fails to open.
 /// Both `seal` and `open` must authenticate: `open` throws when the bytes or the associated data were altered.
+///
+/// Every record of a sealed store (sets, deletes, remove-alls and transaction commits) also carries a 16-byte
+/// authenticator from `authenticate(context:record:into:)` that binds it to the store, the file generation and its
+/// offset: a record forged without the key, replayed from an older copy of the file or moved is refused as
+/// tampered when the log is read (format version 2; Documentation/FileFormat.md).
 /// A sealer is a class (it holds a key; a store keeps a reference to it, and copying one costs a retain).
 ///
 /// ```swift
@@ -36,4 +41,17 @@ public protocol PrefsSealer: AnyObject, Sendable {
         _ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) throws -> R
+
+    /// Writes into `output` (exactly 16 bytes) a keyed MAC of `context` followed by `record`: a deterministic
+    /// function of the two under a key only the sealer holds (for example keyed BLAKE2b under a subkey of the
+    /// master key), which nobody without that key can compute. PrefsKV compares it in constant time.
+    func authenticate(
+        context: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer)
+
+    /// Whether a sealed store written before record authentication (format version 1: its records carry no
+    /// authenticator, so whoever can write the file can forge them) may be opened with this sealer. Such a store
+    /// is upgraded to version 2 by its next compaction, recovery or rekey. Return false for a key that has
+    /// never been used with version 1, so that a header rewritten to version 1 is refused as tampered instead of
+    /// opening a log whose records nobody checks.
+    var acceptsUnauthenticatedLog: Bool { get }
 }

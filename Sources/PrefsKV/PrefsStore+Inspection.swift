@@ -24,6 +24,9 @@ package struct PrefsInspection: Sendable, Equatable {
     package var createdAt: Int64
     /// Bytes of the data file.
     package var fileBytes: Int
+    /// Whether every record carries an authenticator (format version 2: a sealed store written since record
+    /// authentication); false for a plain store and a sealed store of version 1.
+    package var authenticatesRecords = false
 }
 
 /// What a scan of a store's log finds without its key (``PrefsInspection/scanLog()``).
@@ -65,7 +68,8 @@ extension PrefsStore {
         let size = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: paths.data).size
         return PrefsInspection(
             path: paths.data, isSealed: header.isEncrypted, storeUUID: header.uuid.bytes, keyCheck: header.keyCheck,
-            generation: header.generation, createdAt: header.createdAt, fileBytes: size)
+            generation: header.generation, createdAt: header.createdAt, fileBytes: size,
+            authenticatesRecords: header.authenticatesRecords)
     }
 }
 
@@ -89,7 +93,7 @@ extension PrefsInspection {
         }
         let file = try MappedFile(fd: fd, path: path, writable: false)
         var snapshot = Snapshot(file: file, header: header)
-        StoreLog.scan(into: &snapshot)
+        StoreLog.scan(into: &snapshot, sealer: nil)
         let now = Sys.nowMilliseconds()
         return PrefsLogScan(
             liveKeyCount: snapshot.index.values.filter { !$0.isExpired(now: now) }.count, damage: snapshot.damage)

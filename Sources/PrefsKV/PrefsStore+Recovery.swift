@@ -14,6 +14,9 @@ public struct PrefsDamage: Sendable, Equatable, CustomStringConvertible {
     public var keys: [String]
     /// Why it was dropped, e.g. "checksum mismatch".
     public var reason: String
+    /// Whether records here verify their checksum but not their authenticator (a sealed store read with its
+    /// sealer): someone who could write the file but does not hold the key changed it.
+    package var isTampering = false
 
     public var description: String {
         "bytes \(range.lowerBound)..<\(range.upperBound): \(reason), \(records) record(s)"

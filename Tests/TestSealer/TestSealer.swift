@@ -59,6 +59,20 @@ public final class TestSealer: PrefsSealer {
         return try plain.withUnsafeBytes(body)
     }
 
+    /// Two keyed 64-bit hashes of context and record (a test stand-in for a MAC, not a secure one).
+    public func authenticate(
+        context: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
+    ) {
+        precondition(output.count == 16)
+        let first = mix(hash(Array(record), seed: key ^ 0x7265_63) ^ mix(hash(Array(context), seed: key ^ 0x6374_78)))
+        let second = mix(first ^ key ^ UInt64(record.count))
+        output.storeBytes(of: first.littleEndian, as: UInt64.self)
+        output.storeBytes(of: second.littleEndian, toByteOffset: 8, as: UInt64.self)
+    }
+
+    /// Test stores of every format open with it.
+    public var acceptsUnauthenticatedLog: Bool { true }
+
     private func authenticator(_ data: UnsafeRawBufferPointer, _ ad: UnsafeRawBufferPointer) -> UInt64 {
         mix(hash(Array(data), seed: key ^ 0x6D61_63) ^ mix(hash(Array(ad), seed: key ^ 0x6164)) ^ UInt64(ad.count))
     }

@@ -6,13 +6,17 @@ extension StoreLog {
     /// Writes a compacted image of the live data to `destination` (through `destination.tmp-<pid>` and a
     /// rename, then an fsync of its directory).
     func backup(to destination: String) throws(PrefsError) {
-        let (live, length) = liveEntriesInOrder()
+        let (live, _) = liveEntriesInOrder()
         let temporary = "\(destination).tmp-\(Sys.processID())"
+        // The backup is an image of this generation, renumbered and (sealed) authenticated for its own offsets.
+        let backupHeader = header.nextImage(generation: header.generation)
+        let auth = RecordAuth(header: backupHeader, sealer: sealer)
+        let length = StoreImage.length(of: live, authenticated: auth != nil)
         let image = try StoreImage.write(
-            temporary: temporary, finalPath: destination, header: header, logLength: length,
+            temporary: temporary, finalPath: destination, header: backupHeader, logLength: length,
             capacity: Format.headerSize + length, watched: false
         ) { bytes throws(PrefsError) in
-            file.withBytes { source in StoreImage.copyRecords(live, from: source, into: bytes) }
+            file.withBytes { source in StoreImage.copyRecords(live, from: source, into: bytes, auth: auth) }
         }
         _ = image
         if case .failure(let e) = Sys.rename(temporary, destination) {
@@ -36,21 +40,21 @@ extension StoreLog {
         }
         let backupFile = try MappedFile(fd: fd, path: source, writable: false)
         var backup = Snapshot(file: backupFile, header: backupHeader)
-        StoreLog.scan(into: &backup)
+        StoreLog.scan(into: &backup, sealer: sealer)
         guard backup.damage.isEmpty else {
             throw PrefsError(
                 .invalidInput, "the backup is damaged and was not restored: \(backup.damage)", path: source)
         }
         let now = Sys.nowMilliseconds()
         let live = backup.index.values.filter { !$0.isExpired(now: now) }.sorted { $0.recordOffset < $1.recordOffset }
-        let length = live.reduce(0) { $0 + $1.recordLength }
-        var newHeader = backupHeader
-        newHeader.generation = max(header.generation, backupHeader.generation) + 1
+        let newHeader = backupHeader.nextImage(generation: max(header.generation, backupHeader.generation) + 1)
+        let auth = RecordAuth(header: newHeader, sealer: sealer)
+        let length = StoreImage.length(of: live, authenticated: auth != nil)
         let image = try StoreImage.write(
             paths: paths, header: newHeader, logLength: length, capacity: Format.headerSize + 2 * length,
             watched: watched
         ) { bytes throws(PrefsError) in
-            backupFile.withBytes { source in StoreImage.copyRecords(live, from: source, into: bytes) }
+            backupFile.withBytes { source in StoreImage.copyRecords(live, from: source, into: bytes, auth: auth) }
         }
         try install(image, header: newHeader)
     }

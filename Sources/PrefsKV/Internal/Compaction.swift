@@ -50,14 +50,23 @@ enum StoreImage {
     }
 
     /// Copies `entries`' records (live entries in log order) from `source` into an image's log, numbered
-    /// 1, 2, 3...
+    /// 1, 2, 3..., authenticated with `auth` for the image (a version-2 sealed store).
     static func copyRecords(
-        _ entries: some Sequence<Entry>, from source: UnsafeRawBufferPointer, into bytes: UnsafeMutableRawBufferPointer
+        _ entries: some Sequence<Entry>, from source: UnsafeRawBufferPointer, into bytes: UnsafeMutableRawBufferPointer,
+        auth: RecordAuth?
     ) {
         var offset = Format.logStart
         for (i, entry) in entries.enumerated() {
             offset += RecordWriter.copy(
-                recordHeader(of: entry), from: source, into: bytes, at: offset, seq: UInt64(i + 1))
+                recordHeader(of: entry), from: source, into: bytes, at: offset, seq: UInt64(i + 1), auth: auth)
+        }
+    }
+
+    /// The bytes `entries`' records take in an image whose records are authenticated or not (a version-1 sealed
+    /// store's records grow by an authenticator when its first version-2 image is written).
+    static func length(of entries: some Sequence<Entry>, authenticated: Bool) -> Int {
+        entries.reduce(0) {
+            $0 + Format.recordLength(keyLength: $1.keyLength, valueLength: $1.valueLength, authenticated: authenticated)
         }
     }
 
@@ -65,7 +74,8 @@ enum StoreImage {
     static func recordHeader(of entry: Entry) -> RecordHeader {
         RecordHeader(
             offset: entry.recordOffset, kind: .set, valueType: entry.type.rawValue,
-            flags: RecordFlags.commit | (entry.sealed ? RecordFlags.sealed : 0), keyLength: entry.keyLength,
+            flags: RecordFlags.commit | (entry.sealed ? RecordFlags.sealed : 0)
+                | (entry.authenticated ? RecordFlags.authenticated : 0), keyLength: entry.keyLength,
             valueLength: entry.valueLength, seq: 0, expiresAt: entry.expiresAt)
     }
 }
@@ -117,15 +127,17 @@ extension StoreLog {
             }
         }
         let live = ordinals.map { (position: positions[$0], entry: index.values[positions[$0]]) }
-        let length = live.reduce(0) { $0 + $1.entry.recordLength }
-        var newHeader = header
-        newHeader.generation += 1
+        let newHeader = header.nextImage()
+        let auth = RecordAuth(header: newHeader, sealer: sealer)
+        let length = StoreImage.length(of: live.lazy.map { $0.entry }, authenticated: auth != nil)
         let image = try StoreImage.write(
             paths: paths, header: newHeader, logLength: length,
             capacity: max(Format.headerSize + 2 * length, minimumCapacity / Sys.pageSize * Sys.pageSize),
             watched: watched
         ) { bytes throws(PrefsError) in
-            file.withBytes { source in StoreImage.copyRecords(live.lazy.map { $0.entry }, from: source, into: bytes) }
+            file.withBytes { source in
+                StoreImage.copyRecords(live.lazy.map { $0.entry }, from: source, into: bytes, auth: auth)
+            }
         }
         try rename(image, temporary: paths.temporary)
 
@@ -133,7 +145,8 @@ extension StoreLog {
         var offset = Format.logStart
         for item in live {
             index[position: item.position].recordOffset = offset
-            offset += item.entry.recordLength
+            index[position: item.position].authenticated = auth != nil
+            offset += index[position: item.position].recordLength
         }
         for key in expired { index.removeValue(forKey: key) }
         file = image
@@ -146,7 +159,7 @@ extension StoreLog {
         directorySyncedGeneration = newHeader.generation
         #if PREFSKV_INTERNAL_CHECKS
         var check = Snapshot(file: image, header: newHeader)
-        StoreLog.scan(into: &check)
+        StoreLog.scan(into: &check, sealer: sealer)
         precondition(
             check.damage.isEmpty && check.end == knownEnd && check.liveBytes == liveBytes
                 && check.index.count == index.count
@@ -163,7 +176,7 @@ extension StoreLog {
     func install(_ image: MappedFile, header newHeader: Header) throws(PrefsError) {
         try rename(image, temporary: paths.temporary)
         var snapshot = Snapshot(file: image, header: newHeader)
-        StoreLog.scan(into: &snapshot)
+        StoreLog.scan(into: &snapshot, sealer: sealer)
         precondition(snapshot.damage.isEmpty, "a freshly written image does not verify")
         adopt(snapshot)
         directorySyncedGeneration = newHeader.generation

@@ -180,6 +180,14 @@ final class Engine: @unchecked Sendable {
         if !damage.isEmpty {
             pendingLog.append(
                 (.error, "damaged records appeared in \(paths.data) while it was open: \(damage); they were skipped"))
+            // Records that fail authentication were written by someone without the key: a store that must not
+            // salvage says so to its reader (they were not applied either way).
+            if configuration.recovery == .fail && damage.contains(where: \.isTampering) {
+                throw PrefsError(
+                    .tampered,
+                    "records appended to the sealed store while it was open fail authentication (forged, replayed "
+                        + "or moved); they were not applied: \(damage)", path: paths.data)
+            }
         }
         if !changed.isEmpty {
             pendingChanges.append(PrefsChange(keys: codec.names(forIndexKeys: changed, in: log), isExternal: true))
@@ -366,10 +374,12 @@ final class Engine: @unchecked Sendable {
         let (image, header) = try Rekey.image(of: log, codec: codec, to: newSealer, watched: watchesImages)
         let oldCodec = codec
         codec = RecordCodec(sealer: newSealer)
+        log.sealer = newSealer
         do throws(PrefsError) {
             try log.install(image, header: header)
         } catch {
             codec = oldCodec
+            log.sealer = oldCodec.sealer
             throw error
         }
         autoCompactionBlockedBelow = 0

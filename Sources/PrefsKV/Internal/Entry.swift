@@ -10,6 +10,8 @@ struct Entry {
     private var plainCRC32: UInt32 = 0
     var type: ValueType
     var sealed: Bool
+    /// The record ends with an authenticator (a version-2 sealed store).
+    var authenticated: Bool
     private var hasPlainCRC = false
 
     init(_ record: RecordHeader) {
@@ -19,6 +21,7 @@ struct Entry {
         expiresAt = record.expiresAt
         type = ValueType(rawValue: record.valueType)!
         sealed = record.isSealed
+        authenticated = record.isAuthenticated
     }
 
     var keyLength: Int { Int(keyLength32) }
@@ -30,7 +33,9 @@ struct Entry {
             plainCRC32 = newValue ?? 0
         }
     }
-    var recordLength: Int { Format.recordLength(keyLength: keyLength, valueLength: valueLength) }
+    var recordLength: Int {
+        Format.recordLength(keyLength: keyLength, valueLength: valueLength, authenticated: authenticated)
+    }
     var valueOffset: Int { recordOffset + Format.recordHeaderSize + keyLength }
     var keyOffset: Int { recordOffset + Format.recordHeaderSize }
 

@@ -2,12 +2,22 @@
 // the two must agree (FileFormatTests checks the worked example there against bytes produced here).
 import SystemLayer
 
-/// Layout constants of format version 1.
+/// Layout constants of format versions 1 and 2.
+///
+/// Version 2 is a sealed store whose every record carries an authenticator (a MAC under the sealer's key, binding
+/// the record to its store, file generation and offset); plain stores are still written as version 1, and a
+/// sealed version-1 store (written before record authentication) is read as it is and written as version 2 by
+/// its next compaction, recovery or rekey.
 enum Format {
     /// "PREFSKV\0" (`50 52 45 46 53 4b 56 00`), read as one little-endian word.
     static let fileMagic: UInt64 = 0x0056_4B53_4645_5250
     static let fileMagicLength = 8
-    static let version: UInt16 = 1
+    /// The newest version this library reads and writes.
+    static let version: UInt16 = 2
+    /// Plain stores, and sealed stores whose records are not authenticated.
+    static let unauthenticatedVersion: UInt16 = 1
+    /// Sealed stores whose records are authenticated.
+    static let authenticatedVersion: UInt16 = 2
     /// The header occupies the first page; the log starts right after it.
     static let headerSize = 4096
     static let logStart = headerSize
@@ -37,6 +47,8 @@ enum Format {
     static let recordMagic: UInt32 = 0x7256_4B50
     static let recordHeaderSize = 32
     static let recordTrailerSize = 4
+    /// The authenticator of a record of a version-2 sealed store, stored right before its CRC.
+    static let authenticatorSize = 16
 
     static let maxKeyLength = 16 * 1024
     static let maxValueLength = 64 * 1024 * 1024
@@ -45,10 +57,12 @@ enum Format {
     static let maxStoredValueLength = maxValueLength + 4 + maxKeyLength + maxSealerOverhead
 
     /// The length of a record with the given key and value lengths: header, key, value, zero padding to a
-    /// multiple of 8 that leaves room for the 4-byte CRC at its end.
+    /// multiple of 8 that leaves room for the 16-byte authenticator (authenticated records) and the 4-byte CRC at
+    /// its end.
     @inline(__always)
-    static func recordLength(keyLength: Int, valueLength: Int) -> Int {
-        (recordHeaderSize + keyLength + valueLength + recordTrailerSize + 7) & ~7
+    static func recordLength(keyLength: Int, valueLength: Int, authenticated: Bool = false) -> Int {
+        (recordHeaderSize + keyLength + valueLength + recordTrailerSize + (authenticated ? authenticatorSize : 0) + 7)
+            & ~7
     }
 
     /// The stored form of the log end: the offset in the low 48 bits, 16 bits of its CRC32C in the high 16.
@@ -84,6 +98,9 @@ enum RecordFlags {
     static let commit: UInt8 = 1
     /// The key field is the sealer's tag and the value field is sealed.
     static let sealed: UInt8 = 2
+    /// The record ends with an authenticator before its CRC (every record of a version-2 sealed store).
+    static let authenticated: UInt8 = 4
+    static let known: UInt8 = commit | sealed | authenticated
 }
 
 /// The type of a stored value, as recorded on disk.
@@ -117,7 +134,7 @@ enum ValueType: UInt8, CaseIterable {
 
 /// The static part of the header.
 struct Header: Equatable {
-    var version: UInt16 = Format.version
+    var version: UInt16 = Format.unauthenticatedVersion
     var flags: UInt32
     var uuid: StoreUUID
     var generation: UInt64
@@ -125,14 +142,26 @@ struct Header: Equatable {
     var keyCheck: [UInt8]
 
     var isEncrypted: Bool { flags & Format.flagEncrypted != 0 }
+    /// Whether every record of the log carries an authenticator (a version-2 sealed store).
+    var authenticatesRecords: Bool { version >= Format.authenticatedVersion }
 
     /// A new header with a random store UUID.
     static func new(keyCheck: [UInt8]?) -> Header {
         var rng = SystemRandomNumberGenerator()
         let uuid = StoreUUID(low: rng.next(), high: rng.next())
         return Header(
+            version: keyCheck == nil ? Format.unauthenticatedVersion : Format.authenticatedVersion,
             flags: keyCheck == nil ? 0 : Format.flagEncrypted, uuid: uuid, generation: 0,
             createdAt: Sys.nowMilliseconds(), keyCheck: keyCheck ?? [])
+    }
+
+    /// The header of a new image of this store (compaction, recovery, backup, restore, rekey): the next
+    /// generation, in the version its sealing calls for (a sealed version-1 store is upgraded to version 2).
+    func nextImage(generation: UInt64? = nil) -> Header {
+        var next = self
+        next.generation = generation ?? self.generation + 1
+        next.version = isEncrypted ? Format.authenticatedVersion : Format.unauthenticatedVersion
+        return next
     }
 
     /// The whole header page: the static part with its CRC, then the dynamic part (log end, flags).
@@ -186,7 +215,7 @@ struct Header: Equatable {
         guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[0..<Format.staticCRCOffset])) else {
             throw .damaged("the header checksum does not match")
         }
-        guard version == Format.version else { throw .damaged("the header names format version \(version)") }
+        guard version >= 1 else { throw .damaged("the header names format version \(version)") }
         let size = UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.headerSizeOffset, as: UInt16.self))
         guard Int(size) == Format.headerSize else { throw .damaged("the header size field is \(size)") }
         guard bytes.count >= Format.headerSize else {
@@ -195,9 +224,14 @@ struct Header: Equatable {
         let keyCheckLength = Int(
             UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.keyCheckLengthOffset, as: UInt16.self)))
         guard keyCheckLength <= Format.maxKeyCheckLength else { throw .damaged("the key check length is invalid") }
+        let flags = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.flagsOffset, as: UInt32.self))
+        // Version 2 means authenticated records, which only a sealed store has.
+        guard version == Format.unauthenticatedVersion || flags & Format.flagEncrypted != 0 else {
+            throw .damaged("the header names format version \(version) for a store that is not sealed")
+        }
         return Header(
             version: version,
-            flags: UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.flagsOffset, as: UInt32.self)),
+            flags: flags,
             uuid: StoreUUID(
                 low: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.uuidOffset, as: UInt64.self)),
                 high: UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.uuidOffset + 8, as: UInt64.self))),
@@ -250,11 +284,12 @@ struct RecordHeader {
     var seq: UInt64
     var expiresAt: Int64
 
-    var length: Int { Format.recordLength(keyLength: keyLength, valueLength: valueLength) }
+    var length: Int { Format.recordLength(keyLength: keyLength, valueLength: valueLength, authenticated: isAuthenticated) }
     var keyOffset: Int { offset + Format.recordHeaderSize }
     var valueOffset: Int { offset + Format.recordHeaderSize + keyLength }
     var isCommit: Bool { flags & RecordFlags.commit != 0 }
     var isSealed: Bool { flags & RecordFlags.sealed != 0 }
+    var isAuthenticated: Bool { flags & RecordFlags.authenticated != 0 }
 
     /// Reads the header at `offset` if its fields are plausible and the record fits below `limit`; does not
     /// check the CRC.
@@ -266,7 +301,7 @@ struct RecordHeader {
         else { return nil }
         let valueType = bytes[offset + 5]
         let flags = bytes[offset + 6]
-        guard bytes[offset + 7] == 0, flags & ~(RecordFlags.commit | RecordFlags.sealed) == 0 else { return nil }
+        guard bytes[offset + 7] == 0, flags & ~RecordFlags.known == 0 else { return nil }
         let keyLength = Int(UInt32(littleEndian: bytes.load(fromByteOffset: offset + 8, as: UInt32.self)))
         let valueLength = Int(UInt32(littleEndian: bytes.load(fromByteOffset: offset + 12, as: UInt32.self)))
         guard keyLength <= Format.maxKeyLength, valueLength <= Format.maxStoredValueLength else { return nil }
@@ -275,7 +310,9 @@ struct RecordHeader {
         case .delete: guard valueType == 0, keyLength > 0, valueLength == 0 else { return nil }
         case .removeAll: guard valueType == 0, keyLength == 0, valueLength == 0 else { return nil }
         case .commit:
-            guard valueType == 0, keyLength == 0, valueLength == 4, flags == RecordFlags.commit else { return nil }
+            guard valueType == 0, keyLength == 0, valueLength == 4,
+                flags & ~RecordFlags.authenticated == RecordFlags.commit
+            else { return nil }
         }
         let header = RecordHeader(
             offset: offset, kind: kind, valueType: valueType, flags: flags, keyLength: keyLength,
@@ -315,15 +352,17 @@ enum RecordWriter {
     static let afterMagic = CRC32C.afterPrefix(littleEndian: Format.recordMagic)
 
     /// Writes one record at `offset` and returns its header (its `length` is the bytes it took). The value is
-    /// produced by `fillValue` directly in place. The magic is stored last, after the CRC, so a half-written record
-    /// never starts with it.
+    /// produced by `fillValue` directly in place. With `auth` (a version-2 sealed store) the record is flagged
+    /// authenticated and its authenticator is computed before the CRC. The magic is stored last, after the CRC,
+    /// so a half-written record never starts with it.
     @inline(__always)
     static func write(
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, kind: RecordKind, valueType: UInt8, flags: UInt8,
-        seq: UInt64, expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int,
+        seq: UInt64, expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int, auth: RecordAuth? = nil,
         fillValue: (UnsafeMutableRawBufferPointer) throws -> Void
     ) rethrows -> RecordHeader {
-        let length = Format.recordLength(keyLength: key.count, valueLength: valueLength)
+        let flags = auth == nil ? flags & ~RecordFlags.authenticated : flags | RecordFlags.authenticated
+        let length = Format.recordLength(keyLength: key.count, valueLength: valueLength, authenticated: auth != nil)
         precondition(offset & 7 == 0 && offset + length <= bytes.count, "record does not fit its buffer")
         let base = bytes.baseAddress! + offset
         base.storeBytes(of: 0, toByteOffset: 0, as: UInt32.self)
@@ -342,6 +381,7 @@ enum RecordWriter {
         try fillValue(UnsafeMutableRawBufferPointer(start: base + valueStart, count: valueLength))
         let padStart = valueStart + valueLength
         (base + padStart).initializeMemory(as: UInt8.self, repeating: 0, count: length - padStart)
+        auth?.sign(UnsafeMutableRawBufferPointer(start: base, count: length), at: offset)
         var crc = RecordWriter.afterMagic
         crc.update(UnsafeRawBufferPointer(start: base + 4, count: length - 8))
         base.storeBytes(of: crc.value.littleEndian, toByteOffset: length - 4, as: UInt32.self)
@@ -352,19 +392,86 @@ enum RecordWriter {
     }
 
     /// Copies a verified record into `bytes` at `offset` with sequence number `seq`, setting its commit flag
-    /// (a new image holds only single committed records, numbered 1, 2, 3...), and returns its length.
+    /// (a new image holds only single committed records, numbered 1, 2, 3...), and returns its length. With
+    /// `auth` the copy gets a new authenticator, for its new image and offset.
     static func copy(
         _ record: RecordHeader, from source: UnsafeRawBufferPointer, into bytes: UnsafeMutableRawBufferPointer,
-        at offset: Int, seq: UInt64
+        at offset: Int, seq: UInt64, auth: RecordAuth?
     ) -> Int {
         let key = record.key(in: source)
         let value = record.value(in: source)
         return write(
             into: bytes, at: offset, kind: record.kind, valueType: record.valueType,
             flags: record.flags | RecordFlags.commit, seq: seq, expiresAt: record.expiresAt, key: key,
-            valueLength: value.count
+            valueLength: value.count, auth: auth
         ) { out in
             if !value.isEmpty { out.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count) }
         }.length
+    }
+}
+
+/// What authenticates the records of a version-2 sealed store: the sealer's MAC over a context that binds a
+/// record to its store (UUID), its file (generation: a new image renumbers and re-authenticates everything) and its
+/// offset, followed by the record's bytes from its kind byte to its padding. A record forged without the key,
+/// replayed from an older file or another store, or moved (reordered, or shifted by a record dropped before it)
+/// fails. The magic is not covered (it is constant, and written last); the CRC that follows covers the
+/// authenticator, so random damage is still found without the key.
+///
+/// Context (40 bytes): `"PKVa" | version u8 (2) | 3 zero bytes | store UUID (16) | generation u64 | offset u64`.
+struct RecordAuth {
+    let sealer: any PrefsSealer
+    let uuid: StoreUUID
+    let generation: UInt64
+
+    /// The authentication of records under `header`, when the store is sealed, of version 2, and a sealer is given.
+    init?(header: Header, sealer: (any PrefsSealer)?) {
+        guard let sealer, header.isEncrypted, header.authenticatesRecords else { return nil }
+        self.sealer = sealer
+        uuid = header.uuid
+        generation = header.generation
+    }
+
+    static let contextSize = 40
+    /// "PKVa", little-endian.
+    private static let domain: UInt32 = 0x6156_4B50
+
+    @inline(__always)
+    private func withContext<R>(offset: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        withUnsafeTemporaryAllocation(byteCount: RecordAuth.contextSize, alignment: 8) { context in
+            context.storeBytes(of: RecordAuth.domain.littleEndian, as: UInt32.self)
+            context.storeBytes(
+                of: UInt32(Format.authenticatedVersion).littleEndian, toByteOffset: 4, as: UInt32.self)
+            uuid.withUnsafeBytes { context.baseAddress!.advanced(by: 8).copyMemory(from: $0.baseAddress!, byteCount: 16) }
+            context.storeBytes(of: generation.littleEndian, toByteOffset: 24, as: UInt64.self)
+            context.storeBytes(of: UInt64(offset).littleEndian, toByteOffset: 32, as: UInt64.self)
+            return body(UnsafeRawBufferPointer(context))
+        }
+    }
+
+    /// Computes the authenticator of the record whose `length` bytes start `record` (at file offset `offset`)
+    /// and stores it in its place, before the CRC.
+    @inline(__always)
+    func sign(_ record: UnsafeMutableRawBufferPointer, at offset: Int) {
+        let macStart = record.count - Format.recordTrailerSize - Format.authenticatorSize
+        let covered = UnsafeRawBufferPointer(rebasing: record[4..<macStart])
+        let out = UnsafeMutableRawBufferPointer(rebasing: record[macStart..<macStart + Format.authenticatorSize])
+        withContext(offset: offset) { context in sealer.authenticate(context: context, record: covered, into: out) }
+    }
+
+    /// Whether the record (which verified its CRC) is flagged authenticated and its authenticator matches.
+    func isAuthentic(_ record: RecordHeader, in bytes: UnsafeRawBufferPointer) -> Bool {
+        guard record.isAuthenticated else { return false }
+        let end = record.offset + record.length
+        let macStart = end - Format.recordTrailerSize - Format.authenticatorSize
+        let covered = UnsafeRawBufferPointer(rebasing: bytes[record.offset + 4..<macStart])
+        return withUnsafeTemporaryAllocation(byteCount: Format.authenticatorSize, alignment: 8) { expected in
+            withContext(offset: record.offset) { context in
+                sealer.authenticate(context: context, record: covered, into: expected)
+            }
+            // Constant time: the comparison does not stop at the first differing byte.
+            var difference: UInt8 = 0
+            for i in 0..<Format.authenticatorSize { difference |= expected[i] ^ bytes[macStart + i] }
+            return difference == 0
+        }
     }
 }

@@ -8,6 +8,8 @@ struct ScanResult {
     var recordsKept = 0
     var damage: [PrefsDamage] = []
     var maxSeq: UInt64 = 0
+    /// Whether some damage is records that verify their CRC but not their authenticator (`damage` marks them).
+    var isTampered: Bool { damage.contains { $0.isTampering } }
 }
 
 enum LogScanner {
@@ -22,20 +24,25 @@ enum LogScanner {
     /// - `freeSpaceEndsLog`: zeros up to `limit` end the log instead of being damage (used when the log-end
     ///   word is unusable and the whole file is scanned).
     /// - `minimumSeq`: records found after damage must not go back in sequence below it.
+    /// - `auth`: in a version-2 sealed store scanned with its sealer, every record must also carry a matching
+    ///   authenticator. One that verifies its CRC but not its authenticator (forged, replayed, moved) is not
+    ///   applied, and the damaged range around it is marked as tampering.
     /// - `apply`: called for each committed record (set, delete, removeAll), in log order.
     static func scan(
         _ bytes: UnsafeRawBufferPointer, from start: Int, to limit: Int, freeSpaceEndsLog: Bool,
-        plainKeys: Bool, minimumSeq: UInt64 = 0, apply: (RecordHeader) -> Void
+        plainKeys: Bool, minimumSeq: UInt64 = 0, auth: RecordAuth? = nil, apply: (RecordHeader) -> Void
     ) -> ScanResult {
         precondition(start & 7 == 0 && start <= limit && limit <= bytes.count)
         // The common case, an intact log, takes two passes over the mapping and allocates nothing: the first
         // verifies every record and their order, the second applies them. Damage (rare) goes to the salvage
         // scan, which reads the range again from the start.
-        guard let end = intactEnd(bytes, from: start, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, minimumSeq)
+        guard
+            let end = intactEnd(
+                bytes, from: start, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, minimumSeq, auth: auth)
         else {
             return salvage(
                 bytes, from: start, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, plainKeys: plainKeys,
-                minimumSeq: minimumSeq, apply: apply)
+                minimumSeq: minimumSeq, auth: auth, apply: apply)
         }
         var log = Reader(bytes: bytes, plainKeys: plainKeys, start: start, minimumSeq: minimumSeq)
         var offset = start
@@ -53,12 +60,14 @@ enum LogScanner {
     /// numbers never decrease (up to trailing zeros, with `freeSpaceEndsLog`); nil when something is damaged.
     private static func intactEnd(
         _ bytes: UnsafeRawBufferPointer, from start: Int, to limit: Int, freeSpaceEndsLog: Bool,
-        _ minimumSeq: UInt64
+        _ minimumSeq: UInt64, auth: RecordAuth?
     ) -> Int? {
         var offset = start
         var lastSeq = minimumSeq
         while offset < limit {
-            guard let record = RecordHeader.verified(in: bytes, at: offset, limit: limit), record.seq >= lastSeq else {
+            guard case .record(let record) = found(in: bytes, at: offset, limit: limit, auth: auth),
+                record.seq >= lastSeq
+            else {
                 return freeSpaceEndsLog && firstNonZero(bytes, from: offset, to: limit) == nil ? offset : nil
             }
             lastSeq = record.seq
@@ -67,10 +76,29 @@ enum LogScanner {
         return offset
     }
 
+    /// What is at an offset of the log.
+    enum Found {
+        /// A record that verifies (and, with `auth`, is authentic).
+        case record(RecordHeader)
+        /// A record whose CRC verifies but whose authenticator does not (or that has none where it must).
+        case unauthentic(RecordHeader)
+        /// Nothing that verifies.
+        case nothing
+    }
+
+    @inline(__always)
+    static func found(
+        in bytes: UnsafeRawBufferPointer, at offset: Int, limit: Int, auth: RecordAuth?
+    ) -> Found {
+        guard let record = RecordHeader.verified(in: bytes, at: offset, limit: limit) else { return .nothing }
+        if let auth, !auth.isAuthentic(record, in: bytes) { return .unauthentic(record) }
+        return .record(record)
+    }
+
     /// The scan of a damaged range (see `scan`): keeps the longest run of verified records in sequence order.
     private static func salvage(
         _ bytes: UnsafeRawBufferPointer, from start: Int, to limit: Int, freeSpaceEndsLog: Bool,
-        plainKeys: Bool, minimumSeq: UInt64, apply: (RecordHeader) -> Void
+        plainKeys: Bool, minimumSeq: UInt64, auth: RecordAuth?, apply: (RecordHeader) -> Void
     ) -> ScanResult {
         var log = Reader(bytes: bytes, plainKeys: plainKeys, start: start, minimumSeq: minimumSeq)
         // Offsets only grow, so remembering the first non-zero byte found keeps zero checks linear overall.
@@ -90,7 +118,14 @@ enum LogScanner {
         var records: [RecordHeader] = []
         var offset = start
         while offset < limit {
-            let next = RecordHeader.verified(in: bytes, at: offset, limit: limit)
+            let next: RecordHeader?
+            switch found(in: bytes, at: offset, limit: limit, auth: auth) {
+            case .record(let record): next = record
+            case .unauthentic:
+                next = nil
+                log.unauthentic.append(offset)
+            case .nothing: next = nil
+            }
             // A record that goes back in sequence is intact but out of place (a page written elsewhere).
             if let record = next, record.seq >= records.last?.seq ?? minimumSeq {
                 records.append(record)
@@ -104,12 +139,19 @@ enum LogScanner {
             if next == nil { offset += 8 }
             while offset < limit {
                 if offset + Format.recordHeaderSize <= limit,
-                    bytes.load(fromByteOffset: offset, as: UInt32.self) == Format.recordMagic.littleEndian,
-                    let r = RecordHeader.verified(in: bytes, at: offset, limit: limit)
+                    bytes.load(fromByteOffset: offset, as: UInt32.self) == Format.recordMagic.littleEndian
                 {
-                    records.append(r)
-                    offset += r.length
-                    continue
+                    switch found(in: bytes, at: offset, limit: limit, auth: auth) {
+                    case .record(let r):
+                        records.append(r)
+                        offset += r.length
+                        continue
+                    case .unauthentic:
+                        // Its bytes are searched on: an authentic record may hide inside a forged length.
+                        log.unauthentic.append(offset)
+                    case .nothing:
+                        break
+                    }
                 }
                 if restIsZero(from: offset) {
                     end = offset
@@ -173,6 +215,8 @@ enum LogScanner {
         var pendingStart = 0
         var pendingCount = 0
         var pendingSeq: UInt64 = 0
+        /// Offsets of records that verified their CRC but not their authenticator, in file order.
+        var unauthentic: [Int] = []
 
         init(bytes: UnsafeRawBufferPointer, plainKeys: Bool, start: Int, minimumSeq: UInt64) {
             self.bytes = bytes
@@ -231,6 +275,12 @@ enum LogScanner {
         mutating func damaged(_ range: Range<Int>, next: RecordHeader?) {
             dropPending(upTo: range.lowerBound, "damage follows a transaction's members")
             var damage = LogScanner.describe(bytes, range, plainKeys: plainKeys)
+            let forged = unauthentic.filter { range.contains($0) }.count
+            if forged > 0 {
+                damage.isTampering = true
+                damage.reason =
+                    "\(forged) record(s) with a valid checksum fail authentication (forged, replayed or moved)"
+            }
             // Sequence numbers go up by one per commit, so the record kept after the damage tells how many
             // commits the damage swallowed (when it does not sit inside the same transaction).
             if let next, next.seq > result.maxSeq + 1 {

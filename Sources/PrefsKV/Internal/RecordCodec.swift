@@ -160,24 +160,24 @@ enum RecordCodec {
     }
 
     /// Writes a set record of `name` at `offset` (its on-disk key `key`, `storedLength` from `storedLength`)
-    /// and returns its header. Throws what the sealer throws.
+    /// and returns its header; `auth` authenticates it (a version-2 sealed store). Throws what the sealer throws.
     func writeSet(
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, flags: UInt8, seq: UInt64, name: String,
         key: UnsafeRawBufferPointer, type: ValueType, value: [UInt8], expiresAt: Int64, storedLength: Int,
-        uuid: StoreUUID
+        uuid: StoreUUID, auth: RecordAuth?
     ) throws -> RecordHeader {
         switch self {
         case .plain:
             return RecordWriter.write(
                 into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags, seq: seq,
-                expiresAt: expiresAt, key: key, valueLength: storedLength
+                expiresAt: expiresAt, key: key, valueLength: storedLength, auth: auth
             ) { out in
                 if !value.isEmpty { value.withUnsafeBytes { out.copyMemory(from: $0) } }
             }
         case .sealed(let sealed):
             return try RecordWriter.write(
                 into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags | RecordFlags.sealed,
-                seq: seq, expiresAt: expiresAt, key: key, valueLength: storedLength
+                seq: seq, expiresAt: expiresAt, key: key, valueLength: storedLength, auth: auth
             ) { out in
                 try sealed.seal(
                     name: name, value: value, tag: key, type: type, expiresAt: expiresAt, uuid: uuid, into: out)

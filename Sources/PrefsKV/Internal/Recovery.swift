@@ -16,6 +16,13 @@ enum Recovery {
             path: paths.data, quarantinePath: nil, recordsKept: recordsKept,
             recordsLost: damage.reduce(0) { $0 + $1.records }, lostKeys: damage.flatMap(\.keys), damage: damage,
             recoveredAt: Sys.nowMilliseconds())
+        if policy == .fail && damage.contains(where: \.isTampering) {
+            throw PrefsError(
+                .tampered,
+                "records of the sealed store verify their checksum but not their authenticator: they were forged, "
+                    + "replayed or moved by someone without the key; the file was left untouched: "
+                    + report.description, path: paths.data)
+        }
         if policy == .fail {
             throw PrefsError(
                 .corrupted,

@@ -20,6 +20,12 @@ enum Rekey {
             var storedLength: Int
         }
         let (live, _) = log.liveEntriesInOrder()
+        let header = log.header
+        var newHeader = header
+        newHeader.keyCheck = newSealer?.keyCheck ?? []
+        newHeader.flags = newSealer == nil ? header.flags & ~Format.flagEncrypted : header.flags | Format.flagEncrypted
+        newHeader = newHeader.nextImage()
+        let auth = RecordAuth(header: newHeader, sealer: newSealer)
         var items: [Item] = []
         var length = 0
         for entry in live {
@@ -30,13 +36,8 @@ enum Rekey {
                 Item(
                     name: name, type: entry.type, value: value, expiresAt: entry.expiresAt, key: key,
                     storedLength: stored))
-            length += Format.recordLength(keyLength: key.count, valueLength: stored)
+            length += Format.recordLength(keyLength: key.count, valueLength: stored, authenticated: auth != nil)
         }
-        let header = log.header
-        var newHeader = header
-        newHeader.generation += 1
-        newHeader.keyCheck = newSealer?.keyCheck ?? []
-        newHeader.flags = newSealer == nil ? header.flags & ~Format.flagEncrypted : header.flags | Format.flagEncrypted
         let uuid = header.uuid
         let image = try StoreImage.write(
             paths: log.paths, header: newHeader, logLength: length, capacity: Format.headerSize + 2 * length,
@@ -49,7 +50,7 @@ enum Rekey {
                         try newCodec.writeSet(
                             into: bytes, at: offset, flags: RecordFlags.commit, seq: UInt64(i + 1), name: item.name,
                             key: key, type: item.type, value: item.value, expiresAt: item.expiresAt,
-                            storedLength: item.storedLength, uuid: uuid)
+                            storedLength: item.storedLength, uuid: uuid, auth: auth)
                     }.length
                 } catch let error as PrefsError {
                     throw error

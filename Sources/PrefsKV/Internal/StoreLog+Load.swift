@@ -94,7 +94,7 @@ extension StoreLog {
                 UnsafeRawBufferPointer(rebasing: bytes[0..<Format.headerSize]), path: path, sealer: sealer)
         }
         var snapshot = Snapshot(file: file, header: header)
-        scan(into: &snapshot)
+        scan(into: &snapshot, sealer: sealer)
         return snapshot
     }
 
@@ -128,7 +128,7 @@ extension StoreLog {
             case .unsupportedVersion(let v):
                 throw PrefsError(
                     .unsupportedVersion,
-                    "the store was written by format version \(v); this library reads version \(Format.version); "
+                    "the store was written by format version \(v); this library reads versions up to \(Format.version); "
                         + "the file was left untouched", path: path)
             case .damaged(let why):
                 throw PrefsError(
@@ -144,6 +144,13 @@ extension StoreLog {
             }
             guard sealer.keyCheck == header.keyCheck else {
                 throw PrefsError(.wrongKey, "the sealer's key check does not match the store's: wrong key", path: path)
+            }
+            guard header.authenticatesRecords || sealer.acceptsUnauthenticatedLog else {
+                throw PrefsError(
+                    .tampered,
+                    "the store's header names format version \(header.version), whose records are not authenticated, "
+                        + "but its key was only ever used with authenticated records: the header was rewritten; the "
+                        + "file was left untouched", path: path)
             }
         } else if header.isEncrypted {
             throw PrefsError(.encrypted, "the store is sealed and was opened without a sealer", path: path)
@@ -168,8 +175,9 @@ extension StoreLog {
         syncDirectory(paths)
     }
 
-    /// Scans the whole log of a freshly mapped snapshot.
-    static func scan(into snapshot: inout Snapshot) {
+    /// Scans the whole log of a freshly mapped snapshot; with the sealer of a version-2 sealed store, every
+    /// record's authenticator is checked too.
+    static func scan(into snapshot: inout Snapshot, sealer: (any PrefsSealer)?) {
         let file = snapshot.file
         let size = file.mappedLength
         let word = file.logEndWord
@@ -202,7 +210,8 @@ extension StoreLog {
         var liveBytes = 0
         let result = file.withBytes { bytes in
             LogScanner.scan(
-                bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, plainKeys: !sealed
+                bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, plainKeys: !sealed,
+                auth: RecordAuth(header: snapshot.header, sealer: sealer)
             ) { record in
                 StoreLog.applyToIndex(record, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
             }

@@ -28,6 +28,9 @@ final class StoreLog {
 
     @exclusivity(unchecked) var file: MappedFile
     @exclusivity(unchecked) var header: Header
+    /// The sealer of a sealed store (the engine's codec holds the same one): it authenticates the records of a
+    /// version-2 file.
+    @exclusivity(unchecked) var sealer: (any PrefsSealer)?
     @exclusivity(unchecked) var index: KeyIndex
     @exclusivity(unchecked) var liveBytes: Int
     @exclusivity(unchecked) var recordCount: Int
@@ -44,6 +47,7 @@ final class StoreLog {
         multiProcess = configuration.sharing == .multiProcess
         file = snapshot.file
         header = snapshot.header
+        sealer = configuration.sealer
         index = snapshot.index
         liveBytes = snapshot.liveBytes
         recordCount = snapshot.recordCount
@@ -51,6 +55,9 @@ final class StoreLog {
         knownEnd = snapshot.end
         knownEndWord = snapshot.endWord
     }
+
+    /// How the records of the current file are authenticated: nil for a plain store and a version-1 sealed one.
+    var auth: RecordAuth? { RecordAuth(header: header, sealer: sealer) }
 
     /// Replaces the file and index with a snapshot's.
     func adopt(_ snapshot: Snapshot) {
@@ -124,7 +131,8 @@ final class StoreLog {
         var liveBytes = self.liveBytes
         let result = file.withBytes { bytes in
             LogScanner.scan(
-                bytes, from: knownEnd, to: end, freeSpaceEndsLog: false, plainKeys: !sealed, minimumSeq: nextSeq - 1
+                bytes, from: knownEnd, to: end, freeSpaceEndsLog: false, plainKeys: !sealed, minimumSeq: nextSeq - 1,
+                auth: auth
             ) { record in
                 if wants {
                     if record.kind == .removeAll {

@@ -86,6 +86,8 @@ struct TransactionPlan {
         let codec = engine.codec
         let paths = engine.paths
         let records = self.records
+        let auth = log.auth
+        let authenticated = auth != nil
         // Lay out the records.
         struct Layout {
             var key: [UInt8]
@@ -102,19 +104,23 @@ struct TransactionPlan {
                 let valueLength = codec.storedLength(name: name, valueLength: value.count)
                 layout = Layout(
                     key: key, valueLength: valueLength,
-                    length: Format.recordLength(keyLength: key.count, valueLength: valueLength))
+                    length: Format.recordLength(
+                        keyLength: key.count, valueLength: valueLength, authenticated: authenticated))
             case .delete(let indexKey, let name):
                 let key = codec.diskKey(name, indexKey: indexKey)
                 layout = Layout(
-                    key: key, valueLength: 0, length: Format.recordLength(keyLength: key.count, valueLength: 0))
+                    key: key, valueLength: 0,
+                    length: Format.recordLength(keyLength: key.count, valueLength: 0, authenticated: authenticated))
             case .removeAll:
-                layout = Layout(key: [], valueLength: 0, length: Format.recordLength(keyLength: 0, valueLength: 0))
+                layout = Layout(
+                    key: [], valueLength: 0,
+                    length: Format.recordLength(keyLength: 0, valueLength: 0, authenticated: authenticated))
             }
             layouts.append(layout)
             total += layout.length
         }
         let single = records.count == 1
-        let commitLength = Format.recordLength(keyLength: 0, valueLength: 4)
+        let commitLength = Format.recordLength(keyLength: 0, valueLength: 4, authenticated: authenticated)
         if !single { total += commitLength }
         let flags = single ? RecordFlags.commit : 0
         let uuid = log.header.uuid
@@ -130,7 +136,8 @@ struct TransactionPlan {
                         header = try layout.key.withUnsafeBytes { key in
                             try codec.writeSet(
                                 into: bytes, at: offset, flags: flags, seq: seq, name: name, key: key, type: type,
-                                value: value, expiresAt: expiresAt, storedLength: layout.valueLength, uuid: uuid)
+                                value: value, expiresAt: expiresAt, storedLength: layout.valueLength, uuid: uuid,
+                                auth: auth)
                         }
                     } catch {
                         throw PrefsError(
@@ -141,13 +148,13 @@ struct TransactionPlan {
                     header = layout.key.withUnsafeBytes { key in
                         RecordWriter.write(
                             into: bytes, at: offset, kind: .delete, valueType: 0, flags: flags | codec.recordFlags,
-                            seq: seq, expiresAt: 0, key: key, valueLength: 0
+                            seq: seq, expiresAt: 0, key: key, valueLength: 0, auth: auth
                         ) { _ in }
                     }
                 case .removeAll:
                     header = RecordWriter.write(
                         into: bytes, at: offset, kind: .removeAll, valueType: 0, flags: flags, seq: seq, expiresAt: 0,
-                        key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: 0
+                        key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: 0, auth: auth
                     ) { _ in }
                 }
                 headers.append(header)
@@ -156,7 +163,7 @@ struct TransactionPlan {
             if !single {
                 _ = RecordWriter.write(
                     into: bytes, at: offset, kind: .commit, valueType: 0, flags: RecordFlags.commit, seq: seq,
-                    expiresAt: 0, key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: 4
+                    expiresAt: 0, key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: 4, auth: auth
                 ) { out in out.storeBytes(of: UInt32(records.count).littleEndian, as: UInt32.self) }
             }
             return headers

@@ -5,7 +5,7 @@
 ///
 /// | offset | size | field |
 /// |---|---|---|
-/// | 0 | 1 | format (1) |
+/// | 0 | 1 | format: 1 (before record authentication), 2 |
 /// | 1 | 1 | key store kind: 1 Secret Service, 2 passphrase, 3 in-memory, 4 a vault item |
 /// | 2 | 2 | Argon2id passes (passphrase), else 0 |
 /// | 4 | 4 | Argon2id memory in KiB (passphrase), else 0 |
@@ -32,9 +32,12 @@ package struct KeyIdentity: Equatable, Sendable {
         }
     }
 
-    static let format: UInt8 = 1
+    /// The format of identities made now (2: the vault's log is authenticated and its service name is bound in).
+    static let currentFormat: UInt8 = 2
     static let encodedLength = 64
 
+    /// 1: written before record authentication; 2: every record of the vault's log is authenticated.
+    var format: UInt8 = KeyIdentity.currentFormat
     var kind: Kind
     var vaultID: [UInt8]
     var keyID: [UInt8]
@@ -63,7 +66,7 @@ package struct KeyIdentity: Equatable, Sendable {
 
     /// Bytes 0..<48: everything but the check value.
     var body: [UInt8] {
-        var bytes: [UInt8] = [Self.format, kind.rawValue]
+        var bytes: [UInt8] = [format, kind.rawValue]
         withUnsafeBytes(of: argonPasses.littleEndian) { bytes.append(contentsOf: $0) }
         withUnsafeBytes(of: argonMemoryKiB.littleEndian) { bytes.append(contentsOf: $0) }
         bytes += vaultID + keyID + salt
@@ -73,9 +76,12 @@ package struct KeyIdentity: Equatable, Sendable {
 
     /// Parses a header's key check; nil when it is not one of ours.
     init?(encoded bytes: [UInt8]) {
-        guard bytes.count == Self.encodedLength, bytes[0] == Self.format, let kind = Kind(rawValue: bytes[1]) else {
+        guard bytes.count == Self.encodedLength, (1...Self.currentFormat).contains(bytes[0]),
+            let kind = Kind(rawValue: bytes[1])
+        else {
             return nil
         }
+        format = bytes[0]
         self.kind = kind
         argonPasses = UInt16(bytes[2]) | UInt16(bytes[3]) << 8
         argonMemoryKiB = bytes[4..<8].reversed().reduce(0) { $0 << 8 | UInt32($1) }

@@ -240,6 +240,31 @@ package enum Sodium {
         message.withUnsafeBytes { keyedHash($0, key: key, length: length) }
     }
 
+    /// Keyed BLAKE2b of `first` followed by `second`, written into `output` (16...64 bytes: the hash length),
+    /// without joining the two. The hash state lives on the stack and is wiped.
+    static func keyedHash(
+        _ first: UnsafeRawBufferPointer, _ second: UnsafeRawBufferPointer, key: SecretBytes,
+        into output: UnsafeMutableRawBufferPointer
+    ) {
+        precondition((Int(crypto_generichash_BYTES_MIN)...Int(crypto_generichash_BYTES_MAX)).contains(output.count))
+        ensureInitialized()
+        // libsodium asks for a 64-byte aligned state.
+        withUnsafeTemporaryAllocation(byteCount: crypto_generichash_statebytes(), alignment: 64) { raw in
+            defer { sodium_memzero(raw.baseAddress, raw.count) }
+            let state = OpaquePointer(raw.baseAddress!)
+            var status = key.withUnsafeBytes { k in
+                crypto_generichash_init(state, k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count, output.count)
+            }
+            for part in [first, second] where !part.isEmpty {
+                status |= crypto_generichash_update(
+                    state, part.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(part.count))
+            }
+            status |= crypto_generichash_final(
+                state, output.baseAddress!.assumingMemoryBound(to: UInt8.self), output.count)
+            precondition(status == 0, "crypto_generichash failed for in-range arguments")
+        }
+    }
+
     // MARK: Argon2id
 
     /// Cost of one Argon2id derivation.

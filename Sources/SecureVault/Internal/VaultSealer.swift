@@ -12,6 +12,8 @@ final class VaultSealer: PrefsSealer {
     let keyCheck: [UInt8]
     private let dataKey: SecretBytes
     private let tagKey: SecretBytes
+    /// The key of the records' authenticators (PrefsKV format 2).
+    private let recordKey: SecretBytes
     private let associatedPrefix: [UInt8]
 
     /// Derives the subkeys of `masterKey` (32 bytes) for `identity`. Costs three guarded allocations (about
@@ -22,6 +24,7 @@ final class VaultSealer: PrefsSealer {
         dataKey = Sodium.deriveSubkey(from: masterKey, id: 1, context: "SVLTdata")
         tagKey = Sodium.deriveSubkey(from: masterKey, id: 2, context: "SVLTname")
         let checkKey = Sodium.deriveSubkey(from: masterKey, id: 3, context: "SVLTkchk")
+        recordKey = Sodium.deriveSubkey(from: masterKey, id: 4, context: "SVLTrmac")
         let body = identity.body
         keyCheck = body + Sodium.keyedHash(body, key: checkKey, length: 16)
         associatedPrefix = Array("SVLT".utf8) + [1] + identity.vaultID + identity.keyID
@@ -32,6 +35,17 @@ final class VaultSealer: PrefsSealer {
     }
 
     var overhead: Int { Sodium.AEAD.overhead }
+
+    /// Keyed BLAKE2b-128 under its own subkey of the master key.
+    func authenticate(
+        context: UnsafeRawBufferPointer, record: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer
+    ) {
+        Sodium.keyedHash(context, record, key: recordKey, into: output)
+    }
+
+    /// A vault created or rotated since record authentication (identity format 2) never had unauthenticated
+    /// records: its header rewritten to format 1 is refused as tampered.
+    var acceptsUnauthenticatedLog: Bool { identity.format < 2 }
 
     func seal(
         _ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
