@@ -204,7 +204,9 @@ extension Vault {
 
     /// Checks every record's checksum and opens every item with the key.
     package func verify() throws -> VaultVerifyReport {
-        guard let store = try openStore(create: false), let sealer = opened.withLock({ $0?.sealer }) else {
+        // The key, not an open store: a file whose damage or tampering keeps it from opening is what verify
+        // must still describe. The scan authenticates every record with the key.
+        guard let sealer = try opened.withLock({ $0?.sealer }) ?? existingSealer() else {
             throw VaultError(code: .notFound, message: "vault '\(service)' has no file at \(path)")
         }
         let damage: [PrefsDamage]
@@ -212,6 +214,11 @@ extension Vault {
             damage = try PrefsStore.verify(id: service, directory: storeDirectory, sealer: sealer).damage
         } catch {
             throw VaultError.wrapping(error, vault: service)
+        }
+        // A damaged vault does not open (it never salvages on its own): no item is opened then.
+        guard damage.isEmpty else { return VaultVerifyReport(itemsOpened: 0, failures: [], damage: damage) }
+        guard let store = try openStore(create: false) else {
+            throw VaultError(code: .notFound, message: "vault '\(service)' has no file at \(path)")
         }
         var opened = 0
         var failures: [(key: String, error: VaultError)] = []

@@ -31,6 +31,14 @@ extension Vault {
 
     /// Opens the vault file if there is one: reads which key it needs from its header, asks the key store.
     private func openExisting() throws(VaultError) -> PrefsStore? {
+        guard let sealer = try existingSealer() else { return nil }
+        return try adopt(sealer: sealer)
+    }
+
+    /// The sealer of the vault file, if there is one: which key it needs is read from its header, the key from
+    /// the key store (or this process's cache), and checked against the header. Opens nothing: `verify` uses
+    /// it on a file too damaged to open.
+    func existingSealer() throws(VaultError) -> VaultSealer? {
         // The file's owner and mode are checked before its header is read (and again, on the descriptor, by the
         // store's open: PrefsKV's FileTrust).
         try checkFile()
@@ -75,7 +83,7 @@ extension Vault {
                     path: path)
             }
         }
-        return try adopt(sealer: sealer)
+        return sealer
     }
 
     /// Opens (or creates) the PrefsKV store with `sealer` and keeps it for later calls.

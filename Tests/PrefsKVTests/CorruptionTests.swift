@@ -5,7 +5,9 @@ import TestSupport
 @testable import PrefsKV
 
 /// The record length the format defines: 32-byte header, key, value, zero padding, 4-byte CRC, 8-aligned.
-func recordLength(key: Int, value: Int) -> Int { (32 + key + value + 4 + 7) & ~7 }
+func recordLength(key: Int, value: Int, authenticated: Bool = false) -> Int {
+    (32 + key + value + 4 + (authenticated ? 16 : 0) + 7) & ~7
+}
 
 /// A store written record by record, with each record's place and effect known to the test.
 struct Fixture {
@@ -209,7 +211,7 @@ enum HeaderFault: String, CaseIterable, CustomStringConvertible {
         switch self {
         case .wrongMagic: b[3] = UInt8(ascii: "X")
         case .newerVersionWithValidChecksum:
-            b[8] = 2
+            b[8] = UInt8(Format.version + 1)
             let crc = CRC32C.checksum(Array(b[0..<124]))
             withUnsafeBytes(of: crc.littleEndian) { for i in 0..<4 { b[124 + i] = $0[i] } }
         case .flippedVersionByte: b[8] ^= 0xFF

@@ -69,8 +69,9 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         #expect(try openSealed(dir, key: 1).string(forKey: "token") == "secret")
     }
 
-    /// Rewrites a record's value (or expiry) with another's and repairs the CRC: only the sealer can tell.
-    @Test func aCiphertextMovedUnderAnotherKeyOrRedatedFailsToOpen() throws {
+    /// Rewrites a record's value (or expiry) with another's and repairs the CRC: a keyless checksum cannot tell,
+    /// the record's authenticator can (format 2), so the open finds it before any value is read.
+    @Test func aCiphertextMovedUnderAnotherKeyOrRedatedIsTampering() throws {
         let dir = try TempDir("tamper")
         do {
             let store = try openSealed(dir)
@@ -79,34 +80,48 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         }
         let original = try readBytes(dir.file("ui.prefs"))
         let tagLength = 16
-        let length = recordLength(key: tagLength, value: 4 + 6 + 8 + 16)
+        let length = recordLength(key: tagLength, value: 4 + 6 + 8 + 16, authenticated: true)
         let first = 4096
         let second = 4096 + length
         func repairCRC(_ b: inout [UInt8], _ offset: Int, _ length: Int) {
             let crc = CRC32C.checksum(Array(b[offset..<offset + length - 4]))
             withUnsafeBytes(of: crc.littleEndian) { for i in 0..<4 { b[offset + length - 4 + i] = $0[i] } }
         }
-        // The second key's sealed value moved under the first key's tag.
+        /// What each kind of store makes of the altered file: verify with the key finds the one record, verify
+        /// without it cannot; `.fail` refuses it as tampered and leaves it byte-identical; `.salvage` drops it.
+        func expectTampering(_ altered: [UInt8]) throws {
+            try writeBytes(altered, to: dir.file("ui.prefs"))
+            let report = try PrefsStore.verify(id: "ui", directory: dir.path, sealer: TestSealer(key: 1))
+            #expect(report.damage.map(\.range) == [first..<first + length])
+            #expect(report.damage.allSatisfy { $0.isTampering })
+            #expect(try PrefsStore.verify(id: "ui", directory: dir.path).isClean)  // checksums alone cannot tell
+            expectError(.tampered) {
+                try openStore(dir) {
+                    $0.sealer = TestSealer(key: 1)
+                    $0.recovery = .fail
+                }
+            }
+            #expect(try readBytes(dir.file("ui.prefs")) == altered)
+            let salvaged = try openSealed(dir)
+            let recovery = try #require(salvaged.lastRecovery)
+            #expect(recovery.damage.map(\.range) == [first..<first + length] && recovery.recordsLost == 1)
+            #expect(try salvaged.string(forKey: "first") == nil)
+            #expect(try salvaged.string(forKey: "second") == "bbbbbbbb")
+        }
+        // The second key's sealed value moved under the first key's tag (value and padding; not the authenticator).
         var moved = original
         let valueStart = 32 + tagLength
+        let authenticatorStart = length - 4 - 16
         moved.replaceSubrange(
-            first + valueStart..<first + length - 4, with: original[second + valueStart..<second + length - 4])
+            first + valueStart..<first + authenticatorStart,
+            with: original[second + valueStart..<second + authenticatorStart])
         repairCRC(&moved, first, length)
-        try writeBytes(moved, to: dir.file("ui.prefs"))
-        let store = try openSealed(dir)
-        #expect(store.lastRecovery == nil)
-        expectError(.tampered) { try store.string(forKey: "first") }
-        #expect(try store.string(forKey: "second") == "bbbbbbbb")
-        let report = try store.verify()
-        #expect(report.damage.map(\.range) == [first..<first + length])
+        try expectTampering(moved)
         // An expiry pushed into the future.
         var redated = original
         redated[first + 24 + 6] = 0x01  // 2^48 ms: far in the future
         repairCRC(&redated, first, length)
-        try writeBytes(redated, to: dir.file("ui.prefs"))
-        expectError(.tampered) { try openSealed(dir).string(forKey: "first") }
-        #expect(try PrefsStore.verify(id: "ui", directory: dir.path, sealer: TestSealer(key: 1)).damage.count == 1)
-        #expect(try PrefsStore.verify(id: "ui", directory: dir.path).isClean)  // checksums alone cannot tell
+        try expectTampering(redated)
     }
 
     @Test func settingAnUnchangedSealedValueWritesNothing() throws {

@@ -5,8 +5,13 @@ public import PrefsKV
 /// detection) the way SecureVault's will.
 public final class TestSealer: PrefsSealer {
     public let key: UInt64
+    /// Whether stores written before record authentication (format 1) open with it.
+    public let acceptsUnauthenticatedLog: Bool
 
-    public init(key: UInt64) { self.key = key }
+    public init(key: UInt64, acceptsUnauthenticatedLog: Bool = true) {
+        self.key = key
+        self.acceptsUnauthenticatedLog = acceptsUnauthenticatedLog
+    }
 
     public var keyCheck: [UInt8] { bytes(mix(key ^ 0x6B65_7963_6865_636B)) }
 
@@ -69,9 +74,6 @@ public final class TestSealer: PrefsSealer {
         output.storeBytes(of: first.littleEndian, as: UInt64.self)
         output.storeBytes(of: second.littleEndian, toByteOffset: 8, as: UInt64.self)
     }
-
-    /// Test stores of every format open with it.
-    public var acceptsUnauthenticatedLog: Bool { true }
 
     private func authenticator(_ data: UnsafeRawBufferPointer, _ ad: UnsafeRawBufferPointer) -> UInt64 {
         mix(hash(Array(data), seed: key ^ 0x6D61_63) ^ mix(hash(Array(ad), seed: key ^ 0x6164)) ^ UInt64(ad.count))

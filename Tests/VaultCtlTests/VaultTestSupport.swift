@@ -153,7 +153,7 @@ final class VaultSandbox {
 
     /// The records of a PrefsKV file's log, in file order (Documentation/FileFormat.md: the log starts at
     /// 4096 and ends at the low 48 bits of the word at 256; a record is 32 header bytes, key, value, padding to
-    /// 8 and a CRC32C of everything before it).
+    /// 8, a 16-byte authenticator when its flags (byte 6) have bit 2, and a CRC32C of everything before it).
     static func records(_ bytes: [UInt8]) -> [Record] {
         func u32(_ at: Int) -> Int { (0..<4).reduce(0) { $0 | Int(bytes[at + $1]) << (8 * $1) } }
         let logEnd = (0..<6).reduce(0) { $0 | Int(bytes[256 + $1]) << (8 * $1) }
@@ -164,7 +164,7 @@ final class VaultSandbox {
             let valueLength = u32(offset + 12)
             let record = Record(
                 offset: offset, kind: bytes[offset + 4], keyLength: keyLength, valueLength: valueLength,
-                length: (32 + keyLength + valueLength + 4 + 7) & ~7)
+                length: (32 + keyLength + valueLength + 4 + (bytes[offset + 6] & 4 != 0 ? 16 : 0) + 7) & ~7)
             records.append(record)
             offset += record.length
         }

@@ -14,8 +14,10 @@ enum Verify {
             // Authenticate every committed set record, live or not.
             file.withBytes { bytes in
                 let limit = snapshot.end
-                _ = LogScanner.scan(bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: true, plainKeys: false) {
-                    record in
+                _ = LogScanner.scan(
+                    bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: true, plainKeys: false,
+                    auth: RecordAuth(header: header, sealer: sealer)
+                ) { record in
                     guard record.kind == .set, record.isSealed else { return }
                     let ok: Bool = SealedRecordCodec.withAssociatedData(
                         uuid: header.uuid, tag: record.key(in: bytes),
@@ -28,7 +30,7 @@ enum Verify {
                         damage.append(
                             PrefsDamage(
                                 range: record.offset..<record.offset + record.length, records: 1, keys: [],
-                                reason: "a sealed value fails to authenticate (tampered or moved)"))
+                                reason: "a sealed value fails to authenticate (tampered or moved)", isTampering: true))
                     }
                 }
             }

@@ -1,0 +1,312 @@
+// Issue 14, point 2: in a sealed store every record is authenticated with its place in the log bound in, so a
+// record forged without the key, replayed from an older copy of the file, reordered or dropped from the middle is
+// found (`tampered` under `.fail`, dropped and reported under `.salvage`, never applied), while a keyless CRC
+// would have let each one pass. Every case writes real bytes into a real store file. Format-1 (legacy) sealed
+// stores still open, are upgraded by compaction, and a header rewritten to format 1 is refused.
+import Foundation
+import Testing
+import TestSealer
+
+@testable import PrefsKV
+
+/// A store file's records and log end, for writing forged bytes into it (keyless: CRC32C only).
+private struct LogFile {
+    var bytes: [UInt8]
+
+    init(_ path: String) throws { bytes = try readBytes(path) }
+
+    var logEnd: Int {
+        get {
+            bytes.withUnsafeBytes {
+                Format.decodeLogEnd(UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: Format.logEndOffset, as: UInt64.self)))!
+            }
+        }
+        set {
+            withUnsafeBytes(of: Format.encodeLogEnd(newValue).littleEndian) {
+                bytes.replaceSubrange(Format.logEndOffset..<Format.logEndOffset + 8, with: $0)
+            }
+        }
+    }
+
+    /// The verified records below the log end, in order.
+    var records: [RecordHeader] {
+        bytes.withUnsafeBytes { raw in
+            var found: [RecordHeader] = []
+            var offset = Format.logStart
+            while offset < logEnd, let record = RecordHeader.verified(in: raw, at: offset, limit: logEnd) {
+                found.append(record)
+                offset += record.length
+            }
+            return found
+        }
+    }
+
+    func recordBytes(_ record: RecordHeader) -> [UInt8] { Array(bytes[record.offset..<record.offset + record.length]) }
+
+    /// Appends `record` (whole record bytes) at the log end and moves the log end past it, as a writer would.
+    mutating func append(_ record: [UInt8]) {
+        let end = logEnd
+        if bytes.count < end + record.count { bytes += [UInt8](repeating: 0, count: end + record.count - bytes.count) }
+        bytes.replaceSubrange(end..<end + record.count, with: record)
+        logEnd = end + record.count
+    }
+
+    /// Recomputes the CRC32C of the record at `offset`, `length` bytes long.
+    mutating func fixChecksum(at offset: Int, length: Int) {
+        let crc = CRC32C.checksum(Array(bytes[offset..<offset + length - 4]))
+        withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(offset + length - 4..<offset + length, with: $0) }
+    }
+
+    /// Rewrites the sequence number of the record at `offset`.
+    mutating func setSeq(_ seq: UInt64, at offset: Int) {
+        withUnsafeBytes(of: seq.littleEndian) { bytes.replaceSubrange(offset + 16..<offset + 24, with: $0) }
+    }
+}
+
+/// A record built with the engine's own writer but no key: what anyone who can write the file can produce.
+private func forgedRecord(
+    kind: RecordKind, key: [UInt8], seq: UInt64, flags: UInt8, value: [UInt8] = [], valueType: UInt8 = 0
+) -> [UInt8] {
+    let authenticated = flags & RecordFlags.authenticated != 0
+    let length = Format.recordLength(keyLength: key.count, valueLength: value.count, authenticated: authenticated)
+    var out = [UInt8](repeating: 0, count: length)
+    out.withUnsafeMutableBytes { buffer in
+        key.withUnsafeBytes { k in
+            _ = RecordWriter.write(
+                into: buffer, at: 0, kind: kind, valueType: valueType, flags: flags, seq: seq, expiresAt: 0, key: k,
+                valueLength: value.count
+            ) { v in value.withUnsafeBytes { if !$0.isEmpty { v.copyMemory(from: $0) } } }
+        }
+    }
+    // The writer clears the authenticated flag without a key: set it again, with a made-up authenticator, and
+    // make the checksum valid (it covers the flag and the authenticator).
+    if authenticated {
+        out[6] |= RecordFlags.authenticated
+        for i in length - 20..<length - 4 { out[i] = 0xA5 }
+        let crc = CRC32C.checksum(Array(out[0..<length - 4]))
+        withUnsafeBytes(of: crc.littleEndian) { out.replaceSubrange(length - 4..<length, with: $0) }
+    }
+    return out
+}
+
+private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1)) throws -> PrefsStore {
+    try openStore(dir) {
+        $0.sealer = sealer
+        $0.recovery = .fail
+    }
+}
+
+@Suite struct RecordForgeryTests {
+    /// Writes `altered` over the store, then checks what each reader makes of it: `.fail` refuses it as tampered
+    /// and leaves the file byte-identical; verify with the key reports tampering, without it the checksums pass;
+    /// `.salvage` keeps what is authentic and reports the rest. Returns the salvaged store.
+    @discardableResult
+    private func expectTampered(_ dir: TempDir, _ altered: [UInt8], sourceLocation: SourceLocation = #_sourceLocation)
+        throws -> PrefsStore
+    {
+        let path = dir.file("ui.prefs")
+        try writeBytes(altered, to: path)
+        expectError(.tampered, sourceLocation: sourceLocation) { try openStrict(dir) }
+        #expect(try readBytes(path) == altered, sourceLocation: sourceLocation)
+        let report = try PrefsStore.verify(id: "ui", directory: dir.path, sealer: TestSealer(key: 1))
+        #expect(!report.isClean && report.damage.contains { $0.isTampering }, sourceLocation: sourceLocation)
+        #expect(try PrefsStore.verify(id: "ui", directory: dir.path).isClean, sourceLocation: sourceLocation)
+        let salvaged = try openSealed(dir)
+        #expect(salvaged.lastRecovery?.damage.contains { $0.isTampering } == true, sourceLocation: sourceLocation)
+        return salvaged
+    }
+
+    private func filledStore(_ dir: TempDir) throws -> [UInt8] {
+        let store = try openStrict(dir)
+        try store.set("v1", forKey: "token")
+        try store.set("kept", forKey: "other")
+        try store.set("v2", forKey: "token")
+        return try readBytes(dir.file("ui.prefs"))
+    }
+
+    @Test func aForgedDeleteIsTamperingNeverAbsence() throws {
+        let dir = try TempDir("forge-delete")
+        _ = try filledStore(dir)
+        var file = try LogFile(dir.file("ui.prefs"))
+        let tag = TestSealer(key: 1).tag(forKey: "token")
+        let seq = file.records.last!.seq + 1
+        // Without and with the authenticated flag (then with a made-up authenticator): both checksums are valid.
+        for flags in [RecordFlags.commit | RecordFlags.sealed, RecordFlags.commit | RecordFlags.sealed | RecordFlags.authenticated] {
+            var forged = file
+            forged.append(forgedRecord(kind: .delete, key: tag, seq: seq, flags: flags))
+            let salvaged = try expectTampered(dir, forged.bytes)
+            // The forged delete was not applied: the token still reads its real value.
+            #expect(try salvaged.string(forKey: "token") == "v2")
+            #expect(try salvaged.string(forKey: "other") == "kept")
+            file = try LogFile(dir.file("ui.prefs"))
+        }
+    }
+
+    @Test func aForgedRemoveAllAndCommitAreTampering() throws {
+        let dir = try TempDir("forge-clear")
+        _ = try filledStore(dir)
+        let original = try LogFile(dir.file("ui.prefs"))
+        let seq = original.records.last!.seq + 1
+        var cleared = original
+        cleared.append(forgedRecord(kind: .removeAll, key: [], seq: seq, flags: RecordFlags.commit))
+        #expect(try expectTampered(dir, cleared.bytes).string(forKey: "token") == "v2")
+        // A transaction of the token's delete and a commit record, both forged.
+        var transaction = original
+        transaction.append(
+            forgedRecord(kind: .delete, key: TestSealer(key: 1).tag(forKey: "token"), seq: seq, flags: RecordFlags.sealed))
+        transaction.append(forgedRecord(kind: .commit, key: [], seq: seq, flags: RecordFlags.commit, value: [1, 0, 0, 0]))
+        #expect(try expectTampered(dir, transaction.bytes).string(forKey: "token") == "v2")
+    }
+
+    @Test func anOldRecordReplayedAtTheEndIsTamperingNotTheOldValue() throws {
+        let dir = try TempDir("forge-replay")
+        _ = try filledStore(dir)
+        var file = try LogFile(dir.file("ui.prefs"))
+        let records = file.records
+        // The first record set the token to "v1": copy it to the end with the next sequence number, CRC fixed.
+        let replayed = file.recordBytes(records[0])
+        let end = file.logEnd
+        file.append(replayed)
+        file.setSeq(records.last!.seq + 1, at: end)
+        file.fixChecksum(at: end, length: replayed.count)
+        let salvaged = try expectTampered(dir, file.bytes)
+        #expect(try salvaged.string(forKey: "token") == "v2")
+    }
+
+    @Test func anOldRecordReplayedFromAnEarlierCopyOfTheFileIsTampering() throws {
+        let dir = try TempDir("forge-old-copy")
+        let store = try openStrict(dir)
+        try store.set("old secret", forKey: "token")
+        let earlier = try LogFile(dir.file("ui.prefs"))
+        try store.set("new secret", forKey: "token")
+        try store.compact()  // a new file generation: the old record's place is another record's now
+        try store.set("newest", forKey: "other")
+        var current = try LogFile(dir.file("ui.prefs"))
+        let old = earlier.recordBytes(earlier.records[0])
+        let end = current.logEnd
+        current.append(old)
+        current.setSeq(current.records.last.map { $0.seq + 1 } ?? 1, at: end)
+        current.fixChecksum(at: end, length: old.count)
+        let salvaged = try expectTampered(dir, current.bytes)
+        #expect(try salvaged.string(forKey: "token") == "new secret")
+    }
+
+    @Test func reorderedRecordsAreTampering() throws {
+        let dir = try TempDir("forge-reorder")
+        let store = try openStrict(dir)
+        try store.set("aaaa", forKey: "k1")
+        try store.set("bbbb", forKey: "k2")
+        try store.set("cccc", forKey: "k1")
+        var file = try LogFile(dir.file("ui.prefs"))
+        let records = file.records
+        try #require(records.count == 3 && records[0].length == records[2].length)
+        // Swap the first and last sets of k1, sequence numbers kept in order: only the bound offsets tell.
+        var first = file.recordBytes(records[0])
+        var last = file.recordBytes(records[2])
+        swap(&first[16..<24], &last[16..<24])
+        file.bytes.replaceSubrange(records[0].offset..<records[0].offset + first.count, with: last)
+        file.bytes.replaceSubrange(records[2].offset..<records[2].offset + last.count, with: first)
+        file.fixChecksum(at: records[0].offset, length: first.count)
+        file.fixChecksum(at: records[2].offset, length: last.count)
+        try expectTampered(dir, file.bytes)
+    }
+
+    @Test func aRecordDroppedFromTheMiddleIsTampering() throws {
+        let dir = try TempDir("forge-drop")
+        let store = try openStrict(dir)
+        try store.set("aaaa", forKey: "k1")
+        try store.set("gone", forKey: "k2")
+        try store.set("cccc", forKey: "k3")
+        var file = try LogFile(dir.file("ui.prefs"))
+        let records = file.records
+        let dropped = records[1]
+        // Remove k2's record and close the gap; later sequence numbers renumbered, checksums valid, log end moved.
+        let end = file.logEnd
+        file.bytes.removeSubrange(dropped.offset..<dropped.offset + dropped.length)
+        file.bytes += [UInt8](repeating: 0, count: dropped.length)
+        file.setSeq(dropped.seq, at: dropped.offset)
+        file.fixChecksum(at: dropped.offset, length: records[2].length)
+        file.logEnd = end - dropped.length
+        let salvaged = try expectTampered(dir, file.bytes)
+        #expect(try salvaged.string(forKey: "k1") == "aaaa")
+        #expect(try salvaged.string(forKey: "k2") == nil && salvaged.string(forKey: "k3") == nil)
+    }
+
+    /// A plain store keeps its keyless CRC: what it detects (damage) and what it cannot (a record rewritten with a
+    /// valid checksum) are documented in FileFormat.md.
+    @Test func aPlainStoreStaysFormatOneWithAKeylessChecksum() throws {
+        let dir = try TempDir("plain-v1")
+        try openStore(dir).set("v", forKey: "k")
+        let bytes = try readBytes(dir.file("ui.prefs"))
+        #expect(bytes[8] == 1 && bytes[9] == 0)
+        let file = try LogFile(dir.file("ui.prefs"))
+        #expect(file.records.count == 1 && !file.records[0].isAuthenticated)
+    }
+}
+
+/// Format-1 sealed stores: written before record authentication, still read, upgraded by their next image.
+@Suite struct LegacySealedStoreTests {
+    /// Rewrites a format-2 sealed store as format 1: header version 1, every record without its authenticator,
+    /// checksums recomputed (what a store written by the previous release looks like, byte for byte).
+    private func downgrade(_ bytes: [UInt8]) -> [UInt8] {
+        var file = LogFile(bytes: bytes)
+        var log: [UInt8] = []
+        for record in file.records {
+            var raw = file.recordBytes(record)
+            let unauthenticated = Format.recordLength(
+                keyLength: record.keyLength, valueLength: record.valueLength, authenticated: false)
+            raw[6] &= ~RecordFlags.authenticated
+            raw = Array(raw[0..<unauthenticated - 4])
+            for i in 32 + record.keyLength + record.valueLength..<raw.count { raw[i] = 0 }
+            let crc = CRC32C.checksum(raw)
+            withUnsafeBytes(of: crc.littleEndian) { raw += $0 }
+            log += raw
+        }
+        var out = Array(file.bytes[0..<Format.logStart]) + log
+        out += [UInt8](repeating: 0, count: max(0, file.bytes.count - out.count))
+        out[8] = 1
+        let crc = CRC32C.checksum(Array(out[0..<Format.staticCRCOffset]))
+        withUnsafeBytes(of: crc.littleEndian) { out.replaceSubrange(Format.staticCRCOffset..<Format.staticCRCOffset + 4, with: $0) }
+        file.bytes = out
+        file.logEnd = Format.logStart + log.count
+        return file.bytes
+    }
+
+    @Test func aFormatOneSealedStoreOpensAndItsNextCompactionAuthenticatesIt() throws {
+        let dir = try TempDir("legacy")
+        do {
+            let store = try openSealed(dir)
+            try store.set("secret", forKey: "token")
+            try store.set(42, forKey: "count")
+        }
+        let legacy = downgrade(try readBytes(dir.file("ui.prefs")))
+        try writeBytes(legacy, to: dir.file("ui.prefs"))
+        #expect(try PrefsStore.inspect(id: "ui", directory: dir.path)?.authenticatesRecords == false)
+        let store = try openSealed(dir)
+        #expect(try store.string(forKey: "token") == "secret" && store.int(forKey: "count") == 42)
+        try store.set("later", forKey: "token")  // appended to a format-1 log: no authenticator
+        #expect(try LogFile(dir.file("ui.prefs")).records.allSatisfy { !$0.isAuthenticated })
+        try store.compact()
+        let upgraded = try LogFile(dir.file("ui.prefs"))
+        #expect(upgraded.bytes[8] == 2 && upgraded.records.allSatisfy(\.isAuthenticated))
+        #expect(try PrefsStore.inspect(id: "ui", directory: dir.path)?.authenticatesRecords == true)
+        #expect(try store.string(forKey: "token") == "later")
+        #expect(try openSealed(dir).int(forKey: "count") == 42)
+        #expect(try PrefsStore.verify(id: "ui", directory: dir.path, sealer: TestSealer(key: 1)).isClean)
+    }
+
+    @Test func aHeaderRewrittenToFormatOneIsTamperedForAKeyThatNeverUsedIt() throws {
+        let dir = try TempDir("downgrade")
+        let strict = TestSealer(key: 1, acceptsUnauthenticatedLog: false)
+        try openStore(dir) { $0.sealer = strict }.set("secret", forKey: "token")
+        let downgraded = downgrade(try readBytes(dir.file("ui.prefs")))
+        try writeBytes(downgraded, to: dir.file("ui.prefs"))
+        // Forged records need no authenticator in a format-1 log: the key must refuse such a log outright.
+        expectError(.tampered) { try openStore(dir) { $0.sealer = strict } }
+        #expect(try readBytes(dir.file("ui.prefs")) == downgraded)
+    }
+}
+
+extension LogFile {
+    init(bytes: [UInt8]) { self.bytes = bytes }
+}
