@@ -132,5 +132,8 @@ public final class InMemoryKeys: Sendable {
 
     func load(_ name: String) -> SecretBytes? { keys.withLock { $0[name] } }
     func save(_ key: SecretBytes, as name: String) { keys.withLock { $0[name] = key } }
-    func delete(_ name: String) { keys.withLock { _ = $0.removeValue(forKey: name) } }
+    @discardableResult
+    func delete(_ name: String) -> Bool { keys.withLock { $0.removeValue(forKey: name) != nil } }
+    /// Whether some key's name starts with `prefix`.
+    func contains(prefix: String) -> Bool { keys.withLock { $0.keys.contains { $0.hasPrefix(prefix) } } }
 }

@@ -103,7 +103,8 @@ extension Vault {
     }
 
     /// Async twin of ``wipe()``.
-    public func wipe() async throws {
+    @discardableResult
+    public func wipe() async throws -> VaultWipeReport {
         try await offloaded { try self.wipe() }
     }
 

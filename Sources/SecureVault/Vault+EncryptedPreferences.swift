@@ -51,12 +51,13 @@ extension Vault {
                                 + "in vault '\(service)'; the file was left untouched",
                             path: inspection.path)
                     }
-                    sealer = VaultSealer(masterKey: key, identity: identity)
+                    sealer = VaultSealer(masterKey: key, identity: identity, service: id)
                     guard sealer.keyCheck == inspection.keyCheck else {
                         throw VaultError(
                             code: .wrongKey,
-                            message: "the key '\(itemName)' in vault '\(service)' does not open store '\(id)'; "
-                                + "the file was left untouched", path: inspection.path)
+                            message: "the key '\(itemName)' in vault '\(service)' does not open store '\(id)' (a "
+                                + "wrong key, or the file was copied or renamed from another store); the file was "
+                                + "left untouched", path: inspection.path)
                     }
                 } else {
                     let key: SecretBytes
@@ -72,7 +73,7 @@ extension Vault {
                             throw VaultError.wrapping(error, vault: service)
                         }
                     }
-                    sealer = VaultSealer(masterKey: key, identity: .random(kind: .vaultItem))
+                    sealer = VaultSealer(masterKey: key, identity: .random(kind: .vaultItem), service: id)
                 }
                 var storeConfiguration = configuration
                 storeConfiguration.sealer = sealer

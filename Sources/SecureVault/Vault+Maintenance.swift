@@ -7,6 +7,11 @@ extension Vault {
     /// Re-encrypts every item under a new master key, atomically (a new file image swapped in), then deletes
     /// the old key from the key store. Other processes pick the new key up on their next access.
     ///
+    /// Only a file that proves it is this vault's is rotated: its key check must verify, for this service, with
+    /// the key it names (a file copied or renamed from another vault is ``VaultError/Code/wrongKey`` and left
+    /// untouched). A legacy vault (written before identity format 2) gets a format-2 identity; its old keyring
+    /// item is deleted only if it carries the label this vault writes (see ``wipe()``).
+    ///
     /// ```swift
     /// try vault.rotateKey()
     /// ```
@@ -22,11 +27,11 @@ extension Vault {
                 // Should we die before the re-key, the new key is garbage; after it, the old one is.
                 try recordIntents([VaultIntent(.drop, next)])
                 let masterKey = try keys.create(&next)
-                let sealer = VaultSealer(masterKey: masterKey, identity: next)
+                let sealer = VaultSealer(masterKey: masterKey, identity: next, service: service)
                 do throws(VaultError) {
                     try prefs { try store.rekey(to: sealer) }
                 } catch {
-                    try? keys.delete(next)
+                    _ = try? keys.delete(next)
                     clearIntents()
                     throw error
                 }
@@ -35,12 +40,20 @@ extension Vault {
                 remember(sealer)
                 opened.withLock { $0 = OpenVault(store: store, sealer: sealer) }
                 do throws(VaultError) {
-                    try keys.delete(old.identity)
+                    // The open above proved the file owns the old key (its key check verified for this service);
+                    // a legacy item labelled for another vault is still left (MasterKeys.delete).
+                    let deleted = try keys.delete(old.identity)
                     clearIntents()
+                    if !deleted, old.identity.format < 2, case .secretService = configuration.keyStore.storage {
+                        logger.notice(
+                            "SecureVault: vault '\(service)' was re-keyed; its old (legacy) keyring item is not labelled \"\(keys.label)\", so it was left"
+                        )
+                    }
                 } catch {
                     // The data is safe under the new key; the old one lingers until the journal is replayed.
                     logger.error(
-                        "SecureVault: vault '\(service)' was re-keyed, but deleting its old master key failed: \(error.description)")
+                        "SecureVault: vault '\(service)' was re-keyed, but deleting its old master key failed: \(error.description)"
+                    )
                 }
             }
         }
@@ -52,9 +65,18 @@ extension Vault {
     /// ```swift
     /// try vault.wipe()     // logout: nothing of the vault remains
     /// ```
-    public func wipe() throws {
-        try perform("wiping vault '\(service)'") { () throws(VaultError) in
-            try withVaultLock { () throws(VaultError) in
+    ///
+    /// Deletes only a key the file in hand proves it owns: the key is loaded and the file's key check must
+    /// verify with it for this service, so wiping a file copied or renamed from another vault removes that file
+    /// and leaves the other vault's key. A legacy file (identity format 1, whose key check names no service) has
+    /// its keyring item deleted only if the item carries the label this vault writes, `SecureVault master key
+    /// for '<service>'`. The report says when a key was left, and why.
+    ///
+    /// - Returns: what happened to the master key.
+    @discardableResult
+    public func wipe() throws -> VaultWipeReport {
+        try perform("wiping vault '\(service)'") { () throws(VaultError) -> VaultWipeReport in
+            try withVaultLock { () throws(VaultError) -> VaultWipeReport in
                 try finishIntents()
                 let inspection: PrefsInspection?
                 do {
@@ -63,19 +85,38 @@ extension Vault {
                     // An unreadable file has no key we can name: remove the file all the same.
                     inspection = nil
                 }
+                var report = VaultWipeReport()
                 if let inspection, let identity = KeyIdentity(encoded: inspection.keyCheck) {
-                    // Once the key is gone the wipe must finish, even if we die: journal it first.
-                    try recordIntents([VaultIntent(.wipe, identity)])
-                    do throws(VaultError) {
-                        try keys.delete(identity)
-                    } catch {
-                        clearIntents()  // nothing changed: the vault is intact and the caller learns why
-                        throw error
+                    switch try keys.ownership(of: identity, keyCheck: inspection.keyCheck, file: path) {
+                    case .absent:
+                        break
+                    case .notOwned(let reason):
+                        report.keptKeyReason = reason
+                    case .owned:
+                        // Once the key is gone the wipe must finish, even if we die: journal it first.
+                        try recordIntents([VaultIntent(.wipe, identity)])
+                        do throws(VaultError) {
+                            report.removedKey = try keys.delete(identity)
+                        } catch {
+                            clearIntents()  // nothing changed: the vault is intact and the caller learns why
+                            throw error
+                        }
+                        if !report.removedKey, identity.format < 2, case .secretService = configuration.keyStore.storage
+                        {
+                            report.keptKeyReason =
+                                "the legacy keyring item of the key \(path) names is not labelled "
+                                + "\"\(keys.label)\" (the file was copied or renamed from another vault, whose key "
+                                + "it is), so it was left"
+                        }
                     }
+                }
+                if let reason = report.keptKeyReason {
+                    logger.notice("SecureVault: wiping vault '\(service)' left a master key: \(reason)")
                 }
                 forgetKey()
                 _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
                 clearIntents()
+                return report
             }
         }
     }
@@ -103,7 +144,7 @@ extension Vault {
                     path: path)
             }
             var storeConfiguration = PrefsStore.Configuration()
-            storeConfiguration.sealer = VaultSealer(masterKey: masterKey, identity: identity)
+            storeConfiguration.sealer = VaultSealer(masterKey: masterKey, identity: identity, service: service)
             storeConfiguration.durability = .synchronous
             storeConfiguration.recovery = .salvage
             storeConfiguration.logger = logger

@@ -24,7 +24,7 @@ extension Vault {
             if let existing = try openExisting() { return existing }
             var identity = KeyIdentity.random(kind: configuration.keyStore.kind)
             let masterKey = try keys.create(&identity)
-            let sealer = VaultSealer(masterKey: masterKey, identity: identity)
+            let sealer = VaultSealer(masterKey: masterKey, identity: identity, service: service)
             return try adopt(sealer: sealer)
         }
     }
@@ -74,12 +74,13 @@ extension Vault {
                         + "\(identity.kind.name) key store (deleted, or the keyring was reset); the file was left "
                         + "untouched: restore the key, or wipe the vault to start over", path: path)
             }
-            sealer = VaultSealer(masterKey: masterKey, identity: identity)
+            sealer = VaultSealer(masterKey: masterKey, identity: identity, service: service)
             guard sealer.keyCheck == inspection.keyCheck else {
                 throw VaultError(
                     code: .wrongKey,
                     message: "vault '\(service)': the \(identity.kind.name) key store returned a key that does not "
-                        + "match the vault's key check (a wrong passphrase?); the file was left untouched",
+                        + "match the key check of \(path): a wrong passphrase or key, or the file was copied or "
+                        + "renamed from another vault; the file was left untouched",
                     path: path)
             }
         }

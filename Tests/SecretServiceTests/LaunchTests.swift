@@ -176,7 +176,7 @@ import Testing
             SUM
             set -- $($H vault-identity app)
             secret-tool clear vault "$1"
-            printf 'abcde' | secret-tool store --label=planted vault "$1" key "$2" format 1 \
+            printf 'abcde' | secret-tool store --label=planted vault "$1" key "$2" format 2 service app \
               xdg:schema dev.securevault.MasterKey
             $H launch-route app; echo "status $?"
             SUM
@@ -282,7 +282,7 @@ import Testing
             identity=$($H vault-identity app)
             ls "$P" | grep -c '^account.prefs$'
             $H launch-logout app
-            $H secret-lookup $identity
+            $H secret-lookup $identity --service app
             ls "$P" | grep -c '^account.prefs$'
             test -e "$V" && echo "vault file kept" || echo "vault file removed"
             $H launch-route app

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
 
 /// The vault against a real gnome-keyring, each step a fresh process (an app launch), every keyring state
 /// produced for real in a throwaway session.
@@ -13,7 +13,8 @@ import TestSupport
 
         """
 
-    static func run(_ script: String, mode: KeyringSession.Mode = .keyring, deadline: Int = 2000) throws -> ChildResult {
+    static func run(_ script: String, mode: KeyringSession.Mode = .keyring, deadline: Int = 2000) throws -> ChildResult
+    {
         try KeyringSession.scenario(mode, script: prelude + script, deadlineMilliseconds: deadline)
     }
 
@@ -55,11 +56,14 @@ import TestSupport
         #expect(lines[4] == "untouched")
         #expect(lines[5].hasPrefix("valid tok-1 "))
         // One launch, one logged keyring error.
-        #expect(result.standardError.components(separatedBy: "reading session token 'session' failed").count == 2,
-                "\(result.standardError)")
+        #expect(
+            result.standardError.components(separatedBy: "reading session token 'session' failed").count == 2,
+            "\(result.standardError)")
     }
 
-    @Test(arguments: [("afterFirstUnlock", "valid tok-1 | valid tok-1"), ("whenUnlocked", "valid tok-1 | unavailable locked")])
+    @Test(arguments: [
+        ("afterFirstUnlock", "valid tok-1 | valid tok-1"), ("whenUnlocked", "valid tok-1 | unavailable locked"),
+    ])
     func lockingWhileTheAppRunsFollowsTheAccessibility(mode: String, expected: String) throws {
         let result = try Self.run(
             """
@@ -92,8 +96,10 @@ import TestSupport
         #expect(read.lines.first?.hasPrefix("unavailable noSecretService ") == true, "\(read)")
         let noBus = try ChildProcess.run(
             KeyringSession.helper, ["vault-token", "app"],
-            environment: ["VAULT_TEST_DIR": dir, "DBUS_SESSION_BUS_ADDRESS": nil, "DISPLAY": nil,
-                          "XDG_RUNTIME_DIR": "/nonexistent"])
+            environment: [
+                "VAULT_TEST_DIR": dir, "DBUS_SESSION_BUS_ADDRESS": nil, "DISPLAY": nil,
+                "XDG_RUNTIME_DIR": "/nonexistent",
+            ])
         #expect(noBus.lines.first?.hasPrefix("unavailable noSecretService ") == true, "\(noBus)")
     }
 
@@ -146,8 +152,8 @@ import TestSupport
         ("a 32-byte second item beside the real key", "head -c 32 /dev/urandom | PLANT --collection=session"),
         (
             "the real key moved to another collection",
-            "REAL=$($H secret-lookup \"$ID\" \"$KEY\" | cut -d' ' -f2)\nsecret-tool clear vault \"$ID\"\n"
-                + "echo \"$REAL\" | $H secret-store \"$ID\" \"$KEY\" --collection session >/dev/null"
+            "REAL=$($H secret-lookup \"$ID\" \"$KEY\" --service app | cut -d' ' -f2)\nsecret-tool clear vault \"$ID\"\n"
+                + "echo \"$REAL\" | $H secret-store \"$ID\" \"$KEY\" --service app --collection session >/dev/null"
         ),
     ]
 
@@ -155,7 +161,7 @@ import TestSupport
     func aPlantedMasterKeyIsWrongKeyNeverACrashAndTheFileIsUntouched(_ planted: (String, String)) throws {
         let result = try Self.run(
             """
-            PLANT() { secret-tool store --label=planted "$@" vault "$ID" key "$KEY" format 1 \
+            PLANT() { secret-tool store --label=planted "$@" vault "$ID" key "$KEY" format 2 service app \
               xdg:schema dev.securevault.MasterKey; }
             $H vault-token-set app tok-1 3600
             ID=$(VAULT_ID); KEY=$($H vault-identity app | cut -d' ' -f2)
@@ -233,7 +239,7 @@ import TestSupport
             for n in 1 2 3 4 5 6; do (echo "value-$n" | $H vault-set app "k$n" > /dev/null) & done
             wait
             $H vault-dump app
-            secret-tool search --all format 1 2>&1 | grep -c '^attribute.vault'
+            secret-tool search --all format 2 service app 2>&1 | grep -c '^attribute.vault'
             """)
         #expect(result.lines == (1...6).map { "k\($0) value-\($0)" } + ["1"], "\(result)")
     }

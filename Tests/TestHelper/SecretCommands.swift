@@ -4,6 +4,8 @@
 //                                      stores the bytes read from stdin (hex-encoded) under attributes
 //                                      vault=VAULT key=KEY format=1, in the collection ALIAS (default:
 //                                      "default"); prints "stored"
+//   (secret-store, secret-lookup and secret-clear take `--service NAME`: then the attributes are a format-2
+//   vault's, vault=VAULT key=KEY format=2 service=NAME)
 //   secret-lookup VAULT KEY            prints "found <hex>", "absent", "several <n>" (that many items match)
 //                                      or "elsewhere <path>" (the one match is outside the default collection)
 //   secret-clear  VAULT KEY            prints "cleared" or "nothing"
@@ -14,6 +16,7 @@
 // A failure prints "failure <kind> <domain> <code> <elapsed-ms>" and exits 1. Every command is bounded by
 // VAULT_TEST_DEADLINE_MS (default 2000). Elapsed time is printed for every outcome on stderr as "elapsed <ms>".
 import Glibc
+
 @testable import SecureVault
 
 enum SecretCommands {
@@ -23,6 +26,9 @@ enum SecretCommands {
         let schema = LibSecret.Schema.vaultMasterKey
         func attributes() -> [String: String] {
             precondition(arguments.count >= 2, "\(command) needs VAULT and KEY")
+            if let index = arguments.firstIndex(of: "--service"), index + 1 < arguments.count {
+                return ["vault": arguments[0], "key": arguments[1], "format": "2", "service": arguments[index + 1]]
+            }
             return ["vault": arguments[0], "key": arguments[1], "format": "1"]
         }
         let start = ContinuousClock.now
@@ -55,7 +61,8 @@ enum SecretCommands {
                 case .elsewhere(let path, _): line = "elsewhere \(path)"
                 }
             case "secret-clear":
-                line = try LibSecret.clear(schema: schema, attributes: attributes(), deadline: deadline)
+                line =
+                    try LibSecret.clear(schema: schema, attributes: attributes(), deadline: deadline)
                     ? "cleared" : "nothing"
             case "secret-state":
                 switch try LibSecret.collectionState(deadline: deadline) {

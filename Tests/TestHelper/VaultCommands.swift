@@ -8,6 +8,10 @@
 //   vault-read-lock-read SERVICE      reads the token, locks the default collection (D-Bus Lock, through
 //                                     gdbus), reads again in the same process; prints both states
 //   vault-identity SERVICE            prints the vault id and key id of the file's header
+//   vault-format SERVICE              prints the key identity format of the file's header (1 legacy, 2)
+//   vault-make-legacy SERVICE KEY     creates the vault as a release before identity format 2 did (format-1
+//                                     header, its key stored under the old attributes and label) and stores
+//                                     stdin (one line) under KEY; prints "ok"
 //   vault-rotate SERVICE / vault-wipe SERVICE / vault-status SERVICE
 //   vault-crash-writer SERVICE        runs operations until killed, acknowledging each on stdout once it
 //                                     returned: op i (from 1) is "rotate" when i % 20 == 7, "wipe" when
@@ -19,6 +23,7 @@
 // to stderr.
 import FoundationEssentials
 import Glibc
+
 @testable import PrefsKV
 @testable import SecureVault
 
@@ -60,6 +65,20 @@ enum VaultCommands {
             case "vault-identity":
                 let identity = try vault.existingIdentity()
                 line = identity.map { "\($0.vaultIDHex) \($0.keyIDHex)" } ?? "none"
+            case "vault-format":
+                line = try vault.existingIdentity().map { String($0.format) } ?? "none"
+            case "vault-make-legacy":
+                var identity = KeyIdentity.random(kind: configuration.keyStore.kind)
+                identity.format = 1
+                let keys = MasterKeys(store: configuration.keyStore, service: service, deadline: configuration.deadline)
+                let masterKey = try keys.create(&identity)
+                var storeConfiguration = PrefsStore.Configuration()
+                storeConfiguration.sealer = VaultSealer(masterKey: masterKey, identity: identity, service: service)
+                storeConfiguration.durability = .synchronous
+                try vault.checkDirectory(create: true)
+                _ = try PrefsStore(id: service, directory: configuration.directory, configuration: storeConfiguration)
+                try vault.set(readLine() ?? "", for: arguments[1])
+                line = "ok"
             case "vault-rotate":
                 try vault.rotateKey()
                 line = "ok"
@@ -91,7 +110,8 @@ enum VaultCommands {
                 }
             case "vault-status":
                 let s = vault.status()
-                line = "file=\(s.fileExists) items=\(s.itemCount.map(String.init) ?? "-") "
+                line =
+                    "file=\(s.fileExists) items=\(s.itemCount.map(String.init) ?? "-") "
                     + "bus=\(s.sessionBusReachable.map(String.init) ?? "-") "
                     + "service=\(s.secretServiceReachable.map(String.init) ?? "-") "
                     + "locked=\(s.keyringLocked.map(String.init) ?? "-")"

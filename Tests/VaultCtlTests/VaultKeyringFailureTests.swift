@@ -153,7 +153,7 @@ import Testing
                 KEY=$(sed -n 's/^  "keyId" : "\([0-9a-f]*\)",\{0,1\}$/\1/p' "$IO/status.out")
                 cp "$VDIR/app.prefs" "$IO/before.prefs"
                 secret-tool clear vault "$(VAULT_ID status)"
-                printf 'abcde' | secret-tool store --label=planted vault "$(VAULT_ID status)" key "$KEY" format 1 \
+                printf 'abcde' | secret-tool store --label=planted vault "$(VAULT_ID status)" key "$KEY" format 2 service app \
                   xdg:schema dev.securevault.MasterKey
                 V get vault get --service app k --reveal
                 V get-json --json vault get --service app k

@@ -12,9 +12,12 @@
 /// | 8 | 16 | vault id (random) |
 /// | 24 | 8 | key id (random, new on every rotation) |
 /// | 32 | 16 | Argon2id salt (passphrase), else zeros |
-/// | 48 | 16 | key check value: keyed BLAKE2b-128 of bytes 0..<48 under a subkey of the master key |
+/// | 48 | 16 | key check value (below) |
 ///
-/// The key check value tells a wrong key (or passphrase) from damage before any record is read.
+/// The key check value is keyed BLAKE2b-128, under a subkey of the master key, of bytes 0..<48 (format 1), or
+/// of bytes 0..<48 followed by the service name's UTF-8 (format 2: the vault's name is bound in, so a file
+/// copied or renamed under another service does not check). It tells a wrong key (or passphrase) from damage
+/// before any record is read. The service name itself is not stored in the header: the file's name gives it.
 package struct KeyIdentity: Equatable, Sendable {
     enum Kind: UInt8, Sendable {
         case secretService = 1
@@ -36,7 +39,8 @@ package struct KeyIdentity: Equatable, Sendable {
     static let currentFormat: UInt8 = 2
     static let encodedLength = 64
 
-    /// 1: written before record authentication; 2: every record of the vault's log is authenticated.
+    /// 1: written before record authentication (legacy); 2: every record of the vault's log is authenticated,
+    /// and the service name is bound into the key check, the associated data and the key store's lookup.
     var format: UInt8 = KeyIdentity.currentFormat
     var kind: Kind
     var vaultID: [UInt8]

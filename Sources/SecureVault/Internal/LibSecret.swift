@@ -86,9 +86,10 @@ package enum LibSecret {
         }
 
         /// The schema of a vault's master key: `vault` (random id of the vault), `key` (random id of the key),
-        /// `format` (version of the key's encoding).
+        /// `format` (the vault's identity format: "1" legacy, "2"), and for format 2 `service` (the vault's name,
+        /// so that a file copied under another name finds no key, and no wipe of it deletes one).
         package static let vaultMasterKey = Schema(
-            name: "dev.securevault.MasterKey", attributes: ["vault", "key", "format"])
+            name: "dev.securevault.MasterKey", attributes: ["vault", "key", "format", "service"])
     }
 
     /// A secret read from the service, copied straight into guarded memory.
@@ -224,13 +225,14 @@ package enum LibSecret {
         }
     }
 
-    /// Deletes every unlocked item matching `attributes`.
+    /// Deletes every unlocked item matching `attributes` (and, when `label` is given, labelled exactly
+    /// `label`: items with another label are left).
     ///
     /// - Returns: `true` when something was deleted.
     /// - Throws: `.locked` (nothing deleted) when a matching item is locked.
     @discardableResult
     package static func clear(
-        schema: Schema, attributes: [String: String], deadline: Duration
+        schema: Schema, attributes: [String: String], label: String? = nil, deadline: Duration
     )
         throws(SecretServiceFailure) -> Bool
     {
@@ -250,13 +252,19 @@ package enum LibSecret {
                 case .locked: throw SecretServiceFailure(.locked, message: "the 'default' collection is locked")
                 }
             }
-            for item in items {
+            let chosen = items.filter { item in
+                guard let label else { return true }
+                let found = secret_item_get_label(item)
+                defer { g_free(found) }
+                return found.map { String(cString: $0) } == label
+            }
+            for item in chosen {
                 var error: UnsafeMutablePointer<GError>?
                 if secret_item_delete_sync(item, cancellable, &error) == 0 {
                     throw failure(taking: error, fallback: "deleting the keyring item failed")
                 }
             }
-            return true
+            return !chosen.isEmpty
         }
     }
 

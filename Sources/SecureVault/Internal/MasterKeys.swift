@@ -1,6 +1,10 @@
 /// Loads, creates and deletes master keys in the configured key store, and answers "may I use it now?".
 ///
 /// Every failure is a `VaultError` naming the vault; a key that is simply not there is `nil`.
+///
+/// How a key is named depends on the identity's format. Format 2 names the service: Secret Service attributes
+/// `vault`, `key`, `format` "2" and `service`; in-memory name `<vault id>/<key id>/<service>`. Format 1 (legacy)
+/// keeps exactly the old names: attributes `vault`, `key`, `format` "1"; in-memory `<vault id>/<key id>`.
 struct MasterKeys: Sendable {
     let store: KeyStore
     let service: String
@@ -10,6 +14,20 @@ struct MasterKeys: Sendable {
     static let keyLength = 32
 
     private var operation: String { "the master key of vault '\(service)'" }
+
+    /// The label of the keyring item that holds the key of vault `service`. For a legacy (format 1) key, whose
+    /// attributes do not name the service, it is the only proof that the item is this vault's.
+    var label: String { "SecureVault master key for '\(service)'" }
+
+    /// Whether a wipe or a rotation may delete the key a file's header names.
+    enum Ownership: Equatable {
+        /// The key is in the key store and the file's key check verifies with it for this service.
+        case owned
+        /// The key store holds no key for the file (already deleted; a passphrase vault stores none).
+        case absent
+        /// A key the file names may be there, but the file does not prove it is this vault's: why.
+        case notOwned(String)
+    }
 
     /// The key for `identity` (read from the header of `file`), or nil when the key store does not have it.
     ///
@@ -29,6 +47,7 @@ struct MasterKeys: Sendable {
             }
             switch found {
             case .absent:
+                if identity.format >= 2, try existsForAnotherService(identity) { throw copied(file) }
                 return nil
             case .found(let secret):
                 key = secret.bytes
@@ -50,7 +69,12 @@ struct MasterKeys: Sendable {
             try checkCost(of: identity, file: file, maximum: maximum)
             key = try derive(passphrase, identity)
         case .inMemory(let keys):
-            guard let found = keys.load(name(identity)) else { return nil }
+            guard let found = keys.load(name(identity)) else {
+                if identity.format >= 2, keys.contains(prefix: identity.vaultIDHex + "/" + identity.keyIDHex + "/") {
+                    throw copied(file)
+                }
+                return nil
+            }
             key = found
         }
         guard key.count == Self.keyLength else {
@@ -69,8 +93,8 @@ struct MasterKeys: Sendable {
             let key = SecretBytes.random(count: Self.keyLength)
             do {
                 try LibSecret.store(
-                    schema: .vaultMasterKey, attributes: attributes(identity),
-                    label: "SecureVault master key for '\(service)'", secret: key, deadline: deadline)
+                    schema: .vaultMasterKey, attributes: attributes(identity), label: label, secret: key,
+                    deadline: deadline)
             } catch {
                 throw VaultError(error, operation: "saving \(operation)")
             }
@@ -87,20 +111,74 @@ struct MasterKeys: Sendable {
         }
     }
 
-    /// Deletes the key for `identity`; deleting an absent key succeeds.
-    func delete(_ identity: KeyIdentity) throws(VaultError) {
+    /// Deletes the key for `identity`; deleting an absent key succeeds. Format 2 names the service, so only this
+    /// vault's key can match. A legacy (format 1) keyring item is deleted only when its label is exactly
+    /// ``label``: a legacy file copied under another name names the original's item, labelled for the original.
+    ///
+    /// Call it only for a key the vault proved it owns (``ownership(of:keyCheck:file:)``) or created itself.
+    ///
+    /// - Returns: whether a key was deleted (false: none there, nothing stored, or a legacy item labelled for
+    ///   another vault).
+    @discardableResult
+    func delete(_ identity: KeyIdentity) throws(VaultError) -> Bool {
         switch store.storage {
         case .secretService:
             do {
-                try LibSecret.clear(schema: .vaultMasterKey, attributes: attributes(identity), deadline: deadline)
+                return try LibSecret.clear(
+                    schema: .vaultMasterKey, attributes: attributes(identity),
+                    label: identity.format < 2 ? label : nil, deadline: deadline)
             } catch {
                 throw VaultError(error, operation: "deleting \(operation)")
             }
         case .passphrase:
-            break  // nothing is stored: the salt goes with the file
+            return false  // nothing is stored: the salt goes with the file
         case .inMemory(let keys):
-            keys.delete(name(identity))
+            return keys.delete(name(identity))
         }
+    }
+
+    /// Whether the file whose header holds `keyCheck` (naming `identity`) proves it owns the key: the key is
+    /// loaded and the key check must verify with it for this service. Format 2 binds the service into the check,
+    /// so a copy under another name cannot prove it. Deletes nothing; throws what a load throws (a locked
+    /// keyring, no Secret Service), except `wrongKey`, which is an answer here (`notOwned`).
+    func ownership(of identity: KeyIdentity, keyCheck: [UInt8], file: String) throws(VaultError) -> Ownership {
+        if case .passphrase = store.storage { return .absent }  // nothing is stored: the salt goes with the file
+        let key: SecretBytes?
+        do {
+            key = try load(identity, file: file)
+        } catch {
+            guard error.code == .wrongKey else { throw error }
+            return .notOwned(error.message)
+        }
+        guard let key else { return .absent }
+        guard VaultSealer(masterKey: key, identity: identity, service: service).keyCheck == keyCheck else {
+            return .notOwned(
+                "the key the \(store.kind.name) key store holds under the ids of \(file) does not verify its key "
+                    + "check for vault '\(service)' (the file was copied or renamed from another vault, or another "
+                    + "app stored that key), so it is not this vault's to delete")
+        }
+        return .owned
+    }
+
+    /// Whether a format-2 key with `identity`'s ids is kept for another service (the file in hand was copied or
+    /// renamed from that vault's file).
+    private func existsForAnotherService(_ identity: KeyIdentity) throws(VaultError) -> Bool {
+        var any = attributes(identity)
+        any["service"] = nil
+        do {
+            return try LibSecret.lookup(schema: .vaultMasterKey, attributes: any, deadline: deadline) != .absent
+        } catch {
+            throw VaultError(error, operation: "reading \(operation)")
+        }
+    }
+
+    /// The answer for a format-2 file whose key is kept for another service.
+    private func copied(_ file: String) -> VaultError {
+        VaultError(
+            code: .wrongKey,
+            message: "vault '\(service)': \(file) belongs to another vault (it was copied or renamed from another "
+                + "service's file): the master key it names is kept for that vault, not for '\(service)', so it is "
+                + "not used", path: file)
     }
 
     /// For `whenUnlocked`: throws `locked` when the keyring holding the key is locked now, even if the key is
@@ -125,11 +203,16 @@ struct MasterKeys: Sendable {
     }
 
     private func attributes(_ identity: KeyIdentity) -> [String: String] {
-        ["vault": identity.vaultIDHex, "key": identity.keyIDHex, "format": "1"]
+        if identity.format < 2 { return ["vault": identity.vaultIDHex, "key": identity.keyIDHex, "format": "1"] }
+        return [
+            "vault": identity.vaultIDHex, "key": identity.keyIDHex, "format": String(identity.format),
+            "service": service,
+        ]
     }
 
     private func name(_ identity: KeyIdentity) -> String {
-        identity.vaultIDHex + "/" + identity.keyIDHex
+        let ids = identity.vaultIDHex + "/" + identity.keyIDHex
+        return identity.format < 2 ? ids : ids + "/" + service
     }
 
     /// A header's Argon2id cost is chosen by whoever wrote the file: refuse one above `maximum` (passes or

@@ -4,9 +4,15 @@ import PrefsKV
 /// master key, key names replaced on disk by a keyed BLAKE2b tag, and associated data binding every value to
 /// the vault, the key and the item's name.
 ///
-/// Associated data of a value: `"SVLT" | 1 | vault id (16) | key id (8) | PrefsKV's own (store UUID | tag of
-/// the name | value type | expiry)`. A ciphertext copied under another name, into another vault, or kept
-/// across a key rotation does not open.
+/// Associated data of a value: a prefix naming the vault and the key, then PrefsKV's own (store UUID | tag of
+/// the name | value type | expiry). The prefix depends on the identity's format:
+///
+/// - format 2: `"SVLT" | 2 | vault id (16) | key id (8) | service length (u16 LE) | service (UTF-8)`;
+/// - format 1 (legacy): `"SVLT" | 1 | vault id (16) | key id (8)`.
+///
+/// A ciphertext copied under another name, into another vault (or, format 2, under another service name), or
+/// kept across a key rotation does not open. The key check (``KeyIdentity``) binds the service the same way, so
+/// a format-2 file copied or renamed under another service is refused before any record is read.
 final class VaultSealer: PrefsSealer {
     let identity: KeyIdentity
     let keyCheck: [UInt8]
@@ -16,9 +22,10 @@ final class VaultSealer: PrefsSealer {
     private let recordKey: SecretBytes
     private let associatedPrefix: [UInt8]
 
-    /// Derives the subkeys of `masterKey` (32 bytes) for `identity`. Costs three guarded allocations (about
-    /// 60 µs): build one sealer per key and keep it.
-    init(masterKey: SecretBytes, identity: KeyIdentity) {
+    /// Derives the subkeys of `masterKey` (32 bytes) for `identity` of the vault (or encrypted store) named
+    /// `service`, which a format-2 identity binds into the key check and the associated data. Costs four
+    /// guarded allocations (about 80 µs): build one sealer per key and keep it.
+    init(masterKey: SecretBytes, identity: KeyIdentity, service: String) {
         precondition(masterKey.count == 32, "a master key is 32 bytes")
         self.identity = identity
         dataKey = Sodium.deriveSubkey(from: masterKey, id: 1, context: "SVLTdata")
@@ -26,8 +33,18 @@ final class VaultSealer: PrefsSealer {
         let checkKey = Sodium.deriveSubkey(from: masterKey, id: 3, context: "SVLTkchk")
         recordKey = Sodium.deriveSubkey(from: masterKey, id: 4, context: "SVLTrmac")
         let body = identity.body
-        keyCheck = body + Sodium.keyedHash(body, key: checkKey, length: 16)
-        associatedPrefix = Array("SVLT".utf8) + [1] + identity.vaultID + identity.keyID
+        let name = Array(service.utf8)
+        // Service names are at most 128 bytes (Vault's naming rule) and store ids 120: a u16 length holds them.
+        precondition(name.count <= Int(UInt16.max), "a service name fits a 16-bit length")
+        if identity.format < 2 {
+            keyCheck = body + Sodium.keyedHash(body, key: checkKey, length: 16)
+            associatedPrefix = Array("SVLT".utf8) + [1] + identity.vaultID + identity.keyID
+        } else {
+            keyCheck = body + Sodium.keyedHash(body + name, key: checkKey, length: 16)
+            associatedPrefix =
+                Array("SVLT".utf8) + [identity.format] + identity.vaultID + identity.keyID
+                + [UInt8(name.count & 0xFF), UInt8(name.count >> 8)] + name
+        }
     }
 
     func tag(forKey key: String) -> [UInt8] {

@@ -10,11 +10,14 @@ extension VaultGroup {
             discussion: """
                 Needs --yes: without it, exits 64 and touches nothing. The master key is deleted from the \
                 keyring first, so nothing left anywhere can be decrypted (crypto-shredding); a key that is \
-                already gone is no obstacle. A locked keyring exits 75 with nothing removed. A vault with no \
-                file exits 66.
+                already gone is no obstacle. Only a key the file proves it owns is deleted: a file copied or \
+                renamed from another vault (or a legacy item labelled for another vault) is removed and that \
+                key is left, and the output says so. A locked keyring exits 75 with nothing removed. A vault \
+                with no file exits 66.
 
-                JSON: {"service": "app", "path": ".../app.prefs", "vaultId": "<32 hex digits>", "wiped": true}, \
-                vaultId null when the file's header could not be read.
+                JSON: {"service": "app", "path": ".../app.prefs", "vaultId": "<32 hex digits>", "wiped": true, \
+                "masterKey": "removed"}, vaultId null when the file's header could not be read; masterKey is \
+                "removed", "absent" (the keyring held none) or "kept" (then "keptKeyReason" says why).
                 """)
 
         @OptionGroup var options: GlobalOptions
@@ -34,10 +37,20 @@ extension VaultGroup {
             try target.requireExisting()
             // For the answer only: a header that cannot be read does not stop the wipe.
             let identity = try? target.vault.existingIdentity()
-            try target.vault.wipe()
+            let wiped = try target.vault.wipe()
+            let report = Report(
+                service: target.service, path: target.path, vaultId: identity?.vaultIDHex,
+                masterKey: wiped.keptKeyReason != nil ? "kept" : wiped.removedKey ? "removed" : "absent",
+                keptKeyReason: wiped.keptKeyReason)
+            guard let reason = wiped.keptKeyReason else {
+                return Answer(
+                    json: report,
+                    human: "wiped vault \(target.service): master key, items and file \(target.path) removed")
+            }
             return Answer(
-                json: Report(service: target.service, path: target.path, vaultId: identity?.vaultIDHex),
-                human: "wiped vault \(target.service): master key, items and file \(target.path) removed")
+                json: report,
+                human: "wiped vault \(target.service): items and file \(target.path) removed; its master key was left "
+                    + "in the keyring: \(reason)")
         }
 
         /// The `--json` answer.
@@ -46,6 +59,9 @@ extension VaultGroup {
             var path: String
             @Nullable var vaultId: String?
             var wiped = true
+            var masterKey: String
+            /// Only when `masterKey` is "kept".
+            var keptKeyReason: String?
         }
     }
 }
