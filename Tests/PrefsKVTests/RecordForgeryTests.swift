@@ -4,8 +4,8 @@
 // would have let each one pass. Every case writes real bytes into a real store file. Format-1 (legacy) sealed
 // stores still open, are upgraded by compaction, and a header rewritten to format 1 is refused.
 import Foundation
-import Testing
 import TestSealer
+import Testing
 
 @testable import PrefsKV
 
@@ -18,7 +18,8 @@ private struct LogFile {
     var logEnd: Int {
         get {
             bytes.withUnsafeBytes {
-                Format.decodeLogEnd(UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: Format.logEndOffset, as: UInt64.self)))!
+                Format.decodeLogEnd(
+                    UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: Format.logEndOffset, as: UInt64.self)))!
             }
         }
         set {
@@ -101,7 +102,9 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
     /// and leaves the file byte-identical; verify with the key reports tampering, without it the checksums pass;
     /// `.salvage` keeps what is authentic and reports the rest. Returns the salvaged store.
     @discardableResult
-    private func expectTampered(_ dir: TempDir, _ altered: [UInt8], sourceLocation: SourceLocation = #_sourceLocation)
+    private func expectTampered(
+        _ dir: TempDir, _ altered: [UInt8], sourceLocation: SourceLocation = #_sourceLocation
+    )
         throws -> PrefsStore
     {
         let path = dir.file("ui.prefs")
@@ -131,7 +134,10 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
         let tag = TestSealer(key: 1).tag(forKey: "token")
         let seq = file.records.last!.seq + 1
         // Without and with the authenticated flag (then with a made-up authenticator): both checksums are valid.
-        for flags in [RecordFlags.commit | RecordFlags.sealed, RecordFlags.commit | RecordFlags.sealed | RecordFlags.authenticated] {
+        for flags in [
+            RecordFlags.commit | RecordFlags.sealed,
+            RecordFlags.commit | RecordFlags.sealed | RecordFlags.authenticated,
+        ] {
             var forged = file
             forged.append(forgedRecord(kind: .delete, key: tag, seq: seq, flags: flags))
             let salvaged = try expectTampered(dir, forged.bytes)
@@ -153,8 +159,10 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
         // A transaction of the token's delete and a commit record, both forged.
         var transaction = original
         transaction.append(
-            forgedRecord(kind: .delete, key: TestSealer(key: 1).tag(forKey: "token"), seq: seq, flags: RecordFlags.sealed))
-        transaction.append(forgedRecord(kind: .commit, key: [], seq: seq, flags: RecordFlags.commit, value: [1, 0, 0, 0]))
+            forgedRecord(
+                kind: .delete, key: TestSealer(key: 1).tag(forKey: "token"), seq: seq, flags: RecordFlags.sealed))
+        transaction.append(
+            forgedRecord(kind: .commit, key: [], seq: seq, flags: RecordFlags.commit, value: [1, 0, 0, 0]))
         #expect(try expectTampered(dir, transaction.bytes).string(forKey: "token") == "v2")
     }
 
@@ -266,7 +274,9 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
         out += [UInt8](repeating: 0, count: max(0, file.bytes.count - out.count))
         out[8] = 1
         let crc = CRC32C.checksum(Array(out[0..<Format.staticCRCOffset]))
-        withUnsafeBytes(of: crc.littleEndian) { out.replaceSubrange(Format.staticCRCOffset..<Format.staticCRCOffset + 4, with: $0) }
+        withUnsafeBytes(of: crc.littleEndian) {
+            out.replaceSubrange(Format.staticCRCOffset..<Format.staticCRCOffset + 4, with: $0)
+        }
         file.bytes = out
         file.logEnd = Format.logStart + log.count
         return file.bytes

@@ -23,19 +23,22 @@ struct VaultFileRecords {
     /// superseded records that are still in the file are found too.
     init(_ bytes: [UInt8]) {
         self.bytes = bytes
-        logEnd = bytes.withUnsafeBytes {
-            Format.decodeLogEnd(UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: Format.logEndOffset, as: UInt64.self)))
-        } ?? bytes.count
+        logEnd =
+            bytes.withUnsafeBytes {
+                Format.decodeLogEnd(
+                    UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: Format.logEndOffset, as: UInt64.self)))
+            } ?? bytes.count
         var found: [Record] = []
         bytes.withUnsafeBytes { raw in
             var offset = Format.logStart
             while offset + Format.recordHeaderSize <= raw.count {
                 if let header = RecordHeader.plausible(in: raw, at: offset, limit: raw.count), header.kind == .set {
-                    found.append(Record(
-                        offset: offset, length: header.length,
-                        tag: Array(raw[header.keyOffset..<header.keyOffset + header.keyLength]),
-                        valueRange: header.valueOffset..<header.valueOffset + header.valueLength,
-                        valueType: header.valueType, expiresAt: header.expiresAt))
+                    found.append(
+                        Record(
+                            offset: offset, length: header.length,
+                            tag: Array(raw[header.keyOffset..<header.keyOffset + header.keyLength]),
+                            valueRange: header.valueOffset..<header.valueOffset + header.valueLength,
+                            valueType: header.valueType, expiresAt: header.expiresAt))
                 }
                 offset += 8
             }
@@ -61,7 +64,8 @@ struct VaultFileRecords {
             let sealed = Array(bytes[record.valueRange])
             return try? record.tag.withUnsafeBytes { tag in
                 try SealedRecordCodec.withAssociatedData(
-                    uuid: StoreUUID(bytes: storeUUID), tag: tag, type: ValueType(rawValue: record.valueType)!, expiresAt: record.expiresAt
+                    uuid: StoreUUID(bytes: storeUUID), tag: tag, type: ValueType(rawValue: record.valueType)!,
+                    expiresAt: record.expiresAt
                 ) { ad in
                     try sealed.withUnsafeBytes { try sealer.open($0, associatedData: ad) { Array($0) } }
                 }

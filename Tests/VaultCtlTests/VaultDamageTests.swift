@@ -157,7 +157,9 @@ import Testing
         func u64(_ bytes: [UInt8], _ at: Int) -> UInt64 {
             (0..<8).reduce(0) { $0 | UInt64(bytes[at + $1]) << (8 * UInt64($1)) }
         }
-        func le(_ value: UInt64, _ count: Int) -> [UInt8] { (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * UInt64($0))) } }
+        func le(_ value: UInt64, _ count: Int) -> [UInt8] {
+            (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * UInt64($0))) }
+        }
         /// `bytes` with `record` appended at the log end, the log-end word (offset | 16 check bits) moved past it.
         func appending(_ record: [UInt8], to bytes: [UInt8]) -> [UInt8] {
             var out = bytes

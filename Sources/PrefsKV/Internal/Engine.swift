@@ -83,13 +83,15 @@ final class Engine: @unchecked Sendable {
         do throws(PrefsError) {
             if lock.lockPage != nil,
                 case .intact(let intact) = try StoreLog.loadSnapshotIfIntact(
-                    paths: paths, directory: lock.directoryFD, sealer: configuration.sealer, readOnlyCause: &readOnlyCause)
+                    paths: paths, directory: lock.directoryFD, sealer: configuration.sealer,
+                    readOnlyCause: &readOnlyCause)
             {
                 snapshot = intact
             } else {
                 pageLocked = try lock.lockPageForOpen()
                 snapshot = try StoreLog.loadSnapshot(
-                    paths: paths, directory: lock.directoryFD, sealer: configuration.sealer, readOnlyCause: &readOnlyCause, create: true)
+                    paths: paths, directory: lock.directoryFD, sealer: configuration.sealer,
+                    readOnlyCause: &readOnlyCause, create: true)
             }
         } catch {
             lock.endOpenLock(pageLocked: pageLocked)

@@ -240,7 +240,10 @@ struct Header: Equatable {
             createdAt: Int64(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.createdAtOffset, as: Int64.self)),
             // No array at all for a plain store (an empty one allocates nothing).
             keyCheck: keyCheckLength == 0
-                ? [] : Array(UnsafeRawBufferPointer(rebasing: bytes[Format.keyCheckOffset..<Format.keyCheckOffset + keyCheckLength])))
+                ? []
+                : Array(
+                    UnsafeRawBufferPointer(
+                        rebasing: bytes[Format.keyCheckOffset..<Format.keyCheckOffset + keyCheckLength])))
     }
 }
 
@@ -284,7 +287,9 @@ struct RecordHeader {
     var seq: UInt64
     var expiresAt: Int64
 
-    var length: Int { Format.recordLength(keyLength: keyLength, valueLength: valueLength, authenticated: isAuthenticated) }
+    var length: Int {
+        Format.recordLength(keyLength: keyLength, valueLength: valueLength, authenticated: isAuthenticated)
+    }
     var keyOffset: Int { offset + Format.recordHeaderSize }
     var valueOffset: Int { offset + Format.recordHeaderSize + keyLength }
     var isCommit: Bool { flags & RecordFlags.commit != 0 }
@@ -441,7 +446,9 @@ struct RecordAuth {
             context.storeBytes(of: RecordAuth.domain.littleEndian, as: UInt32.self)
             context.storeBytes(
                 of: UInt32(Format.authenticatedVersion).littleEndian, toByteOffset: 4, as: UInt32.self)
-            uuid.withUnsafeBytes { context.baseAddress!.advanced(by: 8).copyMemory(from: $0.baseAddress!, byteCount: 16) }
+            uuid.withUnsafeBytes {
+                context.baseAddress!.advanced(by: 8).copyMemory(from: $0.baseAddress!, byteCount: 16)
+            }
             context.storeBytes(of: generation.littleEndian, toByteOffset: 24, as: UInt64.self)
             context.storeBytes(of: UInt64(offset).littleEndian, toByteOffset: 32, as: UInt64.self)
             return body(UnsafeRawBufferPointer(context))

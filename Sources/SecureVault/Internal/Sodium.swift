@@ -253,7 +253,8 @@ package enum Sodium {
             defer { sodium_memzero(raw.baseAddress, raw.count) }
             let state = OpaquePointer(raw.baseAddress!)
             var status = key.withUnsafeBytes { k in
-                crypto_generichash_init(state, k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count, output.count)
+                crypto_generichash_init(
+                    state, k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count, output.count)
             }
             for part in [first, second] where !part.isEmpty {
                 status |= crypto_generichash_update(
