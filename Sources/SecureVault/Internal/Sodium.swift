@@ -253,12 +253,16 @@ package enum Sodium {
             defer { sodium_memzero(raw.baseAddress, raw.count) }
             let state = OpaquePointer(raw.baseAddress!)
             var status = key.withUnsafeBytes { k in
-                crypto_generichash_init(
-                    state, k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count, output.count)
+                crypto_generichash_init(state, k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count, output.count)
             }
-            for part in [first, second] where !part.isEmpty {
+            // Two calls, not a loop over an array of the parts: that array was a heap allocation per record.
+            if !first.isEmpty {
                 status |= crypto_generichash_update(
-                    state, part.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(part.count))
+                    state, first.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(first.count))
+            }
+            if !second.isEmpty {
+                status |= crypto_generichash_update(
+                    state, second.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(second.count))
             }
             status |= crypto_generichash_final(
                 state, output.baseAddress!.assumingMemoryBound(to: UInt8.self), output.count)
