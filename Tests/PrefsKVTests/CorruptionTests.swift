@@ -89,11 +89,22 @@ struct Fixture {
         append(recordLength(key: key.utf8.count, value: valueLength), nextGroup, .set(key, value))
     }
 
-    /// The state after replaying every record except those in groups touched by `lost`.
+    /// The records that go when `lost` records are damaged: a record that ends its group (a single change, or a
+    /// transaction's commit record) takes its whole group with it; a damaged member of a transaction whose commit
+    /// record survives goes alone (the other members are salvaged).
+    func deadRecords(_ lost: Set<Int>) -> Set<Int> {
+        var dead = lost
+        for i in lost where records.last(where: { $0.group == records[i].group })!.offset == records[i].offset {
+            for (j, record) in records.enumerated() where record.group == records[i].group { dead.insert(j) }
+        }
+        return dead
+    }
+
+    /// The state after replaying every record except the dead ones (`deadRecords`).
     func expected(losing lost: Set<Int>) -> [String: Expected] {
-        let deadGroups = Set(lost.map { records[$0].group })
+        let dead = deadRecords(lost)
         var values: [String: Expected] = [:]
-        for record in records where !deadGroups.contains(record.group) {
+        for (i, record) in records.enumerated() where !dead.contains(i) {
             switch record.effect {
             case .set(let key, let value): values[key] = value
             case .delete(let key): values[key] = nil
@@ -103,11 +114,8 @@ struct Fixture {
         return values
     }
 
-    /// Records lost when `lost` records are damaged: whole groups.
-    func recordsLost(_ lost: Set<Int>) -> Int {
-        let deadGroups = Set(lost.map { records[$0].group })
-        return records.filter { deadGroups.contains($0.group) }.count
-    }
+    /// Records lost when `lost` records are damaged (`deadRecords`).
+    func recordsLost(_ lost: Set<Int>) -> Int { deadRecords(lost).count }
 
     func write(_ damaged: [UInt8]) throws {
         try writeBytes(damaged, to: path)
@@ -266,16 +274,28 @@ enum HeaderFault: String, CaseIterable, CustomStringConvertible {
         try fixture.expectRecovery(damaged: damaged, losing: [1], damage: [bravo.offset..<bravo.offset + bravo.length])
     }
 
-    @Test func flippedByteInATransactionMemberLosesTheWholeTransaction() throws {
+    /// Issue 15: one flipped bit in a member of a committed transaction costs that member only; the recovery
+    /// report says the transaction was partially salvaged.
+    @Test func flippedByteInATransactionMemberLosesOnlyThatMember() throws {
         let fixture = try Fixture.small()
         let delta = fixture.records[3]
         var damaged = fixture.bytes
         damaged[delta.offset + 40] ^= 0x10  // inside delta's value
+        let commit = fixture.records[4]
+        try fixture.expectRecovery(damaged: damaged, losing: [3], damage: [delta.offset..<commit.offset])
+        let store = try openStore(fixture.dir)
+        #expect(try store.string(forKey: "charlie") == "three" && store.int(forKey: "delta") == nil)
+    }
+
+    /// The same flip in the transaction's commit record: nothing vouches for the transaction, it goes whole.
+    @Test func flippedByteInATransactionsCommitRecordLosesTheWholeTransaction() throws {
+        let fixture = try Fixture.small()
         let charlie = fixture.records[2]
         let commit = fixture.records[4]
+        var damaged = fixture.bytes
+        damaged[commit.offset + 32] ^= 0x01  // the member count
         try fixture.expectRecovery(
-            damaged: damaged, losing: [3],
-            damage: [charlie.offset..<delta.offset, delta.offset..<commit.offset, commit.offset..<commit.offset + 40])
+            damaged: damaged, losing: [4], damage: [charlie.offset..<commit.offset, commit.offset..<commit.offset + 40])
         let store = try openStore(fixture.dir)
         #expect(try store.string(forKey: "charlie") == nil && store.int(forKey: "delta") == nil)
     }

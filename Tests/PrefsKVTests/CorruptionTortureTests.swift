@@ -12,6 +12,8 @@ struct SpannedStore {
         var span: Range<Int>
         /// Key to its value after the operation, nil for removed. `removeAll` lists every key.
         var effects: [String: Expected?]
+        /// A transaction of several records: its members, then a commit record at the end of `span`.
+        var isTransaction = false
     }
 
     let name: String
@@ -37,6 +39,7 @@ struct SpannedStore {
             let before = 4096 + (try store.stats().logBytes)
             var effects: [String: Expected?] = [:]
             let key = "key-\(Int.random(in: 0..<keyCount, using: &rng))"
+            var isTransaction = false
             switch Int.random(in: 0..<100, using: &rng) {
             case _ where n == count / 3:
                 try store.removeAll()
@@ -62,6 +65,7 @@ struct SpannedStore {
                     for (i, k) in keys.sorted().enumerated() { try tx.set(Int64(n * 10 + i), forKey: k) }
                 }
                 for (i, k) in keys.sorted().enumerated() { effects[k] = .int(Int64(n * 10 + i)) }
+                isTransaction = true
             default:
                 try store.removeValue(forKey: key)
                 effects[key] = .some(nil)
@@ -70,7 +74,7 @@ struct SpannedStore {
             // An operation that wrote nothing (an unchanged value, an absent key removed) has no effect on disk.
             guard after > before else { continue }
             fixture.keys.formUnion(effects.keys)
-            fixture.operations.append(Operation(span: before..<after, effects: effects))
+            fixture.operations.append(Operation(span: before..<after, effects: effects, isTransaction: isTransaction))
             fixture.logEnd = after
         }
         fixture.final = fixture.expected(hit: [])
@@ -127,7 +131,7 @@ func changedBytes(_ original: [UInt8], _ damaged: [UInt8]) -> [Bool] {
 
 /// One random damage to a store file.
 enum Damage: String, CaseIterable {
-    case bitFlips, overwrittenRange, truncation, zeroedPage, swappedPages, garbageAfterLog
+    case bitFlips, singleBitFlip, overwrittenRange, truncation, zeroedPage, swappedPages, garbageAfterLog
 
     /// The damaged bytes, and for swapped pages the range from the first to the end of the second page: a
     /// record's checksum does not cover its offset, so a page of intact records written in the wrong place
@@ -147,6 +151,9 @@ enum Damage: String, CaseIterable {
                     : Int.random(in: 4096..<logEnd, using: &rng)
                 b[at] ^= 1 << UInt8.random(in: 0..<8, using: &rng)
             }
+        case .singleBitFlip:
+            // One bit of the log: what a single flipped bit may cost (issue 15: at most the record it hit).
+            b[Int.random(in: 4096..<logEnd, using: &rng)] ^= 1 << UInt8.random(in: 0..<8, using: &rng)
         case .overwrittenRange:
             let start = Int.random(in: 0..<logEnd, using: &rng)
             let length = min(Int.random(in: 1...1024, using: &rng), b.count - start)
@@ -203,6 +210,9 @@ enum Damage: String, CaseIterable {
         var keysHitOlder = 0
         var keysHitLatest = 0
         var keysBetweenSwapped = 0
+        // Single flipped bits: how many keys lost the value they held (absent, or an older one), per flip.
+        var lostPerFlip: [Int: Int] = [:]
+        var commitFlips = 0
         var done = 0
         let started = Date()
         for round in 0..<damages where Date() < deadline {
@@ -278,6 +288,26 @@ enum Damage: String, CaseIterable {
                 }
             }
 
+            if kind == .singleBitFlip, let at = changed.firstIndex(of: true) {
+                let lost = fixture.keys.filter { key in
+                    guard let want = fixture.final[key] ?? nil else { return false }
+                    return found[key] != want
+                }.count
+                // A transaction whose commit record was hit has nothing that vouches for it: it goes whole (a
+                // torn transaction cannot be told from it). Any other record costs at most its own key.
+                let commitLength = Format.recordLength(
+                    keyLength: 0, valueLength: 4, authenticated: fixture.sealer != nil)
+                let inCommit = fixture.operations.contains {
+                    $0.isTransaction && ($0.span.upperBound - commitLength..<$0.span.upperBound).contains(at)
+                }
+                if inCommit {
+                    commitFlips += 1
+                } else {
+                    lostPerFlip[lost, default: 0] += 1
+                    #expect(lost <= 1, "\(context): one flipped bit at \(at) cost \(lost) keys")
+                }
+            }
+
             // A recovery exactly when the log was damaged, with the damaged file kept byte for byte.
             let logDamaged = !hit.isEmpty || logEndHit || damaged.count < fixture.logEnd
             if let report = store.lastRecovery {
@@ -305,6 +335,8 @@ enum Damage: String, CaseIterable {
                 + "Outcomes: \(results). Keys: \(keysExact) outside the damage all exact; of keys whose latest record "
                 + "was hit, \(keysHitLatest) still read the latest value (its record moved intact), \(keysHitOlder) "
                 + "an older value, \(keysHitLost) absent; \(keysBetweenSwapped) keys between two swapped pages read an "
-                + "older value or none; 0 values never written")
+                + "older value or none; 0 values never written. Single flipped bits: keys that lost their value per "
+                + "flip \(lostPerFlip.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")) "
+                + "(at most 1), and \(commitFlips) in a transaction's commit record (the transaction goes whole)")
     }
 }

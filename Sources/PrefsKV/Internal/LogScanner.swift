@@ -205,16 +205,25 @@ enum LogScanner {
     /// Applies verified records in log order: holds transaction members until their commit record, and
     /// records damaged ranges and dropped transactions.
     ///
-    /// A transaction's members are contiguous in what is accepted (a gap is a damaged range, which drops them),
-    /// so the pending ones are a run of the log: its first offset and count, read again when they are applied.
+    /// A transaction's members are kept as runs of the log: the current run (its first offset and count, read
+    /// again when they are applied) and, when damage fell among them, the runs before that damage. A committed
+    /// transaction whose commit record verifies keeps the members that verify when damage took others (members
+    /// are salvaged one by one); one without a verifying commit (torn at the end of the log, or its commit lost)
+    /// is dropped whole.
     private struct Reader {
         let bytes: UnsafeRawBufferPointer
         let plainKeys: Bool
         var result: ScanResult
-        /// The members accepted since the last commit: where the first starts, how many, and their sequence.
+        /// The current run of members accepted since the last commit: where the first starts, how many, and the
+        /// transaction's sequence number.
         var pendingStart = 0
         var pendingCount = 0
         var pendingSeq: UInt64 = 0
+        /// Runs of the same transaction's members that damage separated from the current run: where each starts
+        /// and ends, how many members it holds, and where in `result.damage` a report of it belongs.
+        var earlierRuns: [(start: Int, end: Int, count: Int, damageIndex: Int)] = []
+        /// Indices in `result.damage` of the ranges reported since the last commit.
+        var damageSinceCommit: [Int] = []
         /// Offsets of records that verified their CRC but not their authenticator, in file order.
         var unauthentic: [Int] = []
 
@@ -225,10 +234,13 @@ enum LogScanner {
             result.maxSeq = minimumSeq
         }
 
-        /// The pending members, in log order.
-        func forEachPending(_ body: (RecordHeader) -> Void) {
-            var offset = pendingStart
-            for _ in 0..<pendingCount {
+        /// Members of the pending transaction, in every run.
+        var pendingTotal: Int { pendingCount + earlierRuns.reduce(0) { $0 + $1.count } }
+
+        /// The members of a run, in log order.
+        func forEach(run start: Int, count: Int, _ body: (RecordHeader) -> Void) {
+            var offset = start
+            for _ in 0..<count {
                 // They verified when accepted: only the fields are read again. (Nil would mean the mapping
                 // changed under the scan, which the log's protocol excludes; the rest is then not applied.)
                 guard let member = RecordHeader.plausible(in: bytes, at: offset, limit: bytes.count) else { return }
@@ -237,26 +249,46 @@ enum LogScanner {
             }
         }
 
+        /// The pending members, in log order.
+        func forEachPending(_ body: (RecordHeader) -> Void) {
+            for run in earlierRuns { forEach(run: run.start, count: run.count, body) }
+            forEach(run: pendingStart, count: pendingCount, body)
+        }
+
         mutating func accept(_ record: RecordHeader, _ apply: (RecordHeader) -> Void) {
             result.recordsKept += 1
             result.maxSeq = max(result.maxSeq, record.seq)
-            if pendingCount > 0 && pendingSeq != record.seq {
+            if pendingTotal > 0 && pendingSeq != record.seq {
                 dropPending(upTo: record.offset, "a transaction's commit record is missing")
             }
             if record.kind == .commit {
                 let count = Int(
                     UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: record.valueOffset, as: UInt32.self)))
-                if count == pendingCount && pendingCount > 0 {
+                let kept = pendingTotal
+                if count == kept && kept > 0 && earlierRuns.isEmpty {
                     forEachPending(apply)
-                    pendingCount = 0
+                    clearPending()
+                } else if kept > 0 && count > kept && !damageSinceCommit.isEmpty {
+                    // The commit verifies and damage since the last commit took the missing members: keep the
+                    // members that verify, lose only what the damage hit.
+                    forEachPending(apply)
+                    for index in damageSinceCommit {
+                        result.damage[index].reason +=
+                            "; inside a committed transaction of \(count) record(s), whose other \(kept) verified "
+                            + "and were kept (the transaction was partially salvaged)"
+                    }
+                    clearPending()
                 } else {
-                    // Members were lost to damage before it: the whole transaction goes.
+                    // Members are missing with no damage to account for them, or more members than it counts:
+                    // the whole transaction goes.
                     addPending(record)
                     dropPending(upTo: record.offset + record.length, "a transaction lost members")
                 }
+                damageSinceCommit.removeAll()
             } else if record.isCommit {
-                if pendingCount > 0 { dropPending(upTo: record.offset, "a transaction's commit record is missing") }
+                if pendingTotal > 0 { dropPending(upTo: record.offset, "a transaction's commit record is missing") }
                 apply(record)
+                damageSinceCommit.removeAll()
             } else {
                 addPending(record)
             }
@@ -264,16 +296,23 @@ enum LogScanner {
         }
 
         private mutating func addPending(_ record: RecordHeader) {
-            if pendingCount == 0 {
-                pendingStart = record.offset
-                pendingSeq = record.seq
-            }
+            if pendingTotal == 0 { pendingSeq = record.seq }
+            if pendingCount == 0 { pendingStart = record.offset }
             pendingCount += 1
+        }
+
+        private mutating func clearPending() {
+            pendingCount = 0
+            earlierRuns.removeAll()
         }
 
         /// A range that holds no record to keep; `next` is the record kept right after it, if any.
         mutating func damaged(_ range: Range<Int>, next: RecordHeader?) {
-            dropPending(upTo: range.lowerBound, "damage follows a transaction's members")
+            // Members before the damage stay pending: their commit, if it verifies, decides.
+            if pendingCount > 0 {
+                earlierRuns.append((pendingStart, range.lowerBound, pendingCount, result.damage.count))
+                pendingCount = 0
+            }
             var damage = LogScanner.describe(bytes, range, plainKeys: plainKeys)
             let forged = unauthentic.filter { range.contains($0) }.count
             if forged > 0 {
@@ -286,22 +325,37 @@ enum LogScanner {
             if let next, next.seq > result.maxSeq + 1 {
                 damage.records = max(damage.records, Int(clamping: next.seq - result.maxSeq - 1))
             }
+            damageSinceCommit.append(result.damage.count)
             result.damage.append(damage)
             result.end = range.upperBound
         }
 
+        /// Drops the pending transaction whole, reporting each of its runs where it lies in the log.
         mutating func dropPending(upTo end: Int, _ reason: String) {
-            guard pendingCount > 0 else { return }
-            var keys: [String] = []
-            if plainKeys { forEachPending { if let name = LogScanner.keyName(bytes, $0) { keys.append(name) } } }
-            result.damage.append(
-                PrefsDamage(range: pendingStart..<end, records: pendingCount, keys: keys, reason: reason))
-            result.recordsKept -= pendingCount
-            pendingCount = 0
+            guard pendingTotal > 0 else { return }
+            func report(_ start: Int, _ end: Int, _ count: Int, _ reason: String) -> PrefsDamage {
+                var keys: [String] = []
+                if plainKeys {
+                    forEach(run: start, count: count) {
+                        if let name = LogScanner.keyName(bytes, $0) { keys.append(name) }
+                    }
+                }
+                return PrefsDamage(range: start..<end, records: count, keys: keys, reason: reason)
+            }
+            result.recordsKept -= pendingTotal
+            if pendingCount > 0 { result.damage.append(report(pendingStart, end, pendingCount, reason)) }
+            // Earlier runs go before the damage that followed them (inserted last first, so indices hold).
+            for run in earlierRuns.reversed() {
+                result.damage.insert(
+                    report(run.start, run.end, run.count, "damage follows a transaction's members"), at: run.damageIndex
+                )
+                damageSinceCommit = damageSinceCommit.map { $0 >= run.damageIndex ? $0 + 1 : $0 }
+            }
+            clearPending()
         }
 
         mutating func finish() {
-            if pendingCount > 0 { dropPending(upTo: result.end, "the log ends inside a transaction") }
+            if pendingTotal > 0 { dropPending(upTo: result.end, "the log ends inside a transaction") }
         }
     }
 
