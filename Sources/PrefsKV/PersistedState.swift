@@ -11,10 +11,12 @@ import SystemLayer
 /// decodable, a failed migration, a read error) it is the defaults too, and one error naming the store file
 /// is logged. A damaged store file is salvaged by the store's own open (``PrefsStore/Configuration/recovery``,
 /// `.salvage` by default), which logs that one error itself: a state whose record was lost then hydrates to
-/// its defaults without logging again, and every state whose record survived keeps its value. A store that
-/// cannot be opened at all (a file that is not a store, an unreadable header, denied permissions) is left as
-/// it is: ``PrefsStore/openOrLog(id:directory:configuration:)`` logs that once and gives nil, and states
-/// created on a nil store are their defaults, kept in memory for this run.
+/// its defaults without logging again, and every state whose record survived keeps its value. A data file that
+/// cannot be read as a store at all (not a store, an unreadable header) is moved aside by
+/// ``PrefsStore/openOrLog(id:directory:configuration:ifUnreadable:)``, which starts an empty store and logs one
+/// error naming both files: the states are their defaults and the user's next choices are saved. A store that
+/// cannot be opened at all (denied permissions, a newer format, or a bad file with `ifUnreadable: .refuse`)
+/// gives nil, logged once, and states created on a nil store are their defaults, kept in memory for this run.
 ///
 /// ```swift
 /// struct Editor: Codable, Sendable { var fontSize = 13; var wrapsLines = true }
@@ -63,7 +65,7 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     ///   - version: the version of `Value`'s shape. The default is 0.
     ///   - defaults: the state when nothing usable is stored.
     ///   - store: where the state lives; nil when it could not be opened (see
-    ///     ``PrefsStore/openOrLog(id:directory:configuration:)``): the state is then the defaults, kept in
+    ///     ``PrefsStore/openOrLog(id:directory:configuration:ifUnreadable:)``): the state is then the defaults, kept in
     ///     memory only, and nothing more is logged.
     ///   - logger: where a hydration failure is logged (once, at error level, never with a value). The default
     ///     is the store's ``PrefsStore/Configuration/logger``.
@@ -308,20 +310,26 @@ private struct VersionOnly: Decodable {
 
 extension PrefsStore {
     /// Opens the store like ``init(id:directory:configuration:)``, but never throws: when the store cannot be
-    /// opened, logs one error naming the file and returns nil, and leaves the file as it is. Meant for app
-    /// state the defaults can stand in for: give the result to ``PersistedState``, whose states are then their
-    /// defaults, in memory, for this run.
+    /// opened, logs one error naming the file and returns nil. Meant for app state the defaults can stand in
+    /// for: give the result to ``PersistedState``, whose states are then their defaults, in memory, for this run.
     ///
-    /// A damaged log is not a failure: the open salvages it (and logs that) as `init` does. What fails is a
-    /// file that is not a store, an unreadable header, a newer format, denied permissions.
+    /// A damaged log is not a failure: the open salvages it (and logs that) as `init` does. A data file that
+    /// cannot be read as a store at all (not a store, an unreadable header) is moved aside by default
+    /// (`ifUnreadable: .quarantineAndStartFresh`: renamed to `<id>.prefs.corrupt-<time>`, mode 0400, one logged
+    /// error naming both files) and an empty store starts, so that the user's next choices are saved again
+    /// instead of living in memory on every launch; pass `.refuse` to leave such a file as it is and get nil.
+    /// What still fails: a newer format, a wrong key, denied permissions, a read-only directory.
     ///
     /// ```swift
     /// let ui = PrefsStore.openOrLog(id: "ui", directory: appDataDirectory)
     /// let theme = PersistedState(name: "theme", version: 0, defaults: "light", store: ui)
     /// ```
     public static func openOrLog(
-        id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration()
+        id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration(),
+        ifUnreadable: UnreadableFilePolicy = .quarantineAndStartFresh
     ) -> PrefsStore? {
+        var configuration = configuration
+        configuration.unreadableFile = ifUnreadable
         do {
             return try PrefsStore(id: id, directory: directory, configuration: configuration)
         } catch {

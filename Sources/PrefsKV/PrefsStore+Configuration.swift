@@ -16,6 +16,11 @@ extension PrefsStore {
         public var sharing: Sharing = .multiProcess
         /// What an open does with a damaged file. The default is ``RecoveryPolicy/salvage``.
         public var recovery: RecoveryPolicy = .salvage
+        /// What an open does with a data file it cannot read as a store at all: not a PrefsKV file, or a header
+        /// that does not verify (a damaged log is `recovery`'s). The default, ``UnreadableFilePolicy/refuse``,
+        /// throws and leaves the file byte-identical; ``PrefsStore/openOrLog(id:directory:configuration:ifUnreadable:)``
+        /// moves it aside and starts an empty store unless told otherwise.
+        public var unreadableFile: UnreadableFilePolicy = .refuse
         /// Seals keys and values on disk. The default is `nil`: a plain store.
         public var sealer: (any PrefsSealer)? {
             get { references.sealer }
@@ -98,6 +103,29 @@ extension PrefsStore {
         /// This handle holds the store exclusively for its lifetime, so writes take no lock. Any other
         /// open of the store, in this process or another, fails with ``PrefsError/Code/busy``.
         public static let singleProcess = Sharing(.singleProcess)
+
+        public var description: String { value.rawValue }
+    }
+
+    /// What an open does with a data file it cannot read as a store at all (not a PrefsKV file, or a header that
+    /// does not verify).
+    ///
+    /// ```swift
+    /// configuration.unreadableFile = .quarantineAndStartFresh   // app state: never stuck on a bad file
+    /// ```
+    public struct UnreadableFilePolicy: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: String { case refuse, quarantineAndStartFresh }
+        private let value: Value
+        private init(_ value: Value) { self.value = value }
+
+        /// Throws (``PrefsError/Code/notAStore`` or ``PrefsError/Code/corrupted``) and leaves the file
+        /// byte-identical: nothing is ever written over a file that could not be read.
+        public static let refuse = UnreadableFilePolicy(.refuse)
+        /// Renames the file, its bytes unchanged, to `<id>.prefs.corrupt-<UTC time>` (mode 0400), starts an empty
+        /// store in its place, logs one error naming both files, and reports it in ``PrefsStore/lastRecovery``.
+        /// For state the app can rebuild (UI state): the user's next choices are saved again. Only a regular file
+        /// is moved; a read-only handle, denied permissions, a wrong key or a newer format still throw.
+        public static let quarantineAndStartFresh = UnreadableFilePolicy(.quarantineAndStartFresh)
 
         public var description: String { value.rawValue }
     }

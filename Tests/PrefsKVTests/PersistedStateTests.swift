@@ -1,8 +1,8 @@
 import ExampleAppState
 import Foundation
 import Synchronization
-import Testing
 import TestSupport
+import Testing
 
 @testable import PrefsKV
 
@@ -219,7 +219,8 @@ import TestSupport
         #expect(log.errors.count == 1)
     }
 
-    @Test func aFileThatIsNotAStoreIsLeftAloneAndTheStatesLiveInMemoryWithOneError() throws {
+    /// With `ifUnreadable: .refuse` a file that is not a store stays as it is and the states live in memory.
+    @Test func withRefuseAFileThatIsNotAStoreIsLeftAloneAndTheStatesLiveInMemoryWithOneError() throws {
         let dir = try TempDir("persisted", memory: true)
         let path = dir.file("ui.prefs")
         let garbage = Array(repeating: UInt8(0xA5), count: 8192)
@@ -228,7 +229,8 @@ import TestSupport
         var configuration = PrefsStore.Configuration()
         configuration.logger = log.logger
 
-        let ui = PrefsStore.openOrLog(id: "ui", directory: dir.path, configuration: configuration)
+        let ui = PrefsStore.openOrLog(
+            id: "ui", directory: dir.path, configuration: configuration, ifUnreadable: .refuse)
         #expect(ui == nil)
         let theme = PersistedState.theme(in: ui)
         let sidebar = PersistedState.sidebar(in: ui)
@@ -274,6 +276,65 @@ import TestSupport
         #expect(theme.value == .light)
         #expect(try !store.contains("theme"))
         #expect(PersistedState.theme(in: store).hydration == .absent)
+    }
+
+    /// Issue 15: an app is never stuck. A store of 300 keys whose header page was zeroed: `openOrLog` moves the
+    /// file aside, bytes unchanged, starts an empty store and logs one error naming both files, and the user's
+    /// next choice is saved and read back by the next launch. (Before: nil, and defaults in memory at every
+    /// launch from then on.)
+    @Test func anUnreadableFileIsMovedAsideAndTheNextChoiceIsSaved() throws {
+        let dir = try TempDir("persisted", memory: true)
+        let path = dir.file("ui.prefs")
+        do {
+            let store = try openStore(dir)
+            try store.write { tx in for i in 0..<300 { try tx.set(i, forKey: "key-\(i)") } }
+        }
+        var damaged = try readBytes(path)
+        for i in 0..<4096 { damaged[i] = 0 }
+        try writeBytes(damaged, to: path)
+        expectError(.notAStore) { try openStore(dir) }  // the default open still refuses, touching nothing
+        #expect(try readBytes(path) == damaged)
+
+        let log = LogCapture()
+        var configuration = PrefsStore.Configuration()
+        configuration.logger = log.logger
+        let ui = try #require(PrefsStore.openOrLog(id: "ui", directory: dir.path, configuration: configuration))
+        let report = try #require(ui.lastRecovery)
+        let quarantine = try #require(report.quarantinePath)
+        #expect(quarantine.hasPrefix(path + ".corrupt-"))
+        #expect(try readBytes(quarantine) == damaged)
+        #expect(fileMode(quarantine) == 0o400)
+        #expect(report.recordsKept == 0 && report.recordsLost == 301)  // 300 members and their commit record
+        #expect(log.errors.count == 1, "\(log.errors)")
+        #expect(log.errors.first.map { $0.contains(path) && $0.contains(quarantine) } == true, "\(log.errors)")
+        #expect(try ui.allKeys.isEmpty)
+
+        let theme = PersistedState(name: "theme", version: 0, defaults: "light", store: ui)
+        #expect(theme.value == "light")
+        try theme.set("dark")
+        let relaunched = PersistedState(name: "theme", version: 0, defaults: "light", store: try openStore(dir))
+        #expect(relaunched.value == "dark")
+        #expect(dir.files.filter { $0.contains(".corrupt-") }.count == 1)
+    }
+
+    /// A file cut inside its header page is moved aside the same way; a directory where the file should be is
+    /// never moved (nil, as before).
+    @Test func aTruncatedHeaderIsMovedAsideButADirectoryIsNot() throws {
+        let dir = try TempDir("persisted", memory: true)
+        let path = dir.file("ui.prefs")
+        do { try openStore(dir).set("v", forKey: "k") }
+        let truncated = Array(try readBytes(path)[0..<2048])
+        try writeBytes(truncated, to: path)
+        let ui = try #require(PrefsStore.openOrLog(id: "ui", directory: dir.path))
+        #expect(try ui.string(forKey: "k") == nil)
+        #expect(try readBytes(try #require(ui.lastRecovery?.quarantinePath)) == truncated)
+        try ui.set("again", forKey: "k")
+        #expect(try openStore(dir).string(forKey: "k") == "again")
+
+        let other = try TempDir("persisted", memory: true)
+        try FileManager.default.createDirectory(atPath: other.file("ui.prefs"), withIntermediateDirectories: false)
+        #expect(PrefsStore.openOrLog(id: "ui", directory: other.path) == nil)
+        #expect(other.files.filter { $0.contains(".corrupt-") }.isEmpty)
     }
 }
 

@@ -80,6 +80,7 @@ final class Engine: @unchecked Sendable {
         // (No `Snapshot?` here: an optional snapshot is copied and destroyed through its type metadata.)
         let snapshot: Snapshot
         var pageLocked = false
+        var setAside: PrefsRecoveryReport?
         do throws(PrefsError) {
             if lock.lockPage != nil,
                 case .intact(let intact) = try StoreLog.loadSnapshotIfIntact(
@@ -94,8 +95,23 @@ final class Engine: @unchecked Sendable {
                     readOnlyCause: &readOnlyCause, create: true)
             }
         } catch {
-            lock.endOpenLock(pageLocked: pageLocked)
-            throw error
+            // A file that cannot be read as a store at all: refused (the default), or moved aside for an empty
+            // store when the app chose that (`unreadableFile`), under the writer lock.
+            guard configuration.unreadableFile == .quarantineAndStartFresh, readOnlyCause == nil,
+                error.code == .notAStore || error.code == .corrupted
+            else {
+                lock.endOpenLock(pageLocked: pageLocked)
+                throw error
+            }
+            do throws(PrefsError) {
+                if !pageLocked { pageLocked = try lock.lockPageForOpen() }
+                (snapshot, setAside) = try Recovery.startFresh(
+                    paths: paths, directory: lock.directoryFD, sealer: configuration.sealer,
+                    readOnlyCause: &readOnlyCause, unreadable: error)
+            } catch {
+                lock.endOpenLock(pageLocked: pageLocked)
+                throw error
+            }
         }
         // The snapshot moves into the engine, its damage (nearly always none) out of it first. (A copy of the
         // snapshot went through its fields' type metadata, instantiated at a fresh process's first open.)
@@ -105,6 +121,10 @@ final class Engine: @unchecked Sendable {
         // A handle without a lock page holds its writer lock already: it is the open lock (flock).
         lock.holdsWriterLock = true
         defer { lock.endOpenLock(pageLocked: pageLocked) }
+        if let setAside {
+            engine.lastRecovery = setAside
+            engine.pendingLog.append((.error, "prefskv: \(setAside.description)"))
+        }
         if !damage.isEmpty {
             try engine.recover(damage: damage, recordsKept: engine.log.recordCount)
         }

@@ -67,6 +67,80 @@ enum Recovery {
         }
     }
 
+    /// Under the writer lock, for `unreadableFile = .quarantineAndStartFresh`: the data file could not be read as a
+    /// store (`unreadable`: not a store, or a header that does not verify). Reads it once more (another process
+    /// may have replaced it meanwhile); when it is still unreadable and a regular file, renames it, bytes
+    /// unchanged, to a free quarantine name (mode 0400) and creates an empty store in its place. Returns the new
+    /// snapshot and the report of what was set aside (nil when the second read succeeded).
+    static func startFresh(
+        paths: StorePaths, directory: Int32, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?,
+        unreadable: PrefsError
+    ) throws(PrefsError) -> (Snapshot, PrefsRecoveryReport?) {
+        do throws(PrefsError) {
+            let snapshot = try StoreLog.loadSnapshot(
+                paths: paths, directory: directory, sealer: sealer, readOnlyCause: &readOnlyCause, create: true)
+            return (snapshot, nil)
+        } catch  where error.code == .notAStore || error.code == .corrupted {
+            guard case .success(let status) = Sys.lstat(paths.data), status.isRegular else { throw error }
+            let found = recognisableRecords(paths: paths, size: status.size)
+            let path = try setAside(paths: paths)
+            let snapshot = try StoreLog.loadSnapshot(
+                paths: paths, directory: directory, sealer: sealer, readOnlyCause: &readOnlyCause, create: true)
+            let damage = PrefsDamage(
+                range: 0..<status.size, records: found.records, keys: found.keys,
+                reason: "the file cannot be read as a store (\(error.message)); it was moved aside and an empty store "
+                    + "started in its place")
+            let report = PrefsRecoveryReport(
+                path: paths.data, quarantinePath: path, recordsKept: 0, recordsLost: found.records,
+                lostKeys: found.keys, damage: [damage], recoveredAt: Sys.nowMilliseconds())
+            return (snapshot, report)
+        }
+    }
+
+    /// The record headers still recognisable in an unreadable data file's log area (and their keys, plain
+    /// stores), for the report; none when it cannot be mapped.
+    private static func recognisableRecords(paths: StorePaths, size: Int) -> (records: Int, keys: [String]) {
+        guard size > Format.logStart, case .success(let fd) = Sys.open(paths.data, .readOnly) else { return (0, []) }
+        guard let file = try? MappedFile(fd: fd, path: paths.data, writable: false) else { return (0, []) }
+        return file.withBytes { bytes in
+            let end = bytes.count & ~7
+            guard end > Format.logStart else { return (0, []) }
+            var records = 0
+            var keys: [String] = []
+            var offset = Format.logStart
+            while offset + Format.recordHeaderSize + Format.recordTrailerSize <= end {
+                if let record = RecordHeader.verified(in: bytes, at: offset, limit: end) {
+                    records += 1
+                    if !record.isSealed, record.keyLength > 0,
+                        let name = String(validating: record.key(in: bytes), as: UTF8.self)
+                    {
+                        keys.append(name)
+                    }
+                    offset += record.length
+                } else {
+                    offset += 8
+                }
+            }
+            return (records, keys)
+        }
+    }
+
+    /// Renames the data file, bytes unchanged, to `<data>.corrupt-<UTC time>[-n]` (a name not taken), mode 0400,
+    /// and makes the rename durable.
+    private static func setAside(paths: StorePaths) throws(PrefsError) -> String {
+        let base = paths.data + ".corrupt-" + Sys.utcTimestamp()
+        var attempt = 0
+        var path = base
+        while case .success = Sys.lstat(path) {
+            attempt += 1
+            path = "\(base)-\(attempt)"
+        }
+        try Sys.rename(paths.data, path).orThrow("rename", "cannot move the unreadable store file aside", path: path)
+        _ = Sys.chmod(path, 0o400)
+        syncDirectory(paths)
+        return path
+    }
+
     /// Whether `name` is a quarantine copy of `dataFileName`: `<data>.corrupt-<yyyyMMdd'T'HHmmss'Z'>[-n]`.
     /// The exact shape matters: `ui.prefs.corrupt-x.prefs` is the data file of the store `ui.prefs.corrupt-x`.
     static func isQuarantineName(_ name: String, dataFileName: String) -> Bool {
