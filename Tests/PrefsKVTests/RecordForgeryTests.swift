@@ -58,6 +58,16 @@ private struct LogFile {
         withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(offset + length - 4..<offset + length, with: $0) }
     }
 
+    /// Appends a copy of an authentic record at the log end with the next sequence number and its checksum made
+    /// valid again: a replay that a keyless CRC cannot tell from a write.
+    mutating func appendReplayed(_ record: [UInt8]) {
+        let end = logEnd
+        let seq = records.last.map { $0.seq + 1 } ?? 1
+        append(record)
+        setSeq(seq, at: end)
+        fixChecksum(at: end, length: record.count)
+    }
+
     /// Rewrites the sequence number of the record at `offset`.
     mutating func setSeq(_ seq: UInt64, at offset: Int) {
         withUnsafeBytes(of: seq.littleEndian) { bytes.replaceSubrange(offset + 16..<offset + 24, with: $0) }
@@ -172,11 +182,7 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
         var file = try LogFile(dir.file("ui.prefs"))
         let records = file.records
         // The first record set the token to "v1": copy it to the end with the next sequence number, CRC fixed.
-        let replayed = file.recordBytes(records[0])
-        let end = file.logEnd
-        file.append(replayed)
-        file.setSeq(records.last!.seq + 1, at: end)
-        file.fixChecksum(at: end, length: replayed.count)
+        file.appendReplayed(file.recordBytes(records[0]))
         let salvaged = try expectTampered(dir, file.bytes)
         #expect(try salvaged.string(forKey: "token") == "v2")
     }
@@ -190,11 +196,7 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
         try store.compact()  // a new file generation: the old record's place is another record's now
         try store.set("newest", forKey: "other")
         var current = try LogFile(dir.file("ui.prefs"))
-        let old = earlier.recordBytes(earlier.records[0])
-        let end = current.logEnd
-        current.append(old)
-        current.setSeq(current.records.last.map { $0.seq + 1 } ?? 1, at: end)
-        current.fixChecksum(at: end, length: old.count)
+        current.appendReplayed(earlier.recordBytes(earlier.records[0]))
         let salvaged = try expectTampered(dir, current.bytes)
         #expect(try salvaged.string(forKey: "token") == "new secret")
     }

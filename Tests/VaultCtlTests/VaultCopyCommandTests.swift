@@ -19,13 +19,7 @@ import Testing
                 V wipe-json --json vault wipe --service appcopy2 --yes
                 V get-after vault get --service app k --reveal
                 """)
-        let wipe = try vault.step("wipe")
-        #expect(wipe.status == 0, "\(wipe)")
-        try #require(wipe.lines.count == 1, "\(wipe)")
-        #expect(
-            wipe.lines[0].hasPrefix(
-                "wiped vault appcopy: items and file \(vault.vaultFile("appcopy")) removed; its master key was left"),
-            "\(wipe)")
+        let wipe = try Self.expectKeyLeft(vault.step("wipe"), file: vault.vaultFile("appcopy"))
         #expect(wipe.lines[0].contains("copied or renamed"), "\(wipe)")
         let json = try jsonObject(try vault.step("wipe-json").standardOutput)
         #expect(json["wiped"] as? Bool == true && json["masterKey"] as? String == "kept", "\(json)")
@@ -47,17 +41,23 @@ import Testing
                 V get-after vault get --service app k --reveal
                 V wipe-app --json vault wipe --service app --yes
                 """)
-        let wipe = try vault.step("wipe")
-        #expect(wipe.status == 0, "\(wipe)")
-        try #require(wipe.lines.count == 1, "\(wipe)")
-        #expect(
-            wipe.lines[0].hasPrefix(
-                "wiped vault appcopy: items and file \(vault.vaultFile("appcopy")) removed; its master key was left"),
-            "\(wipe)")
+        let wipe = try Self.expectKeyLeft(vault.step("wipe"), file: vault.vaultFile("appcopy"))
         #expect(wipe.lines[0].contains("label"), "\(wipe)")
         let get = try vault.step("get-after")
         #expect(get.status == 0 && get.lines == [value], "\(get)")
         let json = try jsonObject(try vault.step("wipe-app").standardOutput)
         #expect(json["masterKey"] as? String == "removed", "\(json)")
+    }
+
+    /// `vault wipe --service appcopy` removed the copy and says, on one line, that the master key was left.
+    static func expectKeyLeft(
+        _ wipe: StepResult, file: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> StepResult {
+        #expect(wipe.status == 0, "\(wipe)", sourceLocation: sourceLocation)
+        try #require(wipe.lines.count == 1, "\(wipe)", sourceLocation: sourceLocation)
+        #expect(
+            wipe.lines[0].hasPrefix("wiped vault appcopy: items and file \(file) removed; its master key was left"),
+            "\(wipe)", sourceLocation: sourceLocation)
+        return wipe
     }
 }
