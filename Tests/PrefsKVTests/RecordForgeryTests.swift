@@ -129,6 +129,13 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
         return salvaged
     }
 
+    /// A strict sealed store with the given single-record sets, in order, and its log.
+    private func threeSets(_ dir: TempDir, _ sets: [(String, String)]) throws -> LogFile {
+        let store = try openStrict(dir)
+        for (key, value) in sets { try store.set(value, forKey: key) }
+        return try LogFile(dir.file("ui.prefs"))
+    }
+
     private func filledStore(_ dir: TempDir) throws -> [UInt8] {
         let store = try openStrict(dir)
         try store.set("v1", forKey: "token")
@@ -203,11 +210,7 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
 
     @Test func reorderedRecordsAreTampering() throws {
         let dir = try TempDir("forge-reorder")
-        let store = try openStrict(dir)
-        try store.set("aaaa", forKey: "k1")
-        try store.set("bbbb", forKey: "k2")
-        try store.set("cccc", forKey: "k1")
-        var file = try LogFile(dir.file("ui.prefs"))
+        var file = try threeSets(dir, [("k1", "aaaa"), ("k2", "bbbb"), ("k1", "cccc")])
         let records = file.records
         try #require(records.count == 3 && records[0].length == records[2].length)
         // Swap the first and last sets of k1, sequence numbers kept in order: only the bound offsets tell.
@@ -223,11 +226,7 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
 
     @Test func aRecordDroppedFromTheMiddleIsTampering() throws {
         let dir = try TempDir("forge-drop")
-        let store = try openStrict(dir)
-        try store.set("aaaa", forKey: "k1")
-        try store.set("gone", forKey: "k2")
-        try store.set("cccc", forKey: "k3")
-        var file = try LogFile(dir.file("ui.prefs"))
+        var file = try threeSets(dir, [("k1", "aaaa"), ("k2", "gone"), ("k3", "cccc")])
         let records = file.records
         let dropped = records[1]
         // Remove k2's record and close the gap; later sequence numbers renumbered, checksums valid, log end moved.

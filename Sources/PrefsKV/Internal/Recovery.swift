@@ -38,10 +38,10 @@ enum Recovery {
 
     /// Copies the damaged file, byte for byte, to `<data>.corrupt-<UTC time>[-n]`, mode 0400.
     static func quarantine(_ file: MappedFile, paths: StorePaths) throws(PrefsError) -> String {
-        let base = paths.data + ".corrupt-" + Sys.utcTimestamp()
+        let base = quarantineBase(paths)
         var attempt = 0
         while true {
-            let path = attempt == 0 ? base : "\(base)-\(attempt)"
+            let path = quarantinePath(base, attempt: attempt)
             switch Sys.open(path, .createNew) {
             case .failure(let e) where e == .exists:
                 attempt += 1
@@ -82,7 +82,7 @@ enum Recovery {
             return (snapshot, nil)
         } catch  where error.code == .notAStore || error.code == .corrupted {
             guard case .success(let status) = Sys.lstat(paths.data), status.isRegular else { throw error }
-            let found = recognisableRecords(paths: paths, size: status.size)
+            let found = recognisableRecords(paths: paths, size: status.size, plainKeys: sealer == nil)
             let path = try setAside(paths: paths)
             let snapshot = try StoreLog.loadSnapshot(
                 paths: paths, directory: directory, sealer: sealer, readOnlyCause: &readOnlyCause, create: true)
@@ -97,48 +97,43 @@ enum Recovery {
         }
     }
 
-    /// The record headers still recognisable in an unreadable data file's log area (and their keys, plain
-    /// stores), for the report; none when it cannot be mapped.
-    private static func recognisableRecords(paths: StorePaths, size: Int) -> (records: Int, keys: [String]) {
+    /// The record headers still recognisable in an unreadable data file's log area, and their keys in a plain
+    /// store (`LogScanner.describe`, as for any damaged range), for the report; none when it cannot be mapped.
+    private static func recognisableRecords(
+        paths: StorePaths, size: Int, plainKeys: Bool
+    ) -> (records: Int, keys: [String]) {
         guard size > Format.logStart, case .success(let fd) = Sys.open(paths.data, .readOnly) else { return (0, []) }
         guard let file = try? MappedFile(fd: fd, path: paths.data, writable: false) else { return (0, []) }
         return file.withBytes { bytes in
             let end = bytes.count & ~7
             guard end > Format.logStart else { return (0, []) }
-            var records = 0
-            var keys: [String] = []
-            var offset = Format.logStart
-            while offset + Format.recordHeaderSize + Format.recordTrailerSize <= end {
-                if let record = RecordHeader.verified(in: bytes, at: offset, limit: end) {
-                    records += 1
-                    if !record.isSealed, record.keyLength > 0,
-                        let name = String(validating: record.key(in: bytes), as: UTF8.self)
-                    {
-                        keys.append(name)
-                    }
-                    offset += record.length
-                } else {
-                    offset += 8
-                }
-            }
-            return (records, keys)
+            let found = LogScanner.describe(bytes, Format.logStart..<end, plainKeys: plainKeys)
+            return (found.records, found.keys)
         }
     }
 
     /// Renames the data file, bytes unchanged, to `<data>.corrupt-<UTC time>[-n]` (a name not taken), mode 0400,
     /// and makes the rename durable.
     private static func setAside(paths: StorePaths) throws(PrefsError) -> String {
-        let base = paths.data + ".corrupt-" + Sys.utcTimestamp()
+        let base = quarantineBase(paths)
         var attempt = 0
         var path = base
         while case .success = Sys.lstat(path) {
             attempt += 1
-            path = "\(base)-\(attempt)"
+            path = quarantinePath(base, attempt: attempt)
         }
         try Sys.rename(paths.data, path).orThrow("rename", "cannot move the unreadable store file aside", path: path)
         _ = Sys.chmod(path, 0o400)
         syncDirectory(paths)
         return path
+    }
+
+    /// `<data>.corrupt-<UTC yyyyMMdd'T'HHmmss'Z'>`: the name every quarantine copy starts with, now.
+    private static func quarantineBase(_ paths: StorePaths) -> String { paths.data + ".corrupt-" + Sys.utcTimestamp() }
+
+    /// The `attempt`th candidate name for a quarantine copy: `base`, then `base-1`, `base-2`...
+    private static func quarantinePath(_ base: String, attempt: Int) -> String {
+        attempt == 0 ? base : "\(base)-\(attempt)"
     }
 
     /// Whether `name` is a quarantine copy of `dataFileName`: `<data>.corrupt-<yyyyMMdd'T'HHmmss'Z'>[-n]`.
