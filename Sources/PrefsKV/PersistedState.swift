@@ -313,11 +313,12 @@ extension PrefsStore {
     /// opened, logs one error naming the file and returns nil. Meant for app state the defaults can stand in
     /// for: give the result to ``PersistedState``, whose states are then their defaults, in memory, for this run.
     ///
-    /// A damaged log is not a failure: the open salvages it (and logs that) as `init` does. A data file that
-    /// cannot be read as a store at all (not a store, an unreadable header) is moved aside by default
-    /// (`ifUnreadable: .quarantineAndStartFresh`: renamed to `<id>.prefs.corrupt-<time>`, mode 0400, one logged
-    /// error naming both files) and an empty store starts, so that the user's next choices are saved again
-    /// instead of living in memory on every launch; pass `.refuse` to leave such a file as it is and get nil.
+    /// A damaged log or header page is not a failure: the open salvages it (and logs that) as `init` does. A data
+    /// file that cannot be read as a store at all (not a store, no copy of its header verifies) is rebuilt by
+    /// default (`ifUnreadable: .quarantineAndRebuild`: the records of its body that verify are kept, the original
+    /// is kept as `<id>.prefs.corrupt-<time>`, mode 0400, and one error is logged naming both files), so that the
+    /// user's next choices are saved again instead of living in memory on every launch; pass `.refuse` to leave
+    /// such a file as it is and get nil.
     /// What still fails: a newer format, a wrong key, denied permissions, a read-only directory.
     ///
     /// ```swift
@@ -326,7 +327,7 @@ extension PrefsStore {
     /// ```
     public static func openOrLog(
         id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration(),
-        ifUnreadable: UnreadableFilePolicy = .quarantineAndStartFresh
+        ifUnreadable: UnreadableFilePolicy = .quarantineAndRebuild
     ) -> PrefsStore? {
         var configuration = configuration
         configuration.unreadableFile = ifUnreadable

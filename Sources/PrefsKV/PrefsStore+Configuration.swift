@@ -16,10 +16,11 @@ extension PrefsStore {
         public var sharing: Sharing = .multiProcess
         /// What an open does with a damaged file. The default is ``RecoveryPolicy/salvage``.
         public var recovery: RecoveryPolicy = .salvage
-        /// What an open does with a data file it cannot read as a store at all: not a PrefsKV file, or a header
-        /// that does not verify (a damaged log is `recovery`'s). The default, ``UnreadableFilePolicy/refuse``,
-        /// throws and leaves the file byte-identical; ``PrefsStore/openOrLog(id:directory:configuration:ifUnreadable:)``
-        /// moves it aside and starts an empty store unless told otherwise.
+        /// What an open does with a data file it cannot read as a store at all: not a PrefsKV file, or no copy of
+        /// its header verifies (a damaged log or header page is `recovery`'s). The default,
+        /// ``UnreadableFilePolicy/refuse``, throws and leaves the file byte-identical;
+        /// ``PrefsStore/openOrLog(id:directory:configuration:ifUnreadable:)`` rebuilds it from what verifies in
+        /// its body, keeping the original, unless told otherwise.
         public var unreadableFile: UnreadableFilePolicy = .refuse
         /// Seals keys and values on disk. The default is `nil`: a plain store.
         public var sealer: (any PrefsSealer)? {
@@ -107,25 +108,30 @@ extension PrefsStore {
         public var description: String { value.rawValue }
     }
 
-    /// What an open does with a data file it cannot read as a store at all (not a PrefsKV file, or a header that
-    /// does not verify).
+    /// What an open does with a data file it cannot read as a store at all: not a PrefsKV file, or no copy of its
+    /// header verifies (a damaged header page alone is not that: the copy that starts the log is read instead, and
+    /// the file recovered under ``RecoveryPolicy``).
     ///
     /// ```swift
-    /// configuration.unreadableFile = .quarantineAndStartFresh   // app state: never stuck on a bad file
+    /// configuration.unreadableFile = .quarantineAndRebuild   // app state: never stuck on a bad file
     /// ```
     public struct UnreadableFilePolicy: Hashable, Sendable, CustomStringConvertible {
-        private enum Value: String { case refuse, quarantineAndStartFresh }
+        private enum Value: String { case refuse, quarantineAndRebuild }
         private let value: Value
         private init(_ value: Value) { self.value = value }
 
         /// Throws (``PrefsError/Code/notAStore`` or ``PrefsError/Code/corrupted``) and leaves the file
         /// byte-identical: nothing is ever written over a file that could not be read.
         public static let refuse = UnreadableFilePolicy(.refuse)
-        /// Renames the file, its bytes unchanged, to `<id>.prefs.corrupt-<UTC time>` (mode 0400), starts an empty
-        /// store in its place, logs one error naming both files, and reports it in ``PrefsStore/lastRecovery``.
-        /// For state the app can rebuild (UI state): the user's next choices are saved again. Only a regular file
-        /// is moved; a read-only handle, denied permissions, a wrong key or a newer format still throw.
-        public static let quarantineAndStartFresh = UnreadableFilePolicy(.quarantineAndStartFresh)
+        /// Rebuilds the store from the records of the file's body that still verify (a plain store's by their
+        /// checksum; a sealed store's by authenticating them with the key, under the store identity read from
+        /// any damaged copy of its header), keeps the original byte for byte as `<id>.prefs.corrupt-<UTC time>`
+        /// (mode 0400), logs one error naming both files, and reports it in ``PrefsStore/lastRecovery``. With
+        /// nothing that verifies, the new store is empty (0 kept). Applies whatever the ``RecoveryPolicy``. For
+        /// state the app can rebuild (UI state): the user's next choices are saved again. Only a regular file is
+        /// rebuilt; a read-only handle, denied permissions, a wrong key or a newer format still throw.
+        /// ``PrefsStore/repair(id:directory:configuration:)`` does the same on request.
+        public static let quarantineAndRebuild = UnreadableFilePolicy(.quarantineAndRebuild)
 
         public var description: String { value.rawValue }
     }

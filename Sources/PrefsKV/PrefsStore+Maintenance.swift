@@ -59,7 +59,7 @@ extension PrefsStore {
                 keys += 1
                 live += entry.recordLength
             }
-            let log = e.log.knownEnd - Format.logStart
+            let log = e.log.knownEnd - e.log.header.firstRecordOffset
             return PrefsStats(
                 keyCount: keys, liveBytes: live, logBytes: log, fileBytes: try e.log.file.currentSize(),
                 recordCount: e.log.recordCount, garbageRatio: log == 0 ? 0 : Double(log - live) / Double(log),
@@ -94,16 +94,62 @@ extension PrefsStore {
         try Engine.validate(storeID: id)
         let paths = StorePaths(id: id, directory: directory)
         let fd = try Sys.open(paths.data, .readOnly).orThrow("open", "cannot open the store file", path: paths.data)
-        let header: Header
         do {
-            // Without a sealer a sealed store is checked by checksum only, so its key check is not compared.
-            header = try StoreLog.readHeader(fd: fd, path: paths.data, sealer: sealer, checkSealer: sealer != nil)
+            // A file shorter than a header page has no header copy: its header page's problem is the answer.
+            let size = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: paths.data).size
+            if size < Format.headerSize {
+                _ = try StoreLog.readHeader(fd: fd, path: paths.data, sealer: sealer, checkSealer: sealer != nil)
+            }
         } catch {
             Sys.close(fd)
             throw error
         }
         let file = try MappedFile(fd: fd, path: paths.data, writable: false)
-        return Verify.verify(file: file, header: header, sealer: sealer, path: paths.data)
+        // Without a sealer a sealed store is checked by checksum only, so its key check is not compared. A header
+        // page that does not verify is reported as damage when the header copy does.
+        var headerDamage: [PrefsDamage] = []
+        let header = try file.withBytes { bytes throws(PrefsError) in
+            try StoreLog.trustedHeader(
+                bytes, path: paths.data, sealer: sealer, checkSealer: sealer != nil, damage: &headerDamage)
+        }
+        var report = Verify.verify(
+            file: file, header: header, sealer: sealer, path: paths.data, logEndKnown: headerDamage.isEmpty)
+        report.damage.insert(contentsOf: headerDamage, at: 0)
+        return report
+    }
+
+    /// Repairs the store file `<directory>/<id>.prefs` and returns what was done, or nil when it was intact
+    /// (nothing is written then). Always ends in a store that opens:
+    ///
+    /// - a damaged log or header page is salvaged as an open under ``RecoveryPolicy/salvage`` does (every record
+    ///   that verifies is kept, the original copied aside byte for byte);
+    /// - a file no copy of whose header verifies (zeroed pages, truncated inside its header, not a store at all) is
+    ///   rebuilt from the records of its body that verify, as ``UnreadableFilePolicy/quarantineAndRebuild`` does:
+    ///   a plain store's by checksum, a sealed store's (give its sealer in `configuration`) by authenticating them
+    ///   with the key; with nothing left, the store is empty and the report says 0 kept. The original is kept
+    ///   read-only beside it (``PrefsRecoveryReport/quarantinePath``).
+    ///
+    /// What still throws: an absent file (``PrefsError/Code/notFound``), a sealed store without its sealer or with
+    /// a wrong key (whose header copy verifies), a newer format, a read-only directory, denied permissions.
+    ///
+    /// ```swift
+    /// if let report = try PrefsStore.repair(id: "ui", directory: dir) {
+    ///     print("kept \(report.recordsKept), lost \(report.recordsLost); original at \(report.quarantinePath!)")
+    /// }
+    /// ```
+    public static func repair(
+        id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration()
+    ) throws -> PrefsRecoveryReport? {
+        try Engine.validate(storeID: id)
+        let paths = StorePaths(id: id, directory: directory)
+        if case .failure(let e) = Sys.lstat(paths.data), e == .noEntry {
+            throw PrefsError(.notFound, "there is no store file to repair", path: paths.data)
+        }
+        var configuration = configuration
+        configuration.recovery = .salvage
+        configuration.unreadableFile = .quarantineAndRebuild
+        let store = try PrefsStore(id: id, directory: directory, configuration: configuration)
+        return store.lastRecovery
     }
 
     /// Writes a compacted image of the store to `path` atomically (temporary file, flush, rename, directory

@@ -9,6 +9,12 @@ func recordLength(key: Int, value: Int, authenticated: Bool = false) -> Int {
     (32 + key + value + 4 + (authenticated ? 16 : 0) + 7) & ~7
 }
 
+/// Where the first record after the header copy (a record whose value is the header's 128-byte static part)
+/// starts in a store file written by this version: 4264 plain, 4280 sealed (FileFormat.md).
+func firstRecordOffset(sealed: Bool = false) -> Int {
+    4096 + recordLength(key: 0, value: 128, authenticated: sealed)
+}
+
 /// A store written record by record, with each record's place and effect known to the test.
 struct Fixture {
     enum Effect {
@@ -29,7 +35,7 @@ struct Fixture {
     let path: String
     var records: [Record] = []
     var bytes: [UInt8] = []
-    var logEnd: Int { records.last.map { $0.offset + $0.length } ?? 4096 }
+    var logEnd: Int { records.last.map { $0.offset + $0.length } ?? firstRecordOffset() }
 
     /// alpha="one" | bravo=2 | tx{charlie="three", delta=4, commit} | echo=[5,5,5] | alpha="uno" | -echo | foxtrot=6 (expires in a day)
     static func small() throws -> Fixture {
@@ -51,7 +57,7 @@ struct Fixture {
         fixture.append(recordLength(key: 4, value: 0), fixture.nextGroup, .delete("echo"))
         try store.set(6, forKey: "foxtrot", expiresAfter: .seconds(86400))
         fixture.append(recordLength(key: 7, value: 8), fixture.nextGroup, .set("foxtrot", .int(6)))
-        #expect(try store.stats().logBytes == fixture.logEnd - 4096)
+        #expect(try store.stats().logBytes == fixture.logEnd - firstRecordOffset())
         fixture.bytes = try readBytes(fixture.path)
         return fixture
     }
@@ -199,19 +205,36 @@ enum RecordRegion: String, CaseIterable, CustomStringConvertible {
     var description: String { rawValue }
 }
 
-/// Damage to the static header: always an error, never a recovery.
+/// Damage to the header page. A file of at least a page is read with the copy of its header that starts the log
+/// (and recovered); with that copy damaged too, or a file shorter than a page, the open refuses.
 enum HeaderFault: String, CaseIterable, CustomStringConvertible {
     case wrongMagic, newerVersionWithValidChecksum, flippedVersionByte, flippedUUIDByte, wrongHeaderSize,
         zeroedHeaderPage, truncatedToHalfAPage, emptyFile
 
     var description: String { rawValue }
 
+    /// The open's error when no copy of the header verifies.
     var code: PrefsError.Code {
         switch self {
         case .wrongMagic, .zeroedHeaderPage, .emptyFile: .notAStore
-        case .newerVersionWithValidChecksum, .flippedVersionByte: .unsupportedVersion
-        case .flippedUUIDByte, .wrongHeaderSize, .truncatedToHalfAPage: .corrupted
+        case .newerVersionWithValidChecksum: .unsupportedVersion
+        case .flippedVersionByte, .flippedUUIDByte, .wrongHeaderSize, .truncatedToHalfAPage: .corrupted
         }
+    }
+
+    /// Whether the header copy can stand in: the file still has it, and the page is damage, not a newer format.
+    var leavesTheCopy: Bool {
+        switch self {
+        case .newerVersionWithValidChecksum, .truncatedToHalfAPage, .emptyFile: false
+        default: true
+        }
+    }
+
+    /// The fault, and the header copy (the record at 4096) damaged too when the file still has it.
+    func applyWithCopyDamaged(_ bytes: [UInt8]) -> [UInt8] {
+        var b = apply(bytes)
+        if b.count > 4096 + 60 { b[4096 + 60] ^= 0x01 }  // inside the copy's value: its checksum fails
+        return b
     }
 
     func apply(_ bytes: [UInt8]) -> [UInt8] {
@@ -307,6 +330,14 @@ enum HeaderFault: String, CaseIterable, CustomStringConvertible {
         for length in 0..<fixture.logEnd {
             try fixture.reset()
             let truncated = Array(fixture.bytes[0..<length])
+            if length < firstRecordOffset() && length >= 4096 {
+                // The header copy is torn: the damage starts at the log start, and every record is lost.
+                let all = Set(fixture.records.indices)
+                try fixture.expectRecovery(
+                    damaged: truncated, losing: all, recordsLost: 1...fixture.recordsLost(all),
+                    damage: [4096..<fixture.logEnd])
+                continue
+            }
             if length < 4096 {
                 try fixture.write(truncated)
                 expectError(length < 8 ? .notAStore : .corrupted) { try openStore(fixture.dir) }
@@ -335,19 +366,25 @@ enum HeaderFault: String, CaseIterable, CustomStringConvertible {
         #expect(try openStore(fixture.dir).lastRecovery == nil)
     }
 
-    @Test(arguments: [1, 2, 3])
+    /// Issue 15: a zeroed header page (page 0) loses nothing: the header is read from its copy at 4096.
+    @Test(arguments: [0, 1, 2, 3])
     func zeroedPageLosesExactlyTheRecordsItCovers(page: Int) throws {
         let fixture = try Fixture.pages(count: 300)
         #expect(fixture.logEnd > 4 * 4096)
         var damaged = fixture.bytes
         let zeroed = page * 4096..<(page + 1) * 4096
         for i in zeroed { damaged[i] = 0 }
+        if page == 0 {
+            try fixture.expectRecovery(damaged: damaged, losing: [], recordsLost: 0...0, damage: [zeroed])
+            return
+        }
         let lost = Set(
             fixture.records.indices.filter {
                 fixture.records[$0].offset < zeroed.upperBound
                     && fixture.records[$0].offset + fixture.records[$0].length > zeroed.lowerBound
             })
-        let first = fixture.records[lost.min()!].offset
+        // Page 1 holds the header copy too: the damage starts there.
+        let first = page == 1 ? 4096 : fixture.records[lost.min()!].offset
         let next = fixture.records[lost.max()! + 1].offset
         // Every lost record is counted exactly: sequence numbers rise by one per commit.
         try fixture.expectRecovery(damaged: damaged, losing: lost, damage: [first..<next])
@@ -377,10 +414,27 @@ enum HeaderFault: String, CaseIterable, CustomStringConvertible {
         try fixture.expectRecovery(damaged: damaged, losing: [], recordsLost: 0...0, damage: [256..<264])
     }
 
+    /// Issue 15: a damaged header page is no single point of failure. The open reads the copy of the header that
+    /// starts the log, salvages (nothing lost, the original quarantined byte for byte, one logged error), and under
+    /// `.fail` refuses with the file byte-identical.
+    @Test(arguments: HeaderFault.allCases.filter(\.leavesTheCopy))
+    func aDamagedHeaderPageIsReadFromItsCopyAndNothingIsLost(fault: HeaderFault) throws {
+        let fixture = try Fixture.small()
+        let damaged = fault.apply(fixture.bytes)
+        try fixture.write(damaged)
+        expectError(.corrupted) { try openStore(fixture.dir) { $0.recovery = .fail } }
+        #expect(try readBytes(fixture.path) == damaged)
+        let report = try PrefsStore.verify(id: "ui", directory: fixture.dir.path)
+        #expect(report.damage.map(\.range) == [0..<4096] && report.recordsVerified == fixture.records.count)
+        try fixture.expectRecovery(damaged: damaged, losing: [], recordsLost: 0...0, damage: [0..<4096])
+    }
+
+    /// Where no copy of the header verifies, the open refuses, whatever the policy, and leaves the file
+    /// byte-identical (a wrong file is never turned into an empty store that the next write overwrites).
     @Test(arguments: HeaderFault.allCases)
     func anUnreadableHeaderIsAnErrorThatLeavesTheFileByteIdentical(fault: HeaderFault) throws {
         let fixture = try Fixture.small()
-        let damaged = fault.apply(fixture.bytes)
+        let damaged = fault.applyWithCopyDamaged(fixture.bytes)
         try fixture.write(damaged)
         let filesBefore = fixture.dir.files
         for policy in [PrefsStore.RecoveryPolicy.salvage, .fail] {

@@ -22,6 +22,8 @@ struct SpannedStore {
     var bytes: [UInt8] = []
     var logEnd = 4096
     var keys: Set<String> = []
+    /// Where the header copy ends and the first record starts.
+    var firstRecord: Int { firstRecordOffset(sealed: sealer != nil) }
 
     /// `count` random operations on `keyCount` keys: sets of three types, transactions, deletes, and one
     /// removeAll a third of the way through.
@@ -35,8 +37,9 @@ struct SpannedStore {
             $0.sealer = fixture.sealer
         }
         var rng = SplitMix(state: seed)
+        fixture.logEnd = fixture.firstRecord
         for n in 0..<count {
-            let before = 4096 + (try store.stats().logBytes)
+            let before = fixture.firstRecord + (try store.stats().logBytes)
             var effects: [String: Expected?] = [:]
             let key = "key-\(Int.random(in: 0..<keyCount, using: &rng))"
             var isTransaction = false
@@ -70,7 +73,7 @@ struct SpannedStore {
                 try store.removeValue(forKey: key)
                 effects[key] = .some(nil)
             }
-            let after = 4096 + (try store.stats().logBytes)
+            let after = fixture.firstRecord + (try store.stats().logBytes)
             // An operation that wrote nothing (an unchanged value, an absent key removed) has no effect on disk.
             guard after > before else { continue }
             fixture.keys.formUnion(effects.keys)
@@ -152,8 +155,9 @@ enum Damage: String, CaseIterable {
                 b[at] ^= 1 << UInt8.random(in: 0..<8, using: &rng)
             }
         case .singleBitFlip:
-            // One bit of the log: what a single flipped bit may cost (issue 15: at most the record it hit).
-            b[Int.random(in: 4096..<logEnd, using: &rng)] ^= 1 << UInt8.random(in: 0..<8, using: &rng)
+            // One bit of the header or the log: what a single flipped bit may cost (issue 15: at most the record
+            // it hit; nothing in a header, which has a copy).
+            b[Int.random(in: 0..<logEnd, using: &rng)] ^= 1 << UInt8.random(in: 0..<8, using: &rng)
         case .overwrittenRange:
             let start = Int.random(in: 0..<logEnd, using: &rng)
             let length = min(Int.random(in: 1...1024, using: &rng), b.count - start)
@@ -213,6 +217,9 @@ enum Damage: String, CaseIterable {
         // Single flipped bits: how many keys lost the value they held (absent, or an older one), per flip.
         var lostPerFlip: [Int: Int] = [:]
         var commitFlips = 0
+        var repairs = 0
+        var repairedKeys = 0
+        var unopenableAfterRepair = 0
         var done = 0
         let started = Date()
         for round in 0..<damages where Date() < deadline {
@@ -230,7 +237,10 @@ enum Damage: String, CaseIterable {
             // Which bytes changed, and what that touches.
             // A byte is changed when it differs or was cut off.
             let changed = changedBytes(fixture.bytes, damaged)
-            let headerHit = damaged.count < 4096 || changed[0..<128].contains(true)
+            // The header page's static part and its copy (the record that starts the log): the open reads the
+            // store when either verifies, and refuses (file byte-identical) only when both are hit.
+            let pageHit = damaged.count < 4096 || changed[0..<128].contains(true)
+            let copyHit = changed[4096..<fixture.firstRecord].contains(true)
             let logEndHit = changed[256..<264].contains(true)
             let hit = Set(
                 fixture.operations.indices.filter { i in
@@ -242,15 +252,38 @@ enum Damage: String, CaseIterable {
             do {
                 store = try openStore(dir) { $0.sealer = fixture.sealer }
             } catch let error as PrefsError {
-                #expect(headerHit, "\(context): an open failed without header damage: \(error)")
+                #expect(pageHit && copyHit, "\(context): an open failed with a header copy intact: \(error)")
                 #expect([.notAStore, .corrupted, .unsupportedVersion].contains(error.code), "\(context): \(error)")
                 #expect(try readBytes(path) == damaged, "\(context): a failed open changed the file")
                 #expect(dir.files == ["ui.prefs", "ui.prefs.lock"], "\(context): a failed open left \(dir.files)")
-                outcomes["header damage: \(error.code), file byte-identical", default: 0] += 1
+                outcomes["both header copies hit: \(error.code), file byte-identical", default: 0] += 1
+                // Repair always ends in a store that opens, holding no value that was never written, the
+                // original kept byte for byte.
+                do {
+                    var configuration = PrefsStore.Configuration()
+                    configuration.sealer = fixture.sealer
+                    let report = try #require(
+                        try PrefsStore.repair(id: "ui", directory: dir.path, configuration: configuration))
+                    let quarantine = try #require(report.quarantinePath, "\(context)")
+                    #expect(try readBytes(quarantine) == damaged, "\(context): the repair's original copy differs")
+                    let repaired = try openStore(dir) { $0.sealer = fixture.sealer }
+                    #expect(repaired.lastRecovery == nil, "\(context)")
+                    for (key, value) in try CrashModel.read(repaired).values {
+                        #expect(
+                            fixture.history[key, default: []].contains(value),
+                            "\(context): after repair \(key) holds a value it never had")
+                    }
+                    try repaired.set("after", forKey: "zz-after")
+                    repairs += 1
+                    repairedKeys += report.recordsKept
+                } catch {
+                    unopenableAfterRepair += 1
+                    Issue.record("\(context): the store does not open after repair: \(error)")
+                }
                 continue
             }
-            #expect(!headerHit, "\(context): a damaged static header opened")
-            if headerHit { continue }
+            #expect(!(pageHit && copyHit), "\(context): a store with both header copies damaged opened")
+            if pageHit && copyHit { continue }
 
             // Every key: exact when its latest operation is intact; absent or a value it had otherwise.
             let found = try CrashModel.read(store).values
@@ -309,7 +342,7 @@ enum Damage: String, CaseIterable {
             }
 
             // A recovery exactly when the log was damaged, with the damaged file kept byte for byte.
-            let logDamaged = !hit.isEmpty || logEndHit || damaged.count < fixture.logEnd
+            let logDamaged = !hit.isEmpty || logEndHit || damaged.count < fixture.logEnd || pageHit || copyHit
             if let report = store.lastRecovery {
                 #expect(logDamaged, "\(context): a recovery without damage to the log: \(report)")
                 let quarantine = try #require(report.quarantinePath, "\(context)")
@@ -337,6 +370,8 @@ enum Damage: String, CaseIterable {
                 + "an older value, \(keysHitLost) absent; \(keysBetweenSwapped) keys between two swapped pages read an "
                 + "older value or none; 0 values never written. Single flipped bits: keys that lost their value per "
                 + "flip \(lostPerFlip.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")) "
-                + "(at most 1), and \(commitFlips) in a transaction's commit record (the transaction goes whole)")
+                + "(at most 1), and \(commitFlips) in a transaction's commit record (the transaction goes whole). "
+                + "Both header copies hit: \(repairs) repaired (\(repairedKeys) records kept from their bodies), "
+                + "\(unopenableAfterRepair) stores left unopenable after repair (must be 0)")
     }
 }

@@ -24,7 +24,7 @@ import Testing
         try openStore(dir).set("dark", forKey: "theme")
         let path = dir.file("ui.prefs")
         var bytes = try readBytes(path)
-        bytes[Format.logStart + 9] ^= 0xFF  // inside the first record: its checksum fails
+        bytes[firstRecordOffset() + 9] ^= 0xFF  // inside the first record: its checksum fails
         try writeBytes(bytes, to: path)
         let inspection = try #require(try PrefsStore.inspect(id: "ui", directory: dir.path))
         #expect(!inspection.isSealed && inspection.fileBytes == bytes.count)

@@ -29,13 +29,13 @@ private struct LogFile {
         }
     }
 
-    /// The verified records below the log end, in order.
+    /// The verified records below the log end, in order, after the header copy.
     var records: [RecordHeader] {
         bytes.withUnsafeBytes { raw in
             var found: [RecordHeader] = []
             var offset = Format.logStart
             while offset < logEnd, let record = RecordHeader.verified(in: raw, at: offset, limit: logEnd) {
-                found.append(record)
+                if record.kind != .header { found.append(record) }
                 offset += record.length
             }
             return found
@@ -242,14 +242,16 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
     }
 
     /// A plain store keeps its keyless CRC: what it detects (damage) and what it cannot (a record rewritten with a
-    /// valid checksum) are documented in FileFormat.md.
-    @Test func aPlainStoreStaysFormatOneWithAKeylessChecksum() throws {
-        let dir = try TempDir("plain-v1")
+    /// valid checksum) are documented in FileFormat.md. It is written as format 3 for its header copy.
+    @Test func aPlainStoreHasAKeylessChecksumAndAHeaderCopy() throws {
+        let dir = try TempDir("plain-v3")
         try openStore(dir).set("v", forKey: "k")
         let bytes = try readBytes(dir.file("ui.prefs"))
-        #expect(bytes[8] == 1 && bytes[9] == 0)
+        #expect(bytes[8] == 3 && bytes[9] == 0)
         let file = try LogFile(dir.file("ui.prefs"))
         #expect(file.records.count == 1 && !file.records[0].isAuthenticated)
+        // The header copy: a kind-5 record at 4096 whose value is the header's static part.
+        #expect(bytes[4096 + 4] == 5 && Array(bytes[4096 + 32..<4096 + 160]) == Array(bytes[0..<128]))
     }
 }
 
@@ -299,7 +301,7 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
         #expect(try LogFile(dir.file("ui.prefs")).records.allSatisfy { !$0.isAuthenticated })
         try store.compact()
         let upgraded = try LogFile(dir.file("ui.prefs"))
-        #expect(upgraded.bytes[8] == 2 && upgraded.records.allSatisfy(\.isAuthenticated))
+        #expect(upgraded.bytes[8] == 3 && upgraded.records.allSatisfy(\.isAuthenticated))
         #expect(try PrefsStore.inspect(id: "ui", directory: dir.path)?.authenticatesRecords == true)
         #expect(try store.string(forKey: "token") == "later")
         #expect(try openSealed(dir).int(forKey: "count") == 42)

@@ -81,8 +81,8 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         let original = try readBytes(dir.file("ui.prefs"))
         let tagLength = 16
         let length = recordLength(key: tagLength, value: 4 + 6 + 8 + 16, authenticated: true)
-        let first = 4096
-        let second = 4096 + length
+        let first = firstRecordOffset(sealed: true)
+        let second = first + length
         func repairCRC(_ b: inout [UInt8], _ offset: Int, _ length: Int) {
             let crc = CRC32C.checksum(Array(b[offset..<offset + length - 4]))
             withUnsafeBytes(of: crc.littleEndian) { for i in 0..<4 { b[offset + length - 4 + i] = $0[i] } }
@@ -164,8 +164,8 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
             for i in 0..<5 { try store.set("v\(i)", forKey: "k\(i)") }
         }
         var bytes = try readBytes(dir.file("ui.prefs"))
-        let length = recordLength(key: 16, value: 4 + 2 + 2 + 16)
-        bytes[4096 + 2 * length + 50] ^= 0x40
+        let length = recordLength(key: 16, value: 4 + 2 + 2 + 16, authenticated: true)
+        bytes[firstRecordOffset(sealed: true) + 2 * length + 50] ^= 0x40
         try writeBytes(bytes, to: dir.file("ui.prefs"))
         let store = try openSealed(dir)
         let report = try #require(store.lastRecovery)

@@ -33,7 +33,7 @@ import Testing
             plain.lines == [
                 "store ui is DAMAGED: 1 damaged range, 1 record lost, 2 records verified, \(sandbox.path("ui.prefs"))",
                 "OFFSET  LENGTH  RECORDS  KEYS   REASON",
-                "4096    48      1        theme  checksum mismatch",
+                "4264    48      1        theme  checksum mismatch",
             ], "\(plain)")
         #expect(plain.standardError.contains("prefs repair ui"), "\(plain)")
 
@@ -45,7 +45,7 @@ import Testing
         #expect(number(report["recordsVerified"]) == 2)
         let damage = try #require(report["damage"] as? [[String: Any]])
         #expect(damage.count == 1)
-        #expect(number(damage.first?["offset"]) == 4096)
+        #expect(number(damage.first?["offset"]) == Int64(PrefsSandbox.firstRecordOffset))
         #expect(number(damage.first?["length"]) == Int64(PrefsSandbox.themeRecordLength))
         #expect(number(damage.first?["records"]) == 1)
         #expect(damage.first?["keys"] as? [String] == ["theme"])
@@ -59,7 +59,7 @@ import Testing
         try sandbox.makeStore()
         // Cut the file in the middle of the second record: the log end now points past the end of the file.
         let data = try sandbox.bytes("ui.prefs")
-        try sandbox.write(Array(data[0..<(4096 + PrefsSandbox.themeRecordLength + 20)]), to: "ui.prefs")
+        try sandbox.write(Array(data[0..<(PrefsSandbox.firstRecordOffset + PrefsSandbox.themeRecordLength + 20)]), to: "ui.prefs")
         let before = try sandbox.snapshot()
 
         let json = try sandbox.run(["--json", "prefs", "verify", "ui"])
@@ -69,7 +69,7 @@ import Testing
         #expect(number(report["recordsVerified"]) == 1)
         let damage = try #require(report["damage"] as? [[String: Any]])
         #expect(damage.contains { ($0["reason"] as? String)?.contains("ends before the log end") == true }, "\(report)")
-        #expect(number(damage.first?["offset"]) == Int64(4096 + PrefsSandbox.themeRecordLength))
+        #expect(number(damage.first?["offset"]) == Int64(PrefsSandbox.firstRecordOffset + PrefsSandbox.themeRecordLength))
 
         let plain = try sandbox.run(["prefs", "verify", "ui"])
         #expect(plain.status == 65, "\(plain)")
@@ -155,7 +155,9 @@ import Testing
         #expect(try sandbox.snapshot() == before)
     }
 
-    @Test func anUnreadableHeaderIsCorruptedEverywhereAndNeverRewritten() throws {
+    /// Issue 15: a damaged header page is read from its copy. Every command but repair answers 65 pointing at
+    /// repair and leaves the file byte-identical; repair keeps every record.
+    @Test func aDamagedHeaderPageIsRepairedFromItsCopyKeepingEveryRecord() throws {
         let sandbox = try PrefsSandbox()
         try sandbox.makeStore()
         var data = try sandbox.bytes("ui.prefs")
@@ -163,14 +165,63 @@ import Testing
         try sandbox.write(data, to: "ui.prefs")
         let before = try sandbox.snapshot()
 
-        for command in [["verify", "ui"], ["repair", "ui"], ["get", "ui", "width"], ["set", "ui", "a", "b"]] {
+        for command in [["verify", "ui"], ["get", "ui", "width"], ["set", "ui", "a", "b"]] {
+            let result = try sandbox.run(["prefs"] + command)
+            #expect(result.status == 65, "\(command): \(result)")
+            #expect(result.standardError.contains("prefs repair ui"), "\(result)")
+        }
+        let verify = try jsonObject(try sandbox.run(["--json", "prefs", "verify", "ui"]).standardOutput)
+        let damage = try #require(verify["damage"] as? [[String: Any]])
+        #expect(damage.count == 1 && number(damage.first?["offset"]) == 0 && number(damage.first?["records"]) == 0)
+        #expect(number(verify["recordsVerified"]) == 3, "\(verify)")
+        #expect(try sandbox.snapshot() == before)
+
+        let repair = try sandbox.succeed(["prefs", "repair", "ui"])
+        #expect(repair.lines.first == "repaired store ui (\(sandbox.path("ui.prefs"))): kept 3 records, lost 0", "\(repair)")
+        #expect(try sandbox.succeed(["prefs", "get", "ui", "width"]).standardOutput == "240\n")
+        try sandbox.succeed(["prefs", "verify", "ui"])
+    }
+
+    /// Where no copy of the header verifies, every command but repair answers 65 naming the file and pointing at
+    /// repair, and leaves it byte-identical; repair rebuilds the store from the records of its body.
+    @Test func anUnreadableHeaderIsCorruptedEverywhereButRepairRebuildsIt() throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.makeStore()
+        var data = try sandbox.bytes("ui.prefs")
+        data[20] ^= 0xFF  // inside the store UUID: the header checksum no longer matches
+        data[4096 + 60] ^= 0x01  // inside the header copy: its checksum no longer matches either
+        try sandbox.write(data, to: "ui.prefs")
+        let before = try sandbox.snapshot()
+
+        for command in [["verify", "ui"], ["get", "ui", "width"], ["set", "ui", "a", "b"]] {
             let result = try sandbox.run(["prefs"] + command)
             #expect(result.status == 65, "\(command): \(result)")
             #expect(result.standardError.contains("the store header cannot be read"), "\(result)")
             #expect(result.standardError.contains(sandbox.path("ui.prefs")), "\(result)")
-            #expect(!result.standardError.contains("prefs repair"), "repair cannot help: \(result)")
+            #expect(result.standardError.contains("prefs repair ui` rebuilds it"), "\(result)")
         }
         #expect(try sandbox.snapshot() == before)
+
+        let repair = try jsonObject(try sandbox.succeed(["--json", "prefs", "repair", "ui"]).standardOutput)
+        #expect(repair["repaired"] as? Bool == true && number(repair["kept"]) == 3, "\(repair)")
+        let quarantine = try #require(repair["quarantine"] as? String)
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: quarantine))) == data)
+        #expect(try sandbox.succeed(["prefs", "get", "ui", "theme"]).standardOutput == "dark\n")
+        try sandbox.succeed(["prefs", "verify", "ui"])
+    }
+
+    /// A file that is not a store at all: repair makes an empty store of it (kept 0), the original beside it.
+    @Test func repairOfAFileThatIsNotAStoreEndsInAnEmptyStore() throws {
+        let sandbox = try PrefsSandbox()
+        let junk = Array("not a store at all".utf8)
+        try sandbox.write(junk, to: "ui.prefs")
+        #expect(chmod(sandbox.path("ui.prefs"), 0o600) == 0)  // the user's own file (another mode is refused)
+        let repair = try jsonObject(try sandbox.succeed(["--json", "prefs", "repair", "ui"]).standardOutput)
+        #expect(repair["repaired"] as? Bool == true && number(repair["kept"]) == 0, "\(repair)")
+        let quarantine = try #require(repair["quarantine"] as? String)
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: quarantine))) == junk)
+        let list = try jsonObject(try sandbox.succeed(["--json", "prefs", "list", "ui"]).standardOutput)
+        #expect((list["entries"] as? [Any])?.isEmpty == true, "\(list)")
     }
 
     @Test func aSealedStoreAnswersEncryptedWithoutItsKey() throws {

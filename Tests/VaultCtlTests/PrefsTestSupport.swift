@@ -81,9 +81,12 @@ final class PrefsSandbox {
 
     // MARK: Stores with known bytes
 
-    /// Offset of the first record's value when the store's first write was `set STORE theme dark`: the log
-    /// starts at 4096, a record header is 32 bytes, then the 5-byte key (Documentation/FileFormat.md).
-    static let themeValueOffset = 4096 + 32 + 5
+    /// Offset of the first record: the log starts at 4096 with the 168-byte header copy
+    /// (Documentation/FileFormat.md).
+    static let firstRecordOffset = 4096 + 168
+    /// Offset of the first record's value when the store's first write was `set STORE theme dark`: a record header
+    /// is 32 bytes, then the 5-byte key.
+    static let themeValueOffset = firstRecordOffset + 32 + 5
     /// The length of that record: (32 + 5 + 4 + 4 + 7) & ~7.
     static let themeRecordLength = 48
 

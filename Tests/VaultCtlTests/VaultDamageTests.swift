@@ -57,13 +57,13 @@ import Testing
             verify.lines == [
                 "vault app is DAMAGED: 0 items failed to open, 1 damaged range, 0 items opened, \(vault.vaultFile())",
                 "OFFSET  LENGTH  RECORDS  KEYS  REASON",
-                "4096    " + length + String(repeating: " ", count: 8 - length.count)
+                "\(first.offset)    " + length + String(repeating: " ", count: 8 - length.count)
                     + "1        -     checksum mismatch",
             ], "\(verify)")
         let report = try jsonObject(try vault.step("verify-json").standardOutput)
         #expect(report["clean"] as? Bool == false, "\(report)")
         let damage = try #require(report["damage"] as? [[String: Any]])
-        #expect(damage.count == 1 && number(damage.first?["offset"]) == 4096, "\(report)")
+        #expect(damage.count == 1 && number(damage.first?["offset"]) == Int64(first.offset), "\(report)")
         #expect(number(damage.first?["length"]) == Int64(first.length) && number(damage.first?["records"]) == 1)
 
         // status needs no key and no intact record: it still answers.
@@ -134,11 +134,12 @@ import Testing
         let verify = try vault.step("verify")
         #expect(verify.status == 65, "\(verify)")
         #expect(verify.lines.first?.hasPrefix("vault app is DAMAGED: ") == true, "\(verify)")
-        #expect(verify.lines.contains { $0.hasPrefix("4096 ") && $0.contains("fail authentication") }, "\(verify)")
+        #expect(
+            verify.lines.contains { $0.hasPrefix("\(first.offset) ") && $0.contains("fail authentication") }, "\(verify)")
         let report = try jsonObject(try vault.step("verify-json").standardOutput)
         #expect(report["clean"] as? Bool == false && number(report["itemsOpened"]) == 0, "\(report)")
         let damage = try #require(report["damage"] as? [[String: Any]])
-        #expect(damage.map { number($0["offset"]) } == [4096], "\(report)")
+        #expect(damage.map { number($0["offset"]) } == [Int64(first.offset)], "\(report)")
         #expect(number(damage.first?["length"]) == Int64(first.length))
 
         #expect(try Array(Data(contentsOf: URL(fileURLWithPath: vault.vaultFile()))) == moved)

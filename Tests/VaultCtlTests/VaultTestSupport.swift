@@ -151,9 +151,10 @@ final class VaultSandbox {
 
     // MARK: Vault file bytes
 
-    /// The records of a PrefsKV file's log, in file order (Documentation/FileFormat.md: the log starts at
-    /// 4096 and ends at the low 48 bits of the word at 256; a record is 32 header bytes, key, value, padding to
-    /// 8, a 16-byte authenticator when its flags (byte 6) have bit 2, and a CRC32C of everything before it).
+    /// The records of a PrefsKV file's log, in file order, after the header copy (Documentation/FileFormat.md:
+    /// the log starts at 4096, in version 3 with a kind-5 header-copy record, and ends at the low 48 bits of the
+    /// word at 256; a record is 32 header bytes, key, value, padding to 8, a 16-byte authenticator when its flags
+    /// (byte 6) have bit 2, and a CRC32C of everything before it).
     static func records(_ bytes: [UInt8]) -> [Record] {
         func u32(_ at: Int) -> Int { (0..<4).reduce(0) { $0 | Int(bytes[at + $1]) << (8 * $1) } }
         let logEnd = (0..<6).reduce(0) { $0 | Int(bytes[256 + $1]) << (8 * $1) }
@@ -165,11 +166,15 @@ final class VaultSandbox {
             let record = Record(
                 offset: offset, kind: bytes[offset + 4], keyLength: keyLength, valueLength: valueLength,
                 length: (32 + keyLength + valueLength + 4 + (bytes[offset + 6] & 4 != 0 ? 16 : 0) + 7) & ~7)
-            records.append(record)
+            if record.kind != 5 { records.append(record) }
             offset += record.length
         }
         return records
     }
+
+    /// Where the first record after the header copy starts in a version-3 file (sealed: the copy has an
+    /// authenticator).
+    static func firstRecordOffset(sealed: Bool) -> Int { sealed ? 4096 + 184 : 4096 + 168 }
 
     struct Record {
         var offset: Int

@@ -13,10 +13,12 @@ extension StoreLog {
         let auth = RecordAuth(header: backupHeader, sealer: sealer)
         let length = StoreImage.length(of: live, authenticated: auth != nil)
         let image = try StoreImage.write(
-            temporary: temporary, finalPath: destination, header: backupHeader, logLength: length,
+            temporary: temporary, finalPath: destination, header: backupHeader, auth: auth, logLength: length,
             capacity: Format.headerSize + length, watched: false
         ) { bytes throws(PrefsError) in
-            file.withBytes { source in StoreImage.copyRecords(live, from: source, into: bytes, auth: auth) }
+            file.withBytes { source in
+                StoreImage.copyRecords(live, from: source, into: bytes, header: backupHeader, auth: auth)
+            }
         }
         _ = image
         if case .failure(let e) = Sys.rename(temporary, destination) {
@@ -51,10 +53,12 @@ extension StoreLog {
         let auth = RecordAuth(header: newHeader, sealer: sealer)
         let length = StoreImage.length(of: live, authenticated: auth != nil)
         let image = try StoreImage.write(
-            paths: paths, header: newHeader, logLength: length, capacity: Format.headerSize + 2 * length,
+            paths: paths, header: newHeader, auth: auth, logLength: length, capacity: Format.headerSize + 2 * length,
             watched: watched
         ) { bytes throws(PrefsError) in
-            backupFile.withBytes { source in StoreImage.copyRecords(live, from: source, into: bytes, auth: auth) }
+            backupFile.withBytes { source in
+                StoreImage.copyRecords(live, from: source, into: bytes, header: newHeader, auth: auth)
+            }
         }
         try install(image, header: newHeader)
     }

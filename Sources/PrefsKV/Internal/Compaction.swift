@@ -5,14 +5,15 @@ import SystemLayer
 
 /// Writing a store image to a temporary file.
 enum StoreImage {
-    /// Creates `temporary` (replacing a stale one), sizes it with real blocks, writes the header page and
-    /// lets `fill` write the log from offset 4096, then flushes it. The result is mapped writable; on any
-    /// failure the temporary file is removed.
+    /// Creates `temporary` (replacing a stale one), sizes it with real blocks, writes the header page and the
+    /// header-copy record (version 3, authenticated with `auth` when sealed), and lets `fill` write the
+    /// `logLength` bytes of records from `header.firstRecordOffset`, then flushes it. The result is mapped
+    /// writable; on any failure the temporary file is removed.
     static func write(
-        temporary: String, finalPath: String, header: Header, logLength: Int, capacity: Int, watched: Bool,
-        fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
+        temporary: String, finalPath: String, header: Header, auth: RecordAuth?, logLength: Int, capacity: Int,
+        watched: Bool, fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
     ) throws(PrefsError) -> MappedFile {
-        precondition(capacity >= Format.headerSize + logLength)
+        let capacity = max(capacity, header.firstRecordOffset + logLength)
         _ = Sys.unlink(temporary)
         let fd = try Sys.open(temporary, .createNew).orThrow("open", "cannot create a new store image", path: temporary)
         do throws(PrefsError) {
@@ -26,9 +27,10 @@ enum StoreImage {
         }
         do throws(PrefsError) {
             let image = try MappedFile(fd: fd, path: finalPath, writable: true)
-            let page = header.page(logEnd: Format.logStart + logLength, watched: watched)
+            let page = header.page(logEnd: header.firstRecordOffset + logLength, watched: watched)
             try image.withMutableBytes { bytes throws(PrefsError) in
                 page.withUnsafeBytes { bytes.copyMemory(from: $0) }
+                _ = Header.writeCopy(of: header, into: bytes, auth: auth)
                 try fill(bytes)
             }
             try image.syncData()
@@ -41,21 +43,22 @@ enum StoreImage {
 
     /// An image of the store at `paths`, written to its temporary file.
     static func write(
-        paths: StorePaths, header: Header, logLength: Int, capacity: Int, watched: Bool,
+        paths: StorePaths, header: Header, auth: RecordAuth?, logLength: Int, capacity: Int, watched: Bool,
         fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
     ) throws(PrefsError) -> MappedFile {
         try write(
-            temporary: paths.temporary, finalPath: paths.data, header: header, logLength: logLength,
+            temporary: paths.temporary, finalPath: paths.data, header: header, auth: auth, logLength: logLength,
             capacity: capacity, watched: watched, fill: fill)
     }
 
-    /// Copies `entries`' records (live entries in log order) from `source` into an image's log, numbered
-    /// 1, 2, 3..., authenticated with `auth` for the image (a version-2 sealed store).
+    /// Copies `entries`' records (live entries in log order) from `source` into the log of an image of
+    /// `header`, from its first record offset, numbered 1, 2, 3..., authenticated with `auth` for the image (a
+    /// sealed store).
     static func copyRecords(
         _ entries: some Sequence<Entry>, from source: UnsafeRawBufferPointer, into bytes: UnsafeMutableRawBufferPointer,
-        auth: RecordAuth?
+        header: Header, auth: RecordAuth?
     ) {
-        var offset = Format.logStart
+        var offset = header.firstRecordOffset
         for (i, entry) in entries.enumerated() {
             offset += RecordWriter.copy(
                 recordHeader(of: entry), from: source, into: bytes, at: offset, seq: UInt64(i + 1), auth: auth)
@@ -131,18 +134,19 @@ extension StoreLog {
         let auth = RecordAuth(header: newHeader, sealer: sealer)
         let length = StoreImage.length(of: live.lazy.map { $0.entry }, authenticated: auth != nil)
         let image = try StoreImage.write(
-            paths: paths, header: newHeader, logLength: length,
+            paths: paths, header: newHeader, auth: auth, logLength: length,
             capacity: max(Format.headerSize + 2 * length, minimumCapacity / Sys.pageSize * Sys.pageSize),
             watched: watched
         ) { bytes throws(PrefsError) in
             file.withBytes { source in
-                StoreImage.copyRecords(live.lazy.map { $0.entry }, from: source, into: bytes, auth: auth)
+                StoreImage.copyRecords(
+                    live.lazy.map { $0.entry }, from: source, into: bytes, header: newHeader, auth: auth)
             }
         }
         try rename(image, temporary: paths.temporary)
 
-        // The image holds the live records in the same order, back to back from the log start.
-        var offset = Format.logStart
+        // The image holds the live records in the same order, back to back after the header copy.
+        var offset = newHeader.firstRecordOffset
         for item in live {
             index[position: item.position].recordOffset = offset
             index[position: item.position].authenticated = auth != nil
@@ -154,7 +158,7 @@ extension StoreLog {
         liveBytes = length
         recordCount = live.count
         nextSeq = UInt64(live.count) + 1
-        knownEnd = Format.logStart + length
+        knownEnd = newHeader.firstRecordOffset + length
         knownEndWord = image.logEndWord
         directorySyncedGeneration = newHeader.generation
         #if PREFSKV_INTERNAL_CHECKS

@@ -81,6 +81,7 @@ final class Engine: @unchecked Sendable {
         let snapshot: Snapshot
         var pageLocked = false
         var setAside: PrefsRecoveryReport?
+        var mustSalvage = false
         do throws(PrefsError) {
             if lock.lockPage != nil,
                 case .intact(let intact) = try StoreLog.loadSnapshotIfIntact(
@@ -95,9 +96,10 @@ final class Engine: @unchecked Sendable {
                     readOnlyCause: &readOnlyCause, create: true)
             }
         } catch {
-            // A file that cannot be read as a store at all: refused (the default), or moved aside for an empty
-            // store when the app chose that (`unreadableFile`), under the writer lock.
-            guard configuration.unreadableFile == .quarantineAndStartFresh, readOnlyCause == nil,
+            // A file no copy of whose header verifies: refused (the default), or, when the app chose that
+            // (`unreadableFile`), rebuilt from the records of its body that verify, its original kept aside, under
+            // the writer lock.
+            guard configuration.unreadableFile == .quarantineAndRebuild, readOnlyCause == nil,
                 error.code == .notAStore || error.code == .corrupted
             else {
                 lock.endOpenLock(pageLocked: pageLocked)
@@ -105,7 +107,7 @@ final class Engine: @unchecked Sendable {
             }
             do throws(PrefsError) {
                 if !pageLocked { pageLocked = try lock.lockPageForOpen() }
-                (snapshot, setAside) = try Recovery.startFresh(
+                (snapshot, setAside, mustSalvage) = try Recovery.rebuild(
                     paths: paths, directory: lock.directoryFD, sealer: configuration.sealer,
                     readOnlyCause: &readOnlyCause, unreadable: error)
             } catch {
@@ -126,7 +128,9 @@ final class Engine: @unchecked Sendable {
             engine.pendingLog.append((.error, "prefskv: \(setAside.description)"))
         }
         if !damage.isEmpty {
-            try engine.recover(damage: damage, recordsKept: engine.log.recordCount)
+            try engine.recover(
+                damage: damage, recordsKept: engine.log.recordCount,
+                policy: mustSalvage ? .salvage : configuration.recovery)
         }
         return engine
     }
@@ -358,7 +362,7 @@ final class Engine: @unchecked Sendable {
         let knownEnd = log.knownEnd
         guard let threshold = configuration.autoCompactionThreshold, knownEnd >= autoCompactionBlockedBelow
         else { return }
-        let length = knownEnd - Format.logStart
+        let length = knownEnd - log.header.firstRecordOffset
         guard length > 0, length >= threshold / 4 * 3, (length - log.liveBytes) * 2 >= length else { return }
         do throws(PrefsError) {
             try compactLocked(minimumCapacity: threshold)
@@ -370,9 +374,12 @@ final class Engine: @unchecked Sendable {
     }
 
     /// Acts on damage found by a scan (the snapshot is already adopted, holding what verified): Recovery.swift.
-    func recover(damage: [PrefsDamage], recordsKept: Int) throws(PrefsError) {
+    func recover(
+        damage: [PrefsDamage], recordsKept: Int, policy: PrefsStore.RecoveryPolicy? = nil
+    ) throws(PrefsError) {
         let report = try Recovery.recover(
-            log, damage: damage, recordsKept: recordsKept, policy: configuration.recovery, watched: watchesImages)
+            log, damage: damage, recordsKept: recordsKept, policy: policy ?? configuration.recovery,
+            watched: watchesImages)
         let index = log.index
         codec.retainNames { index[$0] != nil }
         autoCompactionBlockedBelow = 0

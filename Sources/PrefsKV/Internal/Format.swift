@@ -2,22 +2,28 @@
 // the two must agree (FileFormatTests checks the worked example there against bytes produced here).
 import SystemLayer
 
-/// Layout constants of format versions 1 and 2.
+/// Layout constants of format versions 1, 2 and 3.
 ///
-/// Version 2 is a sealed store whose every record carries an authenticator (a MAC under the sealer's key, binding
-/// the record to its store, file generation and offset); plain stores are still written as version 1, and a
-/// sealed version-1 store (written before record authentication) is read as it is and written as version 2 by
-/// its next compaction, recovery or rekey.
+/// - Version 1: plain stores, and sealed stores whose records are not authenticated.
+/// - Version 2: sealed stores whose every record carries an authenticator (a MAC under the sealer's key, binding
+///   the record to its store, file generation and offset).
+/// - Version 3 (written now, plain and sealed): version 2's rules, and the log starts with a copy of the header's
+///   static part (a `header` record at offset 4096), so that a damaged header page is no single point of failure.
+///
+/// Older versions are read as they are and written as version 3 by their next compaction, recovery, restore or
+/// rekey.
 enum Format {
     /// "PREFSKV\0" (`50 52 45 46 53 4b 56 00`), read as one little-endian word.
     static let fileMagic: UInt64 = 0x0056_4B53_4645_5250
     static let fileMagicLength = 8
-    /// The newest version this library reads and writes.
-    static let version: UInt16 = 2
+    /// The newest version this library reads, and the one it writes.
+    static let version: UInt16 = 3
     /// Plain stores, and sealed stores whose records are not authenticated.
     static let unauthenticatedVersion: UInt16 = 1
-    /// Sealed stores whose records are authenticated.
+    /// Sealed stores whose records are authenticated (this version and later).
     static let authenticatedVersion: UInt16 = 2
+    /// Stores whose log starts with a copy of the header (this version and later).
+    static let headerCopyVersion: UInt16 = 3
     /// The header occupies the first page; the log starts right after it.
     static let headerSize = 4096
     static let logStart = headerSize
@@ -56,6 +62,12 @@ enum Format {
     static let maxSealerOverhead = 1024
     static let maxStoredValueLength = maxValueLength + 4 + maxKeyLength + maxSealerOverhead
 
+    /// The length of the header-copy record that starts a version-3 log: no key, the header's static part as its
+    /// value (168 bytes, or 184 with an authenticator).
+    static func headerCopyLength(authenticated: Bool) -> Int {
+        recordLength(keyLength: 0, valueLength: staticSize, authenticated: authenticated)
+    }
+
     /// The length of a record with the given key and value lengths: header, key, value, zero padding to a
     /// multiple of 8 that leaves room for the 16-byte authenticator (authenticated records) and the 4-byte CRC at
     /// its end.
@@ -90,6 +102,8 @@ enum RecordKind: UInt8 {
     case delete = 2
     case removeAll = 3
     case commit = 4
+    /// The copy of the header's static part that starts a version-3 log (only at offset 4096).
+    case header = 5
 }
 
 /// Record flag bits.
@@ -142,52 +156,64 @@ struct Header: Equatable {
     var keyCheck: [UInt8]
 
     var isEncrypted: Bool { flags & Format.flagEncrypted != 0 }
-    /// Whether every record of the log carries an authenticator (a version-2 sealed store).
-    var authenticatesRecords: Bool { version >= Format.authenticatedVersion }
+    /// Whether every record of the log carries an authenticator (a sealed store of version 2 or later).
+    var authenticatesRecords: Bool { isEncrypted && version >= Format.authenticatedVersion }
+    /// Whether the log starts with a copy of this header (version 3 and later).
+    var hasHeaderCopy: Bool { version >= Format.headerCopyVersion }
+    /// Where the first record after the header copy goes in a new image of this header.
+    var firstRecordOffset: Int {
+        Format.logStart + (hasHeaderCopy ? Format.headerCopyLength(authenticated: authenticatesRecords) : 0)
+    }
 
     /// A new header with a random store UUID.
     static func new(keyCheck: [UInt8]?) -> Header {
         var rng = SystemRandomNumberGenerator()
         let uuid = StoreUUID(low: rng.next(), high: rng.next())
         return Header(
-            version: keyCheck == nil ? Format.unauthenticatedVersion : Format.authenticatedVersion,
-            flags: keyCheck == nil ? 0 : Format.flagEncrypted, uuid: uuid, generation: 0,
+            version: Format.version, flags: keyCheck == nil ? 0 : Format.flagEncrypted, uuid: uuid, generation: 0,
             createdAt: Sys.nowMilliseconds(), keyCheck: keyCheck ?? [])
     }
 
     /// The header of a new image of this store (compaction, recovery, backup, restore, rekey): the next
-    /// generation, in the version its sealing calls for (a sealed version-1 store is upgraded to version 2).
+    /// generation, in the current version (an older store is upgraded).
     func nextImage(generation: UInt64? = nil) -> Header {
         var next = self
         next.generation = generation ?? self.generation + 1
-        next.version = isEncrypted ? Format.authenticatedVersion : Format.unauthenticatedVersion
+        next.version = Format.version
         return next
     }
 
     /// The whole header page: the static part with its CRC, then the dynamic part (log end, flags).
     func page(logEnd: Int, watched: Bool = false) -> [UInt8] {
-        precondition(keyCheck.count <= Format.maxKeyCheckLength)
         var page = [UInt8](repeating: 0, count: Format.headerSize)
         page.withUnsafeMutableBytes { p in
-            p.storeBytes(of: Format.fileMagic.littleEndian, as: UInt64.self)
-            p.storeBytes(of: version.littleEndian, toByteOffset: Format.versionOffset, as: UInt16.self)
-            p.storeBytes(
-                of: UInt16(Format.headerSize).littleEndian, toByteOffset: Format.headerSizeOffset, as: UInt16.self)
-            p.storeBytes(of: flags.littleEndian, toByteOffset: Format.flagsOffset, as: UInt32.self)
-            p.storeBytes(of: uuid.low.littleEndian, toByteOffset: Format.uuidOffset, as: UInt64.self)
-            p.storeBytes(of: uuid.high.littleEndian, toByteOffset: Format.uuidOffset + 8, as: UInt64.self)
-            p.storeBytes(of: generation.littleEndian, toByteOffset: Format.generationOffset, as: UInt64.self)
-            p.storeBytes(of: createdAt.littleEndian, toByteOffset: Format.createdAtOffset, as: Int64.self)
-            p.storeBytes(
-                of: UInt16(keyCheck.count).littleEndian, toByteOffset: Format.keyCheckLengthOffset, as: UInt16.self)
-            for (i, b) in keyCheck.enumerated() { p[Format.keyCheckOffset + i] = b }
-            let crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: p[0..<Format.staticCRCOffset]))
-            p.storeBytes(of: crc.littleEndian, toByteOffset: Format.staticCRCOffset, as: UInt32.self)
+            writeStaticPart(into: p)
             p.storeBytes(
                 of: Format.encodeLogEnd(logEnd).littleEndian, toByteOffset: Format.logEndOffset, as: UInt64.self)
             p.storeBytes(of: UInt64(watched ? 1 : 0), toByteOffset: Format.watchedOffset, as: UInt64.self)
         }
         return page
+    }
+
+    /// Writes the static part (magic to CRC, `Format.staticSize` bytes, the rest of them zero) at the start of `p`:
+    /// the header page's first bytes, or the value of the header-copy record.
+    func writeStaticPart(into p: UnsafeMutableRawBufferPointer) {
+        precondition(keyCheck.count <= Format.maxKeyCheckLength && p.count >= Format.staticSize)
+        p.baseAddress!.initializeMemory(as: UInt8.self, repeating: 0, count: Format.staticSize)
+        p.storeBytes(of: Format.fileMagic.littleEndian, as: UInt64.self)
+        p.storeBytes(of: version.littleEndian, toByteOffset: Format.versionOffset, as: UInt16.self)
+        p.storeBytes(
+            of: UInt16(Format.headerSize).littleEndian, toByteOffset: Format.headerSizeOffset, as: UInt16.self)
+        p.storeBytes(of: flags.littleEndian, toByteOffset: Format.flagsOffset, as: UInt32.self)
+        p.storeBytes(of: uuid.low.littleEndian, toByteOffset: Format.uuidOffset, as: UInt64.self)
+        p.storeBytes(of: uuid.high.littleEndian, toByteOffset: Format.uuidOffset + 8, as: UInt64.self)
+        p.storeBytes(of: generation.littleEndian, toByteOffset: Format.generationOffset, as: UInt64.self)
+        p.storeBytes(of: createdAt.littleEndian, toByteOffset: Format.createdAtOffset, as: Int64.self)
+        p.storeBytes(
+            of: UInt16(keyCheck.count).littleEndian, toByteOffset: Format.keyCheckLengthOffset, as: UInt16.self)
+        for (i, b) in keyCheck.enumerated() { p[Format.keyCheckOffset + i] = b }
+        let crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: p[0..<Format.staticCRCOffset]))
+        p.storeBytes(of: crc.littleEndian, toByteOffset: Format.staticCRCOffset, as: UInt32.self)
     }
 
     /// Why a header could not be read.
@@ -197,8 +223,9 @@ struct Header: Equatable {
         case damaged(String)
     }
 
-    /// Parses the first bytes of a file (up to a page; `bytes.count` is what the file holds).
-    static func parse(_ bytes: UnsafeRawBufferPointer) throws(Problem) -> Header {
+    /// Parses the first bytes of a file (up to a page; `bytes.count` is what the file holds), or with
+    /// `wholePage: false` the static part alone (the value of a header-copy record).
+    static func parse(_ bytes: UnsafeRawBufferPointer, wholePage: Bool = true) throws(Problem) -> Header {
         guard bytes.count >= Format.fileMagicLength else {
             throw .notAStore("the file is \(bytes.count) bytes long, too short for a header")
         }
@@ -218,15 +245,16 @@ struct Header: Equatable {
         guard version >= 1 else { throw .damaged("the header names format version \(version)") }
         let size = UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.headerSizeOffset, as: UInt16.self))
         guard Int(size) == Format.headerSize else { throw .damaged("the header size field is \(size)") }
-        guard bytes.count >= Format.headerSize else {
+        guard !wholePage || bytes.count >= Format.headerSize else {
             throw .damaged("the header page is truncated (\(bytes.count) of \(Format.headerSize) bytes)")
         }
         let keyCheckLength = Int(
             UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.keyCheckLengthOffset, as: UInt16.self)))
         guard keyCheckLength <= Format.maxKeyCheckLength else { throw .damaged("the key check length is invalid") }
         let flags = UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.flagsOffset, as: UInt32.self))
-        // Version 2 means authenticated records, which only a sealed store has.
-        guard version == Format.unauthenticatedVersion || flags & Format.flagEncrypted != 0 else {
+        // Version 2 means authenticated records, which only a sealed store has (version 3 adds the header copy
+        // to both kinds).
+        guard version != Format.authenticatedVersion || flags & Format.flagEncrypted != 0 else {
             throw .damaged("the header names format version \(version) for a store that is not sealed")
         }
         return Header(
@@ -244,6 +272,35 @@ struct Header: Equatable {
                 : Array(
                     UnsafeRawBufferPointer(
                         rebasing: bytes[Format.keyCheckOffset..<Format.keyCheckOffset + keyCheckLength])))
+    }
+}
+
+extension Header {
+    /// The header read from the copy that starts a version-3 log, when the header-copy record at offset 4096
+    /// verifies its checksum (its authenticator is checked by the scan, with the rest of the log) and holds a
+    /// header of version 3 or later. Nil otherwise: older stores have no copy.
+    static func fromCopy(in bytes: UnsafeRawBufferPointer) -> Header? {
+        guard let record = RecordHeader.verified(in: bytes, at: Format.logStart, limit: bytes.count & ~7),
+            record.kind == .header,
+            let header = try? Header.parse(record.value(in: bytes), wholePage: false),
+            header.hasHeaderCopy, record.isAuthenticated == header.authenticatesRecords
+        else { return nil }
+        return header
+    }
+
+    /// Writes the header-copy record at the start of a version-3 image's log and returns where the next record
+    /// goes; writes nothing for an older version.
+    static func writeCopy(
+        of header: Header, into bytes: UnsafeMutableRawBufferPointer, auth: RecordAuth?
+    ) -> Int {
+        guard header.hasHeaderCopy else { return Format.logStart }
+        precondition((auth != nil) == header.authenticatesRecords, "a sealed image's records are authenticated")
+        let record = RecordWriter.write(
+            into: bytes, at: Format.logStart, kind: .header, valueType: 0, flags: RecordFlags.commit, seq: 0,
+            expiresAt: 0, key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: Format.staticSize,
+            auth: auth
+        ) { value in header.writeStaticPart(into: value) }
+        return Format.logStart + record.length
     }
 }
 
@@ -316,6 +373,10 @@ struct RecordHeader {
         case .removeAll: guard valueType == 0, keyLength == 0, valueLength == 0 else { return nil }
         case .commit:
             guard valueType == 0, keyLength == 0, valueLength == 4,
+                flags & ~RecordFlags.authenticated == RecordFlags.commit
+            else { return nil }
+        case .header:
+            guard offset == Format.logStart, valueType == 0, keyLength == 0, valueLength == Format.staticSize,
                 flags & ~RecordFlags.authenticated == RecordFlags.commit
             else { return nil }
         }

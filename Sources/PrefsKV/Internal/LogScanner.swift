@@ -256,6 +256,11 @@ enum LogScanner {
         }
 
         mutating func accept(_ record: RecordHeader, _ apply: (RecordHeader) -> Void) {
+            // The header copy (only ever at the log start) is checked like any record, and is not part of the data.
+            if record.kind == .header {
+                result.end = record.offset + record.length
+                return
+            }
             result.recordsKept += 1
             result.maxSeq = max(result.maxSeq, record.seq)
             if pendingTotal > 0 && pendingSeq != record.seq {
@@ -362,10 +367,17 @@ enum LogScanner {
     /// Counts and names the record headers still recognisable in a damaged range.
     static func describe(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, plainKeys: Bool) -> PrefsDamage {
         var records = 0
+        var headerCopy = false
         var keys: [String] = []
         var offset = range.lowerBound
         while offset + Format.recordHeaderSize <= range.upperBound {
             if bytes.load(fromByteOffset: offset, as: UInt32.self) == Format.recordMagic.littleEndian {
+                // The header copy that starts a version-3 log holds no data: it is not a record lost.
+                if offset == Format.logStart && bytes[offset + 4] == RecordKind.header.rawValue {
+                    headerCopy = true
+                    offset += 8
+                    continue
+                }
                 records += 1
                 let keyLength = Int(UInt32(littleEndian: bytes.load(fromByteOffset: offset + 8, as: UInt32.self)))
                 let keyStart = offset + Format.recordHeaderSize
@@ -379,7 +391,9 @@ enum LogScanner {
             }
             offset += 8
         }
-        return PrefsDamage(range: range, records: max(records, 1), keys: keys, reason: "checksum mismatch")
+        return PrefsDamage(
+            range: range, records: headerCopy && records == 0 ? 0 : max(records, 1), keys: keys,
+            reason: "checksum mismatch")
     }
 
     fileprivate static func keyName(_ bytes: UnsafeRawBufferPointer, _ record: RecordHeader) -> String? {

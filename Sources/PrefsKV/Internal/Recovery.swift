@@ -67,48 +67,43 @@ enum Recovery {
         }
     }
 
-    /// Under the writer lock, for `unreadableFile = .quarantineAndStartFresh`: the data file could not be read as a
-    /// store (`unreadable`: not a store, or a header that does not verify). Reads it once more (another process
-    /// may have replaced it meanwhile); when it is still unreadable and a regular file, renames it, bytes
-    /// unchanged, to a free quarantine name (mode 0400) and creates an empty store in its place. Returns the new
-    /// snapshot and the report of what was set aside (nil when the second read succeeded).
-    static func startFresh(
+    /// Under the writer lock, for `unreadableFile = .quarantineAndRebuild` (and `PrefsStore.repair`): no copy of
+    /// the data file's header verifies (`unreadable`: not a store, or a header that does not verify). Reads it
+    /// once more (another process may have replaced it meanwhile); when it is still unreadable and a regular file:
+    ///
+    /// - a file of at least a page is mapped and its body scanned for records that verify, under a header of last
+    ///   resort (`StoreLog.rebuiltSnapshot`); the snapshot comes back with its damage, and the caller recovers it
+    ///   as any damaged file (quarantine copy, compacted image), whatever its recovery policy;
+    /// - a shorter file holds no record: it is renamed, bytes unchanged, to a free quarantine name (mode 0400) and
+    ///   an empty store is created in its place; the report of what was set aside comes back with it.
+    ///
+    /// Returns the snapshot, the set-aside report, and whether the snapshot must be recovered whatever the policy.
+    static func rebuild(
         paths: StorePaths, directory: Int32, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?,
         unreadable: PrefsError
-    ) throws(PrefsError) -> (Snapshot, PrefsRecoveryReport?) {
+    ) throws(PrefsError) -> (snapshot: Snapshot, setAside: PrefsRecoveryReport?, mustSalvage: Bool) {
         do throws(PrefsError) {
             let snapshot = try StoreLog.loadSnapshot(
                 paths: paths, directory: directory, sealer: sealer, readOnlyCause: &readOnlyCause, create: true)
-            return (snapshot, nil)
+            return (snapshot, nil, false)
         } catch  where error.code == .notAStore || error.code == .corrupted {
             guard case .success(let status) = Sys.lstat(paths.data), status.isRegular else { throw error }
-            let found = recognisableRecords(paths: paths, size: status.size, plainKeys: sealer == nil)
+            if status.size >= Format.headerSize {
+                let snapshot = try StoreLog.rebuiltSnapshot(
+                    paths: paths, directory: directory, sealer: sealer, unreadable: error)
+                return (snapshot, nil, true)
+            }
             let path = try setAside(paths: paths)
             let snapshot = try StoreLog.loadSnapshot(
                 paths: paths, directory: directory, sealer: sealer, readOnlyCause: &readOnlyCause, create: true)
             let damage = PrefsDamage(
-                range: 0..<status.size, records: found.records, keys: found.keys,
-                reason: "the file cannot be read as a store (\(error.message)); it was moved aside and an empty store "
-                    + "started in its place")
+                range: 0..<status.size, records: 0, keys: [],
+                reason: "the file cannot be read as a store (\(error.message)) and is too short to hold a record; it "
+                    + "was moved aside and an empty store started in its place")
             let report = PrefsRecoveryReport(
-                path: paths.data, quarantinePath: path, recordsKept: 0, recordsLost: found.records,
-                lostKeys: found.keys, damage: [damage], recoveredAt: Sys.nowMilliseconds())
-            return (snapshot, report)
-        }
-    }
-
-    /// The record headers still recognisable in an unreadable data file's log area, and their keys in a plain
-    /// store (`LogScanner.describe`, as for any damaged range), for the report; none when it cannot be mapped.
-    private static func recognisableRecords(
-        paths: StorePaths, size: Int, plainKeys: Bool
-    ) -> (records: Int, keys: [String]) {
-        guard size > Format.logStart, case .success(let fd) = Sys.open(paths.data, .readOnly) else { return (0, []) }
-        guard let file = try? MappedFile(fd: fd, path: paths.data, writable: false) else { return (0, []) }
-        return file.withBytes { bytes in
-            let end = bytes.count & ~7
-            guard end > Format.logStart else { return (0, []) }
-            let found = LogScanner.describe(bytes, Format.logStart..<end, plainKeys: plainKeys)
-            return (found.records, found.keys)
+                path: paths.data, quarantinePath: path, recordsKept: 0, recordsLost: 0, lostKeys: [],
+                damage: [damage], recoveredAt: Sys.nowMilliseconds())
+            return (snapshot, report, false)
         }
     }
 

@@ -40,10 +40,10 @@ enum Rekey {
         }
         let uuid = header.uuid
         let image = try StoreImage.write(
-            paths: log.paths, header: newHeader, logLength: length, capacity: Format.headerSize + 2 * length,
-            watched: watched
+            paths: log.paths, header: newHeader, auth: auth, logLength: length,
+            capacity: Format.headerSize + 2 * length, watched: watched
         ) { bytes throws(PrefsError) in
-            var offset = Format.logStart
+            var offset = newHeader.firstRecordOffset
             for (i, item) in items.enumerated() {
                 do {
                     offset += try item.key.withUnsafeBytes { key in

@@ -89,13 +89,59 @@ extension StoreLog {
             throw PrefsError(.notAStore, "the store file is shorter than its header", path: path)
         }
         let file = try MappedFile(fd: fd, path: path, writable: writable, status: status)
+        // (The damage goes through an inout array, not a returned tuple: a tuple's metadata would be instantiated
+        // at run time in a fresh process's first open.)
+        var headerDamage: [PrefsDamage] = []
         let header = try file.withBytes { bytes throws(PrefsError) in
-            try checkedHeader(
-                UnsafeRawBufferPointer(rebasing: bytes[0..<Format.headerSize]), path: path, sealer: sealer)
+            try trustedHeader(bytes, path: path, sealer: sealer, damage: &headerDamage)
         }
         var snapshot = Snapshot(file: file, header: header)
-        scan(into: &snapshot, sealer: sealer)
+        snapshot.damage = headerDamage
+        scan(into: &snapshot, sealer: sealer, logEndKnown: headerDamage.isEmpty)
         return snapshot
+    }
+
+    /// The header an open trusts, read from a mapped file of at least a page: the header page's, or when that
+    /// page does not verify (damaged, zeroed, not starting with the magic), the copy that starts a version-3 log,
+    /// appending the damage to report for the header page to `damage` (the file is then recovered like any
+    /// damaged one). Throws the header page's problem when no copy verifies either, and the sealer's mismatch
+    /// (wrong key...) whichever header it is checked against. Errors leave the file untouched.
+    static func trustedHeader(
+        _ bytes: UnsafeRawBufferPointer, path: String, sealer: (any PrefsSealer)?, checkSealer: Bool = true,
+        damage: inout [PrefsDamage]
+    ) throws(PrefsError) -> Header {
+        let page = UnsafeRawBufferPointer(rebasing: bytes[0..<min(bytes.count, Format.headerSize)])
+        let header: Header
+        do throws(Header.Problem) {
+            header = try Header.parse(page)
+        } catch {
+            let why: String
+            var problem = error
+            switch error {
+            case .notAStore(let reason), .damaged(let reason): why = reason
+            case .unsupportedVersion(let v):
+                // The version is read before the checksum. A newer header whose checksum verifies is one: refused.
+                // One whose checksum does not has a damaged version field: the copy decides.
+                let crc = UInt32(
+                    littleEndian: page.loadUnaligned(fromByteOffset: Format.staticCRCOffset, as: UInt32.self))
+                if page.count >= Format.staticSize
+                    && crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: page[0..<Format.staticCRCOffset]))
+                {
+                    throw headerError(error, path: path)
+                }
+                why = "it names format version \(v) and its checksum does not match"
+                problem = .damaged(why)
+            }
+            guard let copy = Header.fromCopy(in: bytes) else { throw headerError(problem, path: path) }
+            header = copy
+            damage.append(
+                PrefsDamage(
+                range: 0..<Format.headerSize, records: 0, keys: [],
+                reason: "the header page does not verify (\(why)); the store was read with the copy of its header "
+                        + "at byte \(Format.logStart)"))
+        }
+        if checkSealer { try check(header, against: sealer, path: path) }
+        return header
     }
 
     /// Reads and checks the header of an open file; errors leave the file untouched.
@@ -122,20 +168,29 @@ extension StoreLog {
         do throws(Header.Problem) {
             header = try Header.parse(bytes)
         } catch {
-            switch error {
-            case .notAStore(let why):
-                throw PrefsError(.notAStore, "not a PrefsKV store: \(why); the file was left untouched", path: path)
-            case .unsupportedVersion(let v):
-                throw PrefsError(
-                    .unsupportedVersion,
-                    "the store was written by format version \(v); this library reads versions up to \(Format.version); "
-                        + "the file was left untouched", path: path)
-            case .damaged(let why):
-                throw PrefsError(
-                    .corrupted, "the store header cannot be read: \(why); the file was left untouched", path: path)
-            }
+            throw headerError(error, path: path)
         }
-        guard checkSealer else { return header }
+        if checkSealer { try check(header, against: sealer, path: path) }
+        return header
+    }
+
+    /// The error for a header page that cannot be read.
+    private static func headerError(_ problem: Header.Problem, path: String) -> PrefsError {
+        switch problem {
+        case .notAStore(let why):
+            PrefsError(.notAStore, "not a PrefsKV store: \(why); the file was left untouched", path: path)
+        case .unsupportedVersion(let v):
+            PrefsError(
+                .unsupportedVersion,
+                "the store was written by format version \(v); this library reads versions up to \(Format.version); "
+                    + "the file was left untouched", path: path)
+        case .damaged(let why):
+            PrefsError(.corrupted, "the store header cannot be read: \(why); the file was left untouched", path: path)
+        }
+    }
+
+    /// Checks a header against the sealer the store is opened with (or without).
+    static func check(_ header: Header, against sealer: (any PrefsSealer)?, path: String) throws(PrefsError) {
         // Plain ifs, not a switch over a (Bool, sealer) tuple: that tuple's metadata would be instantiated at run
         // time, in a fresh process's first open.
         if let sealer {
@@ -155,7 +210,6 @@ extension StoreLog {
         } else if header.isEncrypted {
             throw PrefsError(.encrypted, "the store is sealed and was opened without a sealer", path: path)
         }
-        return header
     }
 
     /// Writes a new empty store through a temporary file and a rename, so the data path never names a
@@ -168,16 +222,18 @@ extension StoreLog {
             header.keyCheck = sealer.keyCheck
         }
         let image = try StoreImage.write(
-            paths: paths, header: header, logLength: 0, capacity: Format.headerSize + 4096, watched: false
+            paths: paths, header: header, auth: RecordAuth(header: header, sealer: sealer), logLength: 0,
+            capacity: Format.headerSize + 4096, watched: false
         ) { _ throws(PrefsError) in }
         try Sys.rename(paths.temporary, paths.data).orThrow("rename", "cannot create the store file", path: paths.data)
         _ = image
         syncDirectory(paths)
     }
 
-    /// Scans the whole log of a freshly mapped snapshot; with the sealer of a version-2 sealed store, every
-    /// record's authenticator is checked too.
-    static func scan(into snapshot: inout Snapshot, sealer: (any PrefsSealer)?) {
+    /// Scans the whole log of a freshly mapped snapshot; with the sealer of a sealed store of version 2 or later,
+    /// every record's authenticator is checked too. `logEndKnown: false` (the header page did not verify): the
+    /// log-end word is not read, and the whole file is scanned up to the free space after the last record.
+    static func scan(into snapshot: inout Snapshot, sealer: (any PrefsSealer)?, logEndKnown: Bool = true) {
         let file = snapshot.file
         let size = file.mappedLength
         let word = file.logEndWord
@@ -186,7 +242,10 @@ extension StoreLog {
         var limit = size
         var extraDamage: PrefsDamage?
         var freeSpaceEndsLog = false
-        if let end = Format.decodeLogEnd(word), end >= Format.logStart, end & 7 == 0 {
+        if !logEndKnown {
+            freeSpaceEndsLog = true
+            limit = size & ~7
+        } else if let end = Format.decodeLogEnd(word), end >= Format.logStart, end & 7 == 0 {
             if end <= size {
                 limit = end
             } else {
@@ -226,8 +285,8 @@ extension StoreLog {
             // Merge with a damaged range running to the end of the file (the torn last record).
             if let last = snapshot.damage.last, last.range.upperBound == size {
                 extra = PrefsDamage(
-                    range: last.range.lowerBound..<extra.range.upperBound, records: last.records, keys: last.keys,
-                    reason: extra.reason)
+                    range: last.range.lowerBound..<extra.range.upperBound, records: max(last.records, extra.records),
+                    keys: last.keys, reason: extra.reason)
                 snapshot.damage.removeLast()
             }
             snapshot.damage.append(extra)

@@ -328,7 +328,7 @@ final class StoreLog {
         case .removeAll:
             index.removeAll(keepingCapacity: true)
             liveBytes = 0
-        case .commit:
+        case .commit, .header:
             break
         }
     }

@@ -3,11 +3,11 @@
 enum Verify {
     /// Scans a mapped file completely and, with a sealer, opens every sealed value. Changes nothing.
     static func verify(
-        file: MappedFile, header: Header, sealer: (any PrefsSealer)?, path: String
+        file: MappedFile, header: Header, sealer: (any PrefsSealer)?, path: String, logEndKnown: Bool = true
     ) -> PrefsVerifyReport {
         var snapshot = Snapshot(file: file, header: header)
         // With the sealer, a version-2 store's records are authenticated by the scan itself.
-        StoreLog.scan(into: &snapshot, sealer: sealer)
+        StoreLog.scan(into: &snapshot, sealer: sealer, logEndKnown: logEndKnown)
         var damage = snapshot.damage
         var verified = snapshot.recordCount
         if let sealer, header.isEncrypted {

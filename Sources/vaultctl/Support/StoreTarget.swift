@@ -72,13 +72,16 @@ struct StoreTarget {
             return try PrefsStore(id: id, directory: directory, configuration: configuration(recovery: .fail))
         } catch let error as PrefsError where error.code == .corrupted {
             throw damaged(error)
+        } catch let error as PrefsError where error.code == .notAStore {
+            throw unreadable(error)
         }
     }
 
-    /// Opens the store letting the engine salvage it (`repair` only).
-    func openSalvaging() throws -> PrefsStore {
+    /// Repairs the store (`repair` only): salvages a damaged one, rebuilds one no copy of whose header verifies.
+    /// Nil when it was clean.
+    func repair() throws -> PrefsRecoveryReport? {
         try requireExisting()
-        return try PrefsStore(id: id, directory: directory, configuration: configuration(recovery: .salvage))
+        return try PrefsStore.repair(id: id, directory: directory, configuration: configuration(recovery: .salvage))
     }
 
     func configuration(recovery: PrefsStore.RecoveryPolicy) -> PrefsStore.Configuration {
@@ -105,6 +108,15 @@ struct StoreTarget {
         CLIFailure(error, message: "store \"\(id)\" (\(error.path ?? dataPath)): \(error.message)")
     }
 
+    /// The answer for a file no copy of whose header verifies (`notAStore`, `corrupted`): the error, and the fix.
+    func unreadable(_ error: PrefsError) -> CLIFailure {
+        guard error.code == .notAStore || error.code == .corrupted else { return failure(error) }
+        return CLIFailure(
+            error,
+            message: "store \"\(id)\" (\(error.path ?? dataPath)): \(error.message); `\(command("repair"))` rebuilds "
+                + "it from the records that still verify, keeping the original")
+    }
+
     /// The answer to an open that met damage under `.fail`: what a read-only scan finds, and the fix.
     private func damaged(_ openError: PrefsError) -> CLIFailure {
         let error = openError
@@ -112,8 +124,8 @@ struct StoreTarget {
         do {
             report = try PrefsStore.verify(id: id, directory: directory)
         } catch let scanError as PrefsError {
-            // The header itself cannot be read: repair cannot help either.
-            return failure(scanError)
+            // No copy of the header verifies: repair rebuilds the store from what verifies in its body.
+            return unreadable(scanError)
         } catch {
             return failure(openError)
         }

@@ -10,8 +10,10 @@ extension Prefs {
             discussion: """
                 A clean store is left as it is (exit 0). A damaged one is copied byte for byte to \
                 <STORE>.prefs.corrupt-<UTC time> (mode 0400), and a new file with every record that verifies \
-                replaces it; the report names what was kept and lost. An unreadable header cannot be repaired \
-                (65, the file is left untouched); a sealed store needs its key (78).
+                replaces it; the report names what was kept and lost. A damaged header page is read from its \
+                copy; a file no copy of whose header verifies (zeroed, truncated, not a store) is rebuilt from \
+                the records of its body that verify their checksums, or made an empty store when none does \
+                (kept 0). Repair always ends in a store that opens; a sealed store needs its key (78).
 
                 JSON: {"store": "ui", "path": "...", "clean": false, "repaired": true, "kept": 4, "lost": 1, \
                 "lostKeys": ["theme"], "quarantine": ".../ui.prefs.corrupt-20260101T000000Z", "damage": [...]}; \
@@ -24,17 +26,23 @@ extension Prefs {
 
         func answer(store target: StoreTarget, console: Console) throws -> Answer {
             try target.requireExisting()
-            let scan = try PrefsStore.verify(id: store, directory: target.directory)
-            let clean = Report(
-                store: store, path: target.dataPath, clean: true, repaired: false, kept: scan.recordsVerified,
-                lost: 0, lostKeys: [], quarantine: nil, damage: [])
-            guard !scan.isClean else {
-                return Answer(json: clean, human: "store \(store) is clean; nothing was changed (\(target.dataPath))")
+            var verified = 0
+            do {
+                let scan = try PrefsStore.verify(id: store, directory: target.directory)
+                verified = scan.recordsVerified
+                if scan.isClean {
+                    return Answer(
+                        json: cleanReport(target, kept: verified),
+                        human: "store \(store) is clean; nothing was changed (\(target.dataPath))")
+                }
+            } catch let error as PrefsError where error.code == .notAStore || error.code == .corrupted {
+                // No copy of the header verifies: the repair rebuilds the store from its body.
             }
-            guard let recovery = try target.openSalvaging().lastRecovery else {
+            guard let recovery = try target.repair() else {
                 // Another process salvaged it between the scan and the open.
                 return Answer(
-                    json: clean, human: "store \(store) is clean now; nothing was changed (\(target.dataPath))")
+                    json: cleanReport(target, kept: verified),
+                    human: "store \(store) is clean now; nothing was changed (\(target.dataPath))")
             }
             guard let quarantine = recovery.quarantinePath else {
                 throw CLIFailure(
@@ -54,6 +62,12 @@ extension Prefs {
                     damaged original kept at \(quarantine)
                     \(damageTable(recovery.damage))
                     """)
+        }
+
+        private func cleanReport(_ target: StoreTarget, kept: Int) -> Report {
+            Report(
+                store: store, path: target.dataPath, clean: true, repaired: false, kept: kept, lost: 0, lostKeys: [],
+                quarantine: nil, damage: [])
         }
 
         /// The `--json` answer.

@@ -10,8 +10,10 @@ extension Prefs {
             discussion: """
                 A read-only scan of the data file: takes no lock, recovers and writes nothing. Exits 0 when \
                 the store is clean, 65 with a report of every damaged range (offset, length, records lost, the \
-                keys still readable there, the reason) when it is not; an unreadable header is a "corrupted" \
-                error (65). A sealed store's records are checked by checksum only (no key is used).
+                keys still readable there, the reason) when it is not; a damaged header page is one of those \
+                ranges when the copy of the header at byte 4096 verifies. A file no copy of whose header \
+                verifies is a "corrupted" or "notAStore" error (65) that `prefs repair` rebuilds. A sealed \
+                store's records are checked by checksum only (no key is used).
 
                 JSON: {"store": "ui", "path": "...", "clean": false, "sealed": false, "recordsVerified": 5, \
                 "damage": [{"offset": 4096, "length": 48, "records": 1, "keys": ["theme"], \
@@ -23,7 +25,12 @@ extension Prefs {
 
         func answer(store target: StoreTarget, console: Console) throws -> Answer {
             try target.requireExisting()
-            let report = try PrefsStore.verify(id: store, directory: target.directory)
+            let report: PrefsVerifyReport
+            do {
+                report = try PrefsStore.verify(id: store, directory: target.directory)
+            } catch let error as PrefsError {
+                throw target.unreadable(error)
+            }
             let lost = report.damage.reduce(0) { $0 + $1.records }
             let scope = report.isSealed ? " (sealed: checksums only)" : ""
             let summary =

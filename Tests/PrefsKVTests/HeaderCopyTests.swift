@@ -1,0 +1,279 @@
+import Foundation
+import TestKit
+import TestSealer
+import Testing
+
+@testable import PrefsKV
+
+/// Issue 15 (Trust II): every intact record comes back, and no damaged file leaves an app stuck. Stores of 300
+/// keys, built through single sets, one transaction or an import (one transaction that starts with removeAll),
+/// plain and sealed, damaged at every page and page boundary; what survives is predicted from the intact file's
+/// records and compared byte for byte.
+@Suite struct HeaderCopyTests {
+    enum Build: String, CaseIterable, CustomStringConvertible {
+        case sets, transaction, `import`
+        var description: String { rawValue }
+    }
+
+    /// One record of the intact file: where it is, and which key it sets (nil for commit and removeAll records).
+    struct Record {
+        var range: Range<Int>
+        var key: String?
+        var endsGroup: Bool
+    }
+
+    /// A store file and what its records are.
+    struct Store {
+        let dir: TempDir
+        let sealer: TestSealer?
+        var bytes: [UInt8] = []
+        var values: [String: String] = [:]
+        var records: [Record] = []
+        var logEnd = 0
+        var path: String { dir.file("ui.prefs") }
+
+        init(_ build: Build, sealed: Bool) throws {
+            dir = try TempDir("header-copy", memory: true)
+            sealer = sealed ? TestSealer(key: 7) : nil
+            for i in 0..<300 { values[String(format: "key-%03d", i)] = "value \(i) " + String(repeating: "v", count: i % 40) }
+            let sorted = values.sorted { $0.key < $1.key }
+            let store = try openStore(dir) {
+                $0.sealer = sealer
+                $0.autoCompactionThreshold = nil
+            }
+            switch build {
+            case .sets:
+                for (key, value) in sorted { try store.set(value, forKey: key) }
+            case .transaction:
+                try store.write { tx in for (key, value) in sorted { try tx.set(value, forKey: key) } }
+            case .import:
+                let source = try openStore(dir, id: "source")
+                for (key, value) in sorted { try source.set(value, forKey: key) }
+                try store.importJSON(try source.exportJSON())
+            }
+            bytes = try readBytes(path)
+            // The intact file's records, walked from the log start (the first is the header copy).
+            let tags = Dictionary(uniqueKeysWithValues: values.keys.map { (hex(sealer?.tag(forKey: $0) ?? Array($0.utf8)), $0) })
+            bytes.withUnsafeBytes { raw in
+                var offset = 4096
+                while let record = RecordHeader.verified(in: raw, at: offset, limit: raw.count) {
+                    if record.kind != .header {
+                        records.append(
+                            Record(
+                                range: offset..<offset + record.length,
+                                key: record.kind == .set ? tags[hex(record.key(in: raw))] : nil,
+                                endsGroup: record.isCommit))
+                    }
+                    offset += record.length
+                }
+                logEnd = offset
+            }
+            #expect(records.compactMap(\.key).count == 300)
+        }
+
+        /// What reads back after `changed` bytes (a byte index set; past the end of `damaged` counts as changed):
+        /// a record whose bytes changed is lost; a group (single set, or transaction) whose last record is lost
+        /// goes whole.
+        func expected(changed: (Int) -> Bool) -> [String: String] {
+            var result: [String: String] = [:]
+            var group: [Record] = []
+            for record in records {
+                group.append(record)
+                guard record.endsGroup else { continue }
+                if !record.range.contains(where: changed) {
+                    for member in group where !member.range.contains(where: changed) {
+                        if let key = member.key { result[key] = values[key] }
+                    }
+                }
+                group = []
+            }
+            return result
+        }
+
+        /// Every value the store holds (of the keys it was built with: it must hold no other).
+        func read(_ store: PrefsStore) throws -> [String: String] {
+            var found: [String: String] = [:]
+            for key in values.keys { found[key] = try store.string(forKey: key) }
+            #expect(try store.count == found.count, "the store holds keys it was never given")
+            return found
+        }
+    }
+
+    /// A damage: the damaged bytes.
+    struct Damage: CustomStringConvertible {
+        var description: String
+        var bytes: [UInt8]
+    }
+
+    /// Every page zeroed, one bit flipped in the header page and in the header copy, the file truncated at every
+    /// page boundary and inside the header page, and one member of a committed transaction flipped.
+    static func damages(of store: Store) -> [Damage] {
+        let original = store.bytes
+        let pages = (store.logEnd + 4095) / 4096
+        var damages: [Damage] = []
+        for page in 0..<pages {
+            var b = original
+            for i in page * 4096..<min((page + 1) * 4096, b.count) { b[i] = 0 }
+            damages.append(Damage(description: "page \(page) zeroed", bytes: b))
+        }
+        for (at, name) in [(20, "the header page's UUID"), (8, "the header page's version"), (4096 + 60, "the header copy")] {
+            var b = original
+            b[at] ^= 0x04
+            damages.append(Damage(description: "a bit of \(name) flipped", bytes: b))
+        }
+        for length in [2048] + (1...pages).map({ $0 * 4096 }) where length < store.logEnd {
+            damages.append(Damage(description: "truncated to \(length) bytes", bytes: Array(original[0..<length])))
+        }
+        let member = store.records[store.records.count / 2]
+        var b = original
+        b[member.range.lowerBound + 40] ^= 0x10
+        damages.append(Damage(description: "a bit of record \(store.records.count / 2) flipped", bytes: b))
+        return damages
+    }
+
+    @Test(arguments: Build.allCases, [false, true])
+    func everyIntactRecordComesBackAfterAnyOneDamage(build: Build, sealed: Bool) throws {
+        let store = try Store(build, sealed: sealed)
+        for damage in Self.damages(of: store) {
+            let context = "\(build), \(sealed ? "sealed" : "plain"): \(damage)"
+            for name in store.dir.files where name != "ui.prefs.lock" && !name.hasPrefix("source") {
+                try FileManager.default.removeItem(atPath: store.dir.file(name))
+            }
+            try writeBytes(damage.bytes, to: store.path)
+            let changed = { (i: Int) in i >= damage.bytes.count || damage.bytes[i] != store.bytes[i] }
+            let headerGone = damage.bytes.count < 4096 || (0..<128).contains(where: changed)
+            let copyGone = (4096..<firstRecordOffset(sealed: sealed)).contains(where: changed)
+
+            // `.fail` never modifies the file, whatever it finds.
+            do {
+                _ = try openStore(store.dir) {
+                    $0.sealer = store.sealer
+                    $0.recovery = .fail
+                }
+                Issue.record("\(context): a damaged store opened under .fail")
+            } catch let error as PrefsError {
+                #expect([.corrupted, .notAStore].contains(error.code), "\(context): \(error)")
+            }
+            #expect(try readBytes(store.path) == damage.bytes, "\(context): a refused open changed the file")
+
+            if headerGone && copyGone {
+                // No copy of the header verifies: the open refuses (file byte-identical); repair rebuilds.
+                #expect(throws: PrefsError.self, "\(context)") { try openStore(store.dir) { $0.sealer = store.sealer } }
+                #expect(try readBytes(store.path) == damage.bytes, "\(context): a refused open changed the file")
+                var configuration = PrefsStore.Configuration()
+                configuration.sealer = store.sealer
+                configuration.logger.logLevel = .critical
+                let report = try #require(
+                    try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: configuration))
+                #expect(try readBytes(try #require(report.quarantinePath)) == damage.bytes, "\(context)")
+                let repaired = try openStore(store.dir) { $0.sealer = store.sealer }
+                #expect(try store.read(repaired) == store.expected(changed: changed), "\(context)")
+                continue
+            }
+            // Salvaged: exactly the records the damage did not touch, the original kept byte for byte.
+            let salvaged = try openStore(store.dir) { $0.sealer = store.sealer }
+            let report = try #require(salvaged.lastRecovery, "\(context): no recovery")
+            #expect(try readBytes(try #require(report.quarantinePath)) == damage.bytes, "\(context)")
+            #expect(fileMode(try #require(report.quarantinePath)) == 0o400)
+            let want = store.expected(changed: changed)
+            #expect(try store.read(salvaged) == want, "\(context): \(report)")
+            try salvaged.set("after", forKey: "zz")
+            #expect(try openStore(store.dir) { $0.sealer = store.sealer }.lastRecovery == nil, "\(context)")
+        }
+    }
+
+    /// Repair always ends in a store that opens. With every header copy gone, a plain store is rebuilt from the
+    /// records of its body that verify their checksums; a sealed one from the records that authenticate with the
+    /// key under the store identity still legible in a damaged copy; with no identity legible, or the wrong key,
+    /// it keeps nothing and says so. The original stays beside it, byte for byte, mode 0400.
+    @Test(arguments: [false, true])
+    func repairRebuildsAStoreWhoseEveryHeaderCopyIsGone(sealed: Bool) throws {
+        let store = try Store(.sets, sealed: sealed)
+        // The header page zeroed, and the copy's checksum broken in its key check (its identity legible).
+        var damaged = store.bytes
+        for i in 0..<4096 { damaged[i] = 0 }
+        damaged[4096 + 32 + 60] ^= 0x01
+        var configuration = PrefsStore.Configuration()
+        configuration.sealer = store.sealer
+        configuration.logger.logLevel = .critical
+
+        func reset(_ bytes: [UInt8]) throws {
+            for name in store.dir.files where name != "ui.prefs.lock" && !name.hasPrefix("source") {
+                try FileManager.default.removeItem(atPath: store.dir.file(name))
+            }
+            try writeBytes(bytes, to: store.path)
+        }
+
+        try reset(damaged)
+        // Open refuses, under either policy, and leaves the file byte-identical.
+        for policy in [PrefsStore.RecoveryPolicy.salvage, .fail] {
+            expectError(.notAStore) {
+                try openStore(store.dir) {
+                    $0.sealer = store.sealer
+                    $0.recovery = policy
+                }
+            }
+        }
+        #expect(try readBytes(store.path) == damaged)
+        if sealed {
+            // Without the key nothing is rebuilt (and nothing written).
+            expectError(.encrypted) { try PrefsStore.repair(id: "ui", directory: store.dir.path) }
+            #expect(try readBytes(store.path) == damaged && !store.dir.files.contains { $0.contains(".corrupt-") })
+        }
+        let report = try #require(
+            try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: configuration))
+        #expect(report.recordsKept == 300 && report.recordsLost == 0, "\(report)")
+        let quarantine = try #require(report.quarantinePath)
+        #expect(try readBytes(quarantine) == damaged && fileMode(quarantine) == 0o400)
+        let repaired = try openStore(store.dir) { $0.sealer = store.sealer }
+        #expect(repaired.lastRecovery == nil)
+        #expect(try store.read(repaired) == store.values)
+        #expect(try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: configuration) == nil)
+
+        // Both header pages zeroed: a plain store keeps every record after them; a sealed one has no identity left
+        // to authenticate its records with, and keeps none. Either way the result opens and takes writes.
+        var zeroed = store.bytes
+        for i in 0..<8192 { zeroed[i] = 0 }
+        try reset(zeroed)
+        let second = try #require(
+            try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: configuration))
+        #expect(try readBytes(try #require(second.quarantinePath)) == zeroed)
+        let rebuilt = try openStore(store.dir) { $0.sealer = store.sealer }
+        let want = sealed ? [:] : store.expected { $0 < 8192 }
+        #expect(try store.read(rebuilt) == want)
+        if sealed {
+            #expect(second.recordsKept == 0)
+            #expect(second.damage.contains { $0.reason.contains("no record authenticates") }, "\(second)")
+        } else {
+            #expect(second.recordsKept == want.count && want.count > 200)
+        }
+        try rebuilt.set("after", forKey: "zz")
+
+        // The wrong key: nothing authenticates, nothing is kept, the original is kept.
+        if sealed {
+            try reset(damaged)
+            var wrong = configuration
+            wrong.sealer = TestSealer(key: 8)
+            let third = try #require(try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: wrong))
+            #expect(third.recordsKept == 0)
+            #expect(try readBytes(try #require(third.quarantinePath)) == damaged)
+        }
+    }
+
+    /// A file truncated inside its header page holds no record: repair moves it aside and starts an empty store
+    /// (0 kept); open refuses it and leaves it byte-identical.
+    @Test func aFileTruncatedInsideItsHeaderIsRepairedIntoAnEmptyStore() throws {
+        let store = try Store(.sets, sealed: false)
+        let truncated = Array(store.bytes[0..<1000])
+        try writeBytes(truncated, to: store.path)
+        expectError(.corrupted) { try openStore(store.dir) }
+        #expect(try readBytes(store.path) == truncated)
+        let report = try #require(try PrefsStore.repair(id: "ui", directory: store.dir.path))
+        #expect(report.recordsKept == 0)
+        #expect(try readBytes(try #require(report.quarantinePath)) == truncated)
+        let repaired = try openStore(store.dir)
+        #expect(try repaired.count == 0)
+        try repaired.set("x", forKey: "k")
+        #expect(try openStore(store.dir).string(forKey: "k") == "x")
+    }
+}
