@@ -19,7 +19,7 @@ import Testing
         """
 
     static func run(_ script: String) throws -> ChildResult {
-        try KeyringSession.scenario(.keyring, script: prelude + script, deadlineMilliseconds: 2000)
+        try KeyringSession.scenario(.keyring, script: prelude + script)
     }
 
     /// `error wrongKey 12` -> `error wrongKey`.

@@ -23,7 +23,7 @@ import Testing
             command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + command
         child = subprocess.Popen(command, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  start_new_session=True)
-        deadline = time.time() + 30
+        deadline = time.time() + 120  # a guard against a hang only
         while termios.tcgetattr(slave)[3] & ECHO:
             if time.time() > deadline or child.poll() is not None:
                 print("prompt never-quiet", child.poll()); sys.exit(1)
@@ -41,7 +41,7 @@ import Testing
             except PermissionError:
                 print("dumpable no")
         os.kill(child.pid, getattr(signal, signame))
-        out, err = child.communicate(timeout=30)
+        out, err = child.communicate(timeout=120)
         print("ended-by", -child.returncode if child.returncode < 0 else "exit-%d" % child.returncode)
         print("echo-after", "on" if termios.tcgetattr(slave)[3] & ECHO else "off")
         print("stdout", repr(out.decode()))

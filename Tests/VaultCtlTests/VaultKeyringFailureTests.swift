@@ -33,15 +33,15 @@ import Testing
         #expect(get.status == 75 && get.standardOutput.isEmpty, "\(get)")
         #expect(get.standardError.hasPrefix("vaultctl: locked: "), "\(get)")
         #expect(get.standardError.contains("the keyring is locked"), "\(get)")
-        // Within the vault's 2 s deadline, process start included: a locked keyring is an answer, not a wait.
-        #expect(get.milliseconds >= 0 && get.milliseconds < 2000, "\(get)")
+        // A locked keyring is an answer, not a wait: vaultctl says "locked" (above), never "timeout" (its 2 s
+        // deadline running out, which exits 75 too). What vaultctl says, not how long it took, tells them apart.
         let json = try vault.step("get-json")
         #expect(json.status == 75, "\(json)")
         #expect(try json.errorCode() == "locked")
         for name in ["list", "verify", "set-locked", "rotate", "wipe", "delete"] {
             let step = try vault.step(name)
             #expect(step.status == 75 && step.standardOutput.isEmpty, "\(step)")
-            #expect(step.milliseconds < 2000, "\(step)")
+            #expect(step.standardError.contains("vaultctl: locked: "), "\(step)")
         }
         #expect(vault.output("unchanged") == "0", "the vault file changed while the keyring was locked")
 

@@ -53,8 +53,9 @@ final class VaultSandbox {
         }
         PAUSE() {
           : >"$IO/$1.ready"
-          for _ in $(seq 1 1000); do [ -e "$IO/$1.go" ] && return 0; sleep 0.01; done
-          echo "PAUSE $1: the test never said go" >&2; exit 99
+          local end=$((SECONDS + 300))
+          while [ "$SECONDS" -lt "$end" ]; do [ -e "$IO/$1.go" ] && return 0; sleep 0.01; done
+          echo "PAUSE $1: the test never said go in 300 s" >&2; exit 99
         }
         VAULT_ID() { sed -n 's/^  "vaultId" : "\\([0-9a-f]*\\)",\\{0,1\\}$/\\1/p' "$IO/$1.out"; }
 
