@@ -91,6 +91,12 @@ final class MappedFile {
         return false
     }
 
+    /// Whether the watcher thread has raised this file's flag since the last write checked it; nil when the file
+    /// has no inotify watch (yet, or at all). For tests: they wait for the watcher's event instead of sleeping.
+    var linkFlagIsRaised: Bool? {
+        linkWatch.map { $0.flag.raised.load(ordering: .acquiring) }
+    }
+
     /// The file's current size.
     func currentSize() throws(PrefsError) -> Int {
         try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: path).size
