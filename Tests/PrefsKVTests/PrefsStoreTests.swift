@@ -173,13 +173,28 @@ struct Layout: Codable, Equatable {
     @Test func expiredValuesReadAsAbsentAndCountAsGarbage() throws {
         let dir = try TempDir()
         let store = try openStore(dir)
-        try store.set("soon", forKey: "short", expiresAfter: .milliseconds(150))
         try store.set("later", forKey: "long", expiresAfter: .seconds(3600))
         try store.set("gone", forKey: "already", expiresAfter: .zero)
-        #expect(try store.string(forKey: "short") == "soon")
+        // A value reads back until its expiry. That is checked on a read that ended before the expiry could have
+        // come (the store's clock is the wall clock, in milliseconds): a loaded machine may stall for more than
+        // 150 ms between the write and the read, and then the write is made again rather than the read judged.
+        var lastWriteReturned: Int64 = 0
+        var readBeforeExpiry = false
+        for _ in 0..<1000 where !readBeforeExpiry {
+            let beforeWrite = wallClockMilliseconds()
+            try store.set("soon", forKey: "short", expiresAfter: .milliseconds(150))
+            lastWriteReturned = wallClockMilliseconds()
+            let value = try store.string(forKey: "short")
+            if wallClockMilliseconds() < beforeWrite + 150 {
+                #expect(value == "soon")
+                readBeforeExpiry = true
+            }
+        }
+        #expect(readBeforeExpiry, "no read ended within 150 ms of its write in 1000 tries")
         #expect(try store.string(forKey: "already") == nil)
         #expect(try store.contains("already") == false)
-        usleep(250_000)
+        // Waits for the expiry itself (the last write's expiry is at most 150 ms after it returned).
+        while wallClockMilliseconds() <= lastWriteReturned + 150 { usleep(10_000) }
         #expect(try store.string(forKey: "short") == nil)
         #expect(try store.string(forKey: "long") == "later")
         #expect(try store.count == 1)
@@ -445,4 +460,9 @@ struct Layout: Codable, Equatable {
         let many = try Self.allocations(reads: 5010, in: dir)
         #expect(many - few == 0, "\(many - few) allocations for 25,000 more reads")
     }
+}
+
+/// The wall clock in milliseconds since the epoch, truncated: the clock an expiry is set and checked against.
+private func wallClockMilliseconds() -> Int64 {
+    Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
 }
