@@ -259,7 +259,7 @@ import Testing
 
         // Another handle on the same file (another process, as far as the store can tell).
         try PersistedState.theme(in: try openStore(dir)).set(.system)
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + .seconds(120)  // waits for the event; only guards against a hang
         while seen.withLock({ $0.count }) < 2 && ContinuousClock.now < deadline {
             Thread.sleep(forTimeInterval: 0.01)
         }

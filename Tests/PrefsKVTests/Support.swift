@@ -146,8 +146,9 @@ final class Child {
         return true
     }
 
-    /// Waits until a line satisfies `predicate` (or the deadline passes / the child exits).
-    func waitForLine(timeout: Double = 20, _ predicate: (String) -> Bool) -> String? {
+    /// Waits until a line satisfies `predicate` (or the child exits). `timeout` only guards against a hang: a
+    /// child on a loaded machine may take many seconds to start, and that must not fail a test.
+    func waitForLine(timeout: Double = 120, _ predicate: (String) -> Bool) -> String? {
         let deadline = Date().addingTimeInterval(timeout)
         var seen = 0
         while Date() < deadline {
