@@ -11,10 +11,12 @@ import SystemLayer
 /// decodable, a failed migration, a read error) it is the defaults too, and one error naming the store file
 /// is logged. A damaged store file is salvaged by the store's own open (``PrefsStore/Configuration/recovery``,
 /// `.salvage` by default), which logs that one error itself: a state whose record was lost then hydrates to
-/// its defaults without logging again, and every state whose record survived keeps its value. A data file that
-/// cannot be read as a store at all (not a store, an unreadable header) is moved aside by
-/// ``PrefsStore/openOrLog(id:directory:configuration:ifUnreadable:)``, which starts an empty store and logs one
-/// error naming both files: the states are their defaults and the user's next choices are saved. A store that
+/// its defaults without logging again, and every state whose record survived keeps its value (a damaged header
+/// page too: the header is read from its copy). A data file that cannot be read as a store at all (not a store,
+/// no copy of its header verifies) is rebuilt by ``PrefsStore/openOrLog(id:directory:configuration:ifUnreadable:)``
+/// from the records of its body that verify, the original kept aside, with one error naming both files: the
+/// states whose records survived keep their values, the others are their defaults, and the user's next choices
+/// are saved. A store that
 /// cannot be opened at all (denied permissions, a newer format, or a bad file with `ifUnreadable: .refuse`)
 /// gives nil, logged once, and states created on a nil store are their defaults, kept in memory for this run.
 ///

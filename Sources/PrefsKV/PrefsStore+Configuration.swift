@@ -129,7 +129,9 @@ extension PrefsStore {
         /// (mode 0400), logs one error naming both files, and reports it in ``PrefsStore/lastRecovery``. With
         /// nothing that verifies, the new store is empty (0 kept). Applies whatever the ``RecoveryPolicy``. For
         /// state the app can rebuild (UI state): the user's next choices are saved again. Only a regular file is
-        /// rebuilt; a read-only handle, denied permissions, a wrong key or a newer format still throw.
+        /// rebuilt; a read-only handle, denied permissions, a wrong key, a newer format, and sealed records of
+        /// which none authenticates (a wrong key cannot be told from a lost identity) still throw, the file
+        /// untouched.
         /// ``PrefsStore/repair(id:directory:configuration:)`` does the same on request.
         public static let quarantineAndRebuild = UnreadableFilePolicy(.quarantineAndRebuild)
 

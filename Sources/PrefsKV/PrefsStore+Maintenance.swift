@@ -59,7 +59,7 @@ extension PrefsStore {
                 keys += 1
                 live += entry.recordLength
             }
-            let log = e.log.knownEnd - e.log.header.firstRecordOffset
+            let log = max(0, e.log.knownEnd - e.log.header.firstRecordOffset)
             return PrefsStats(
                 keyCount: keys, liveBytes: live, logBytes: log, fileBytes: try e.log.file.currentSize(),
                 recordCount: e.log.recordCount, garbageRatio: log == 0 ? 0 : Double(log - live) / Double(log),
@@ -96,8 +96,8 @@ extension PrefsStore {
         let fd = try Sys.open(paths.data, .readOnly).orThrow("open", "cannot open the store file", path: paths.data)
         do {
             // A file shorter than a header page has no header copy: its header page's problem is the answer.
-            let size = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: paths.data).size
-            if size < Format.headerSize {
+            let status = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: paths.data)
+            if !status.isRegular || status.size < Format.headerSize {
                 _ = try StoreLog.readHeader(fd: fd, path: paths.data, sealer: sealer, checkSealer: sealer != nil)
             }
         } catch {
@@ -119,7 +119,7 @@ extension PrefsStore {
     }
 
     /// Repairs the store file `<directory>/<id>.prefs` and returns what was done, or nil when it was intact
-    /// (nothing is written then). Always ends in a store that opens:
+    /// (nothing is written then). Ends in a store that opens:
     ///
     /// - a damaged log or header page is salvaged as an open under ``RecoveryPolicy/salvage`` does (every record
     ///   that verifies is kept, the original copied aside byte for byte);
@@ -129,8 +129,10 @@ extension PrefsStore {
     ///   with the key; with nothing left, the store is empty and the report says 0 kept. The original is kept
     ///   read-only beside it (``PrefsRecoveryReport/quarantinePath``).
     ///
-    /// What still throws: an absent file (``PrefsError/Code/notFound``), a sealed store without its sealer or with
-    /// a wrong key (whose header copy verifies), a newer format, a read-only directory, denied permissions.
+    /// What still throws, the file untouched: an absent file (``PrefsError/Code/notFound``), a sealed store
+    /// without its sealer or with a wrong key, a sealed store none of whose records authenticates (its identity
+    /// went with both header copies: a wrong key cannot be told from that), a newer format, a read-only directory,
+    /// denied permissions.
     ///
     /// ```swift
     /// if let report = try PrefsStore.repair(id: "ui", directory: dir) {

@@ -217,8 +217,9 @@ enum HeaderFault: String, CaseIterable, CustomStringConvertible {
     var code: PrefsError.Code {
         switch self {
         case .wrongMagic, .zeroedHeaderPage, .emptyFile: .notAStore
-        case .newerVersionWithValidChecksum: .unsupportedVersion
-        case .flippedVersionByte, .flippedUUIDByte, .wrongHeaderSize, .truncatedToHalfAPage: .corrupted
+        // A version field above 3 with no copy to say otherwise is a newer format, whatever its checksum.
+        case .newerVersionWithValidChecksum, .flippedVersionByte: .unsupportedVersion
+        case .flippedUUIDByte, .wrongHeaderSize, .truncatedToHalfAPage: .corrupted
         }
     }
 

@@ -220,6 +220,7 @@ enum Damage: String, CaseIterable {
         var repairs = 0
         var repairedKeys = 0
         var unopenableAfterRepair = 0
+        var sealedRefusedRepairs = 0
         var done = 0
         let started = Date()
         for round in 0..<damages where Date() < deadline {
@@ -257,11 +258,35 @@ enum Damage: String, CaseIterable {
                 #expect(try readBytes(path) == damaged, "\(context): a failed open changed the file")
                 #expect(dir.files == ["ui.prefs", "ui.prefs.lock"], "\(context): a failed open left \(dir.files)")
                 outcomes["both header copies hit: \(error.code), file byte-identical", default: 0] += 1
+                var configuration = PrefsStore.Configuration()
+                configuration.sealer = fixture.sealer
+                configuration.logger.logLevel = .critical
+                if error.code == .unsupportedVersion {
+                    // A version field above 3 and no copy: a newer format as far as anyone can tell, never rebuilt.
+                    expectError(.unsupportedVersion) {
+                        try PrefsStore.repair(id: "ui", directory: dir.path, configuration: configuration)
+                    }
+                    #expect(try readBytes(path) == damaged, "\(context): a refused repair changed the file")
+                    continue
+                }
+                if fixture.sealer != nil && damaged.count >= 4096 {
+                    // A sealed store whose identity went with both copies cannot be told from one under a wrong key:
+                    // repair rebuilds it only when records authenticate under an identity still legible.
+                    do {
+                        let report = try #require(
+                            try PrefsStore.repair(id: "ui", directory: dir.path, configuration: configuration))
+                        #expect(try readBytes(try #require(report.quarantinePath)) == damaged, "\(context)")
+                        repairs += 1
+                        repairedKeys += report.recordsKept
+                    } catch let error as PrefsError where error.code == .corrupted || error.code == .wrongKey {
+                        #expect(try readBytes(path) == damaged, "\(context): a refused repair changed the file")
+                        sealedRefusedRepairs += 1
+                    }
+                    continue
+                }
                 // Repair always ends in a store that opens, holding no value that was never written, the
                 // original kept byte for byte.
                 do {
-                    var configuration = PrefsStore.Configuration()
-                    configuration.sealer = fixture.sealer
                     let report = try #require(
                         try PrefsStore.repair(id: "ui", directory: dir.path, configuration: configuration))
                     let quarantine = try #require(report.quarantinePath, "\(context)")
@@ -372,6 +397,7 @@ enum Damage: String, CaseIterable {
                 + "flip \(lostPerFlip.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: ", ")) "
                 + "(at most 1), and \(commitFlips) in a transaction's commit record (the transaction goes whole). "
                 + "Both header copies hit: \(repairs) repaired (\(repairedKeys) records kept from their bodies), "
-                + "\(unopenableAfterRepair) stores left unopenable after repair (must be 0)")
+                + "\(unopenableAfterRepair) stores left unopenable after repair (must be 0), \(sealedRefusedRepairs) "
+                + "sealed stores with no identity left refused by repair (file byte-identical)")
     }
 }

@@ -230,34 +230,96 @@ import Testing
         #expect(try store.read(repaired) == store.values)
         #expect(try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: configuration) == nil)
 
-        // Both header pages zeroed: a plain store keeps every record after them; a sealed one has no identity left
-        // to authenticate its records with, and keeps none. Either way the result opens and takes writes.
+        // Both header pages zeroed: a plain store keeps every record after them. A sealed one has no identity left
+        // to authenticate its records with: a wrong key could not be told from that, so nothing is rebuilt and the
+        // file stays byte-identical.
         var zeroed = store.bytes
         for i in 0..<8192 { zeroed[i] = 0 }
         try reset(zeroed)
-        let second = try #require(
-            try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: configuration))
-        #expect(try readBytes(try #require(second.quarantinePath)) == zeroed)
-        let rebuilt = try openStore(store.dir) { $0.sealer = store.sealer }
-        let want = sealed ? [:] : store.expected { $0 < 8192 }
-        #expect(try store.read(rebuilt) == want)
         if sealed {
-            #expect(second.recordsKept == 0)
-            #expect(second.damage.contains { $0.reason.contains("no record authenticates") }, "\(second)")
+            expectError(.corrupted) {
+                try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: configuration)
+            }
+            #expect(try readBytes(store.path) == zeroed && !store.dir.files.contains { $0.contains(".corrupt-") })
         } else {
+            let second = try #require(
+                try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: configuration))
+            #expect(try readBytes(try #require(second.quarantinePath)) == zeroed)
+            let rebuilt = try openStore(store.dir)
+            let want = store.expected { $0 < 8192 }
+            #expect(try store.read(rebuilt) == want)
             #expect(second.recordsKept == want.count && want.count > 200)
+            try rebuilt.set("after", forKey: "zz")
+            // The same file opened with a sealer: its records are not sealed; nothing is written.
+            try reset(zeroed)
+            configuration.sealer = TestSealer(key: 7)
+            expectError(.notEncrypted) {
+                try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: configuration)
+            }
+            #expect(try readBytes(store.path) == zeroed)
         }
-        try rebuilt.set("after", forKey: "zz")
 
-        // The wrong key: nothing authenticates, nothing is kept, the original is kept.
+        // The wrong key, its key check still legible in the damaged copy: refused, never an empty store under it.
         if sealed {
             try reset(damaged)
             var wrong = configuration
             wrong.sealer = TestSealer(key: 8)
-            let third = try #require(try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: wrong))
-            #expect(third.recordsKept == 0)
-            #expect(try readBytes(try #require(third.quarantinePath)) == damaged)
+            expectError(.wrongKey) { try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: wrong) }
+            #expect(try readBytes(store.path) == damaged && !store.dir.files.contains { $0.contains(".corrupt-") })
         }
+    }
+
+    /// A sealed store's header copy is trusted only when it authenticates: a page zeroed and a copy forged
+    /// without the key (another identity, with a valid checksum) is tampering, and nothing is written; the right
+    /// copy with the wrong key is `wrongKey`.
+    @Test func aForgedHeaderCopyIsTamperingAndAWrongKeyIsWrongKey() throws {
+        let store = try Store(.sets, sealed: true)
+        var forged = store.bytes
+        for i in 0..<4096 { forged[i] = 0 }
+        let copy = 4096 + 32  // the copy's value: the header's static part
+        forged[copy + Format.uuidOffset] ^= 0x01  // another store UUID in the copy...
+        let inner = CRC32C.checksum(Array(forged[copy..<copy + Format.staticCRCOffset]))
+        withUnsafeBytes(of: inner.littleEndian) {
+            forged.replaceSubrange(copy + Format.staticCRCOffset..<copy + Format.staticCRCOffset + 4, with: $0)
+        }
+        let copyLength = firstRecordOffset(sealed: true) - 4096
+        let crc = CRC32C.checksum(Array(forged[4096..<4096 + copyLength - 4]))  // ...with a valid checksum
+        withUnsafeBytes(of: crc.littleEndian) { forged.replaceSubrange(4096 + copyLength - 4..<4096 + copyLength, with: $0) }
+        try writeBytes(forged, to: store.path)
+        for policy in [PrefsStore.RecoveryPolicy.salvage, .fail] {
+            expectError(.tampered) {
+                try openStore(store.dir) {
+                    $0.sealer = store.sealer
+                    $0.recovery = policy
+                }
+            }
+        }
+        #expect(try readBytes(store.path) == forged)
+
+        var zeroedPage = store.bytes
+        for i in 0..<4096 { zeroedPage[i] = 0 }
+        try writeBytes(zeroedPage, to: store.path)
+        expectError(.wrongKey) { try openStore(store.dir) { $0.sealer = TestSealer(key: 8) } }
+        #expect(try readBytes(store.path) == zeroedPage)
+    }
+
+    /// A header page naming a newer version, whose copy names it too, is a newer format: refused, never rebuilt,
+    /// even by repair or `openOrLog`.
+    @Test func aNewerFormatIsNeverRebuilt() throws {
+        let store = try Store(.sets, sealed: false)
+        var newer = store.bytes
+        for start in [0, 4096 + 32] {
+            newer[start + Format.versionOffset] = UInt8(Format.version + 1)
+            newer[start + Format.staticCRCOffset] ^= 0xFF  // a layout this library cannot check
+        }
+        let copyLength = firstRecordOffset() - 4096
+        let crc = CRC32C.checksum(Array(newer[4096..<4096 + copyLength - 4]))
+        withUnsafeBytes(of: crc.littleEndian) { newer.replaceSubrange(4096 + copyLength - 4..<4096 + copyLength, with: $0) }
+        try writeBytes(newer, to: store.path)
+        expectError(.unsupportedVersion) { try openStore(store.dir) }
+        expectError(.unsupportedVersion) { try PrefsStore.repair(id: "ui", directory: store.dir.path) }
+        #expect(PrefsStore.openOrLog(id: "ui", directory: store.dir.path) == nil)
+        #expect(try readBytes(store.path) == newer && !store.dir.files.contains { $0.contains(".corrupt-") })
     }
 
     /// A file truncated inside its header page holds no record: repair moves it aside and starts an empty store

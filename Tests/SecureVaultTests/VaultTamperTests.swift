@@ -210,4 +210,24 @@ extension Vault {
         #expect(try recovered.recover() == nil)  // a clean vault has nothing to recover
         #expect(recovered.status().itemCount == 2)
     }
+
+    /// Issue 15: a vault whose header page is zeroed refuses (`corrupted`, the file byte-identical), as a vault does
+    /// with any damage, and `recover()` reads its header from the copy that starts the log: nothing is lost.
+    @Test func aZeroedHeaderPageIsRecoveredFromItsCopyLosingNothing() throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        try vault.set("one", for: "a")
+        try vault.setSessionToken("tok", expiresAt: nil)
+        var bytes = try dir.fileBytes()
+        for i in 0..<Format.headerSize { bytes[i] = 0 }
+        try dir.writeFile(bytes)
+        let damaged = try dir.vault()
+        #expect(damaged.sessionToken() == .unavailable(.corrupted))
+        #expect(try dir.fileBytes() == bytes)
+        let report = try #require(try damaged.recover())
+        #expect(report.recordsLost == 0 && report.damage.map(\.range) == [0..<Format.headerSize], "\(report)")
+        let recovered = try dir.vault()
+        #expect(try recovered.string(for: "a") == "one")
+        #expect(recovered.sessionToken() == .valid(token: "tok", expiresAt: nil))
+    }
 }

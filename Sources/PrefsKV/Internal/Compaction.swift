@@ -189,9 +189,10 @@ extension StoreLog {
     /// Marks the current file superseded, renames the flushed image over the data file, and fsyncs the
     /// directory.
     private func rename(_ image: MappedFile, temporary: String) throws(PrefsError) {
-        if file.writable { file.setSuperseded(true) }
+        let marks = file.writable && !file.isUnreadableOriginal
+        if marks { file.setSuperseded(true) }
         if case .failure(let e) = Sys.rename(temporary, paths.data) {
-            if file.writable { file.setSuperseded(false) }
+            if marks { file.setSuperseded(false) }
             _ = Sys.unlink(temporary)
             throw PrefsError.system(e, "rename", "cannot put the new store image in place", path: paths.data)
         }

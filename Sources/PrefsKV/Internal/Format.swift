@@ -277,15 +277,28 @@ struct Header: Equatable {
 
 extension Header {
     /// The header read from the copy that starts a version-3 log, when the header-copy record at offset 4096
-    /// verifies its checksum (its authenticator is checked by the scan, with the rest of the log) and holds a
-    /// header of version 3 or later. Nil otherwise: older stores have no copy.
-    static func fromCopy(in bytes: UnsafeRawBufferPointer) -> Header? {
-        guard let record = RecordHeader.verified(in: bytes, at: Format.logStart, limit: bytes.count & ~7),
-            record.kind == .header,
-            let header = try? Header.parse(record.value(in: bytes), wholePage: false),
-            header.hasHeaderCopy, record.isAuthenticated == header.authenticatesRecords
-        else { return nil }
+    /// verifies its checksum and holds a header of version 3 or later (its authenticator, in a sealed store, is
+    /// for the caller to check: `copyRecord`). Nil otherwise: older stores have no copy. Throws
+    /// `unsupportedVersion` for a copy that verifies and names a newer version: a newer format.
+    static func fromCopy(in bytes: UnsafeRawBufferPointer) throws(Problem) -> Header? {
+        guard let record = copyRecord(in: bytes) else { return nil }
+        let header: Header
+        do throws(Problem) {
+            header = try Header.parse(record.value(in: bytes), wholePage: false)
+        } catch {
+            if case .unsupportedVersion = error { throw error }
+            return nil
+        }
+        guard header.hasHeaderCopy, record.isAuthenticated == header.authenticatesRecords else { return nil }
         return header
+    }
+
+    /// The header-copy record at offset 4096, when one verifies its checksum.
+    static func copyRecord(in bytes: UnsafeRawBufferPointer) -> RecordHeader? {
+        guard let record = RecordHeader.verified(in: bytes, at: Format.logStart, limit: bytes.count & ~7),
+            record.kind == .header
+        else { return nil }
+        return record
     }
 
     /// Writes the header-copy record at the start of a version-3 image's log and returns where the next record

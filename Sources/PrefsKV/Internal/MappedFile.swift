@@ -16,6 +16,9 @@ final class MappedFile {
     @exclusivity(unchecked) private var base: UnsafeMutableRawPointer
     /// Bytes mapped (the file's size when last mapped).
     @exclusivity(unchecked) private(set) var mappedLength: Int
+    /// A file no copy of whose header verified, mapped to be rebuilt: none of its words is PrefsKV's to write (its
+    /// superseded word is not set when the rebuilt image replaces it).
+    @exclusivity(unchecked) var isUnreadableOriginal = false
 
     /// Maps the whole of `fd` (at least one header page). Takes ownership of `fd`: it is closed on failure.
     /// `status` is the file's `fstat`, when the caller has just made it.

@@ -29,68 +29,136 @@ extension StoreLog {
             throw error
         }
         let file = try MappedFile(fd: fd, path: paths.data, writable: true, status: status)
-        if sealer == nil {
-            // Sealed records in the body: rebuilding them needs the key (a plain rebuild would drop them all).
-            var sealed = false
-            file.withBytes { bytes in
-                _ = LogScanner.scan(
-                    bytes, from: Format.logStart, to: bytes.count & ~7, freeSpaceEndsLog: true, plainKeys: false
-                ) { if $0.isSealed { sealed = true } }
-            }
-            if sealed {
-                throw PrefsError(
-                    .encrypted,
-                    "no copy of the header verifies and the records of the file are sealed: rebuilding it needs its "
-                        + "sealer; the file was left untouched", path: paths.data)
+        // Its bytes are only read: the recovery copies them aside and installs a new image by a rename.
+        file.isUnreadableOriginal = true
+        // What the body holds by checksum alone, and what the damaged header copies still say.
+        var sealedRecords = 0
+        var plainRecords = 0
+        file.withBytes { bytes in
+            _ = LogScanner.scan(
+                bytes, from: Format.logStart, to: bytes.count & ~7, freeSpaceEndsLog: true, plainKeys: false
+            ) { record in
+                guard record.kind == .set || record.kind == .delete else { return }
+                if record.isSealed { sealedRecords += 1 } else { plainRecords += 1 }
             }
         }
+        let legible = file.withBytes { legibleHeaders(in: $0) }
+        guard let sealer else {
+            // Rebuilding sealed records needs the key (a plain rebuild would drop them all).
+            if sealedRecords > 0 || legible.contains(where: { $0.flags & Format.flagEncrypted != 0 }) {
+                throw PrefsError(
+                    .encrypted,
+                    "no copy of the header verifies and the store is sealed: rebuilding it needs its sealer; the file "
+                        + "was left untouched", path: paths.data)
+            }
+            return rebuilt(file: file, header: Header.new(keyCheck: nil), unreadable: unreadable)
+        }
+        if plainRecords > 0 && sealedRecords == 0 {
+            throw PrefsError(
+                .notEncrypted,
+                "no copy of the header verifies and the records of the file are not sealed: it was opened with a "
+                    + "sealer; the file was left untouched", path: paths.data)
+        }
         var best: Snapshot?
-        for header in file.withBytes({ candidateHeaders(in: $0, sealer: sealer) }) {
+        for header in candidateHeaders(legible, sealer: sealer) {
             var snapshot = Snapshot(file: file, header: header)
             scan(into: &snapshot, sealer: sealer, logEndKnown: false)
             if best == nil || snapshot.recordCount > best!.recordCount { best = snapshot }
         }
-        var rebuilt = best!
-        if sealer != nil && rebuilt.recordCount == 0 {
-            // Nothing authenticated under any identity: an empty store under a new one, and one range for the
-            // body, whose records cannot be told from forgeries.
-            rebuilt = Snapshot(file: file, header: Header.new(keyCheck: sealer!.keyCheck))
-            let end = file.mappedLength & ~7
-            if end > Format.logStart {
-                var body = file.withBytes { LogScanner.describe($0, Format.logStart..<end, plainKeys: false) }
-                body.reason =
-                    "no record authenticates with the key under a store identity (UUID and generation) legible in "
-                    + "a header copy: they cannot be told from forged or replayed ones, and were not kept"
-                rebuilt.damage = [body]
-            }
+        if let best, best.recordCount > 0 {
+            var snapshot = best
+            snapshot.damage.insert(headerDamage(unreadable), at: 0)
+            return snapshot
         }
-        rebuilt.damage.insert(
-            PrefsDamage(
-                range: 0..<Format.headerSize, records: 0, keys: [],
-                reason: "no copy of the header verifies (\(unreadable.message)); the store was rebuilt from the "
-                    + "records of its body that verify"), at: 0)
-        return rebuilt
+        // Nothing authenticates: a wrong key must not become an empty store under it, and records that cannot be
+        // authenticated cannot be told from forgeries.
+        let keyChecks = legible.map(\.keyCheck).filter { !$0.isEmpty }
+        if !keyChecks.isEmpty && !keyChecks.contains(sealer.keyCheck) {
+            throw PrefsError(
+                .wrongKey,
+                "no copy of the header verifies, and the key check still legible in it is not the sealer's: wrong key; "
+                    + "the file was left untouched", path: paths.data)
+        }
+        if sealedRecords > 0 {
+            throw PrefsError(
+                .corrupted,
+                "no copy of the header verifies and no record of the file authenticates with the key under a store "
+                    + "identity (UUID and generation) still legible in it: a wrong key cannot be told from a lost "
+                    + "identity, and records that do not authenticate are never kept; nothing was rebuilt and the file "
+                    + "was left untouched", path: paths.data)
+        }
+        return rebuilt(file: file, header: Header.new(keyCheck: sealer.keyCheck), unreadable: unreadable)
     }
 
-    /// The headers a rebuild tries: a new one for a plain store; for a sealed one, each distinct identity
-    /// legible in the header page and in the header-copy record (read whatever their checksums say), with the
-    /// sealer's key check, in the current version.
-    private static func candidateHeaders(in bytes: UnsafeRawBufferPointer, sealer: (any PrefsSealer)?) -> [Header] {
-        guard let sealer else { return [Header.new(keyCheck: nil)] }
-        var headers: [Header] = []
-        // The static part's fields, at the start of the page and in the value of a header-copy record.
-        for start in [0, Format.logStart + Format.recordHeaderSize] where start + Format.staticSize <= bytes.count {
+    /// The snapshot of a rebuild under `header`: the body scanned, the header page reported first.
+    private static func rebuilt(file: MappedFile, header: Header, unreadable: PrefsError) -> Snapshot {
+        var snapshot = Snapshot(file: file, header: header)
+        scan(into: &snapshot, sealer: nil, logEndKnown: false)
+        snapshot.damage.insert(headerDamage(unreadable), at: 0)
+        return snapshot
+    }
+
+    private static func headerDamage(_ unreadable: PrefsError) -> PrefsDamage {
+        PrefsDamage(
+            range: 0..<Format.headerSize, records: 0, keys: [],
+            reason: "no copy of the header verifies (\(unreadable.message)); the store was rebuilt from the records "
+                + "of its body that verify")
+    }
+
+    /// The fields of the header's static part still legible where its magic is: at the start of the page, and in
+    /// the value of a header-copy record at 4096. Their checksums are not checked (neither verifies).
+    struct LegibleHeader {
+        var flags: UInt32
+        var uuid: StoreUUID
+        var generation: UInt64
+        var createdAt: Int64
+        var keyCheck: [UInt8]
+    }
+
+    private static func legibleHeaders(in bytes: UnsafeRawBufferPointer) -> [LegibleHeader] {
+        var starts: [Int] = []
+        if bytes.count >= Format.staticSize && bytes.load(as: UInt64.self) == Format.fileMagic.littleEndian {
+            starts.append(0)
+        }
+        let copy = Format.logStart + Format.recordHeaderSize
+        if bytes.count >= copy + Format.staticSize
+            && bytes.load(fromByteOffset: Format.logStart, as: UInt32.self) == Format.recordMagic.littleEndian
+            && bytes[Format.logStart + 4] == RecordKind.header.rawValue
+        {
+            starts.append(copy)
+        }
+        return starts.map { start in
             func word(_ offset: Int) -> UInt64 {
                 UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: start + offset, as: UInt64.self))
             }
-            var header = Header.new(keyCheck: sealer.keyCheck)
-            header.uuid = StoreUUID(low: word(Format.uuidOffset), high: word(Format.uuidOffset + 8))
-            header.generation = word(Format.generationOffset)
-            header.createdAt = Int64(bitPattern: word(Format.createdAtOffset))
-            if !headers.contains(where: { $0.uuid == header.uuid && $0.generation == header.generation }) {
-                headers.append(header)
-            }
+            let keyCheckLength = Int(
+                UInt16(
+                    littleEndian: bytes.loadUnaligned(fromByteOffset: start + Format.keyCheckLengthOffset, as: UInt16.self)
+                ))
+            let keyCheck =
+                keyCheckLength <= Format.maxKeyCheckLength
+                ? Array(bytes[start + Format.keyCheckOffset..<start + Format.keyCheckOffset + keyCheckLength]) : []
+            return LegibleHeader(
+                flags: UInt32(
+                    littleEndian: bytes.loadUnaligned(fromByteOffset: start + Format.flagsOffset, as: UInt32.self)),
+                uuid: StoreUUID(low: word(Format.uuidOffset), high: word(Format.uuidOffset + 8)),
+                generation: word(Format.generationOffset), createdAt: Int64(bitPattern: word(Format.createdAtOffset)),
+                keyCheck: keyCheck)
         }
-        return headers.isEmpty ? [Header.new(keyCheck: sealer.keyCheck)] : headers
+    }
+
+    /// The headers a sealed rebuild tries: each distinct identity legible in the damaged header copies, with the
+    /// sealer's key check, in the current version.
+    private static func candidateHeaders(_ legible: [LegibleHeader], sealer: any PrefsSealer) -> [Header] {
+        var headers: [Header] = []
+        for fields in legible
+        where !headers.contains(where: { $0.uuid == fields.uuid && $0.generation == fields.generation }) {
+            var header = Header.new(keyCheck: sealer.keyCheck)
+            header.uuid = fields.uuid
+            header.generation = fields.generation
+            header.createdAt = fields.createdAt
+            headers.append(header)
+        }
+        return headers
     }
 }

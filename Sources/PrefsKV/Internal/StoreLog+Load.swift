@@ -121,7 +121,9 @@ extension StoreLog {
             case .notAStore(let reason), .damaged(let reason): why = reason
             case .unsupportedVersion(let v):
                 // The version is read before the checksum. A newer header whose checksum verifies is one: refused.
-                // One whose checksum does not has a damaged version field: the copy decides.
+                // One whose checksum does not may have a damaged version field: a copy of a version this library
+                // reads decides; without one it stays a newer format (never rebuilt: a newer library may lay its
+                // header out differently).
                 let crc = UInt32(
                     littleEndian: page.loadUnaligned(fromByteOffset: Format.staticCRCOffset, as: UInt32.self))
                 if page.count >= Format.staticSize
@@ -130,9 +132,27 @@ extension StoreLog {
                     throw headerError(error, path: path)
                 }
                 why = "it names format version \(v) and its checksum does not match"
-                problem = .damaged(why)
             }
-            guard let copy = Header.fromCopy(in: bytes) else { throw headerError(problem, path: path) }
+            let copy: Header?
+            do throws(Header.Problem) {
+                copy = try Header.fromCopy(in: bytes)
+            } catch {
+                problem = error  // the copy verifies and names a newer version
+                copy = nil
+            }
+            guard let copy else { throw headerError(problem, path: path) }
+            // In a sealed store the copy must be authentic too: one forged without the key (another identity, to
+            // make every real record fail) is tampering, and nothing is written.
+            if checkSealer, let sealer, let auth = RecordAuth(header: copy, sealer: sealer),
+                let record = Header.copyRecord(in: bytes), !auth.isAuthentic(record, in: bytes)
+            {
+                try check(copy, against: sealer, path: path)  // a wrong key is that, not tampering
+                throw PrefsError(
+                    .tampered,
+                    "the header page does not verify and the copy of the header verifies its checksum but not its "
+                        + "authenticator: it was forged by someone without the key; the file was left untouched",
+                    path: path)
+            }
             header = copy
             damage.append(
                 PrefsDamage(
@@ -150,13 +170,17 @@ extension StoreLog {
     ) throws(PrefsError) -> Header {
         let status = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: path)
         guard status.isRegular else { throw PrefsError(.notAStore, "the store path is not a regular file", path: path) }
-        // The page is read into the stack: no array, whose storage type a fresh process would instantiate.
-        return try withUnsafeTemporaryAllocation(byteCount: Format.headerSize, alignment: 8) {
+        // The page and the header copy after it are read into the stack: no array, whose storage type a fresh
+        // process would instantiate. A damaged header page is read from its copy (`trustedHeader`).
+        let length = Format.logStart + Format.headerCopyLength(authenticated: true)
+        return try withUnsafeTemporaryAllocation(byteCount: length, alignment: 8) {
             page throws(PrefsError) -> Header in
             let count = try Sys.pread(fd, into: page, at: 0).orThrow(
                 "pread", "cannot read the store header", path: path)
-            return try checkedHeader(
-                UnsafeRawBufferPointer(rebasing: page[0..<count]), path: path, sealer: sealer, checkSealer: checkSealer)
+            var damage: [PrefsDamage] = []
+            return try trustedHeader(
+                UnsafeRawBufferPointer(rebasing: page[0..<count]), path: path, sealer: sealer,
+                checkSealer: checkSealer, damage: &damage)
         }
     }
 
