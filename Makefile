@@ -52,7 +52,7 @@ TORTURE_KILLS ?= 3000
 TORTURE_DAMAGES ?= 10000
 TORTURE_POWER_OPS ?= 1500
 VAULT_CRASH_ROUNDS ?= 2000
-TORTURE_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|FileSystemFaultTests|CrashTests|MultiProcessTests|EnvironmentErrorTests|CompactionTests|VaultCrashTests|VaultKeyringTests|VaultTamperTests
+TORTURE_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|FileSystemFaultTests|CrashTests|MultiProcessTests|EnvironmentErrorTests|CompactionTests|VaultCrashTests|VaultKeyringTests|VaultTamperTests|ChangedUnderneathTests
 TSAN_FILTER := threadsWritingAndReadingOneHandleLoseNoUpdate|twoHandlesInOneProcessSeeEachOthersWrites|MultiProcessTests|observersHearEveryChange|VaultConcurrencyTests|VaultStaleHandleTests|FileSystemFaultTests
 
 torture: bootstrap

@@ -65,3 +65,112 @@ const int prefs_tsan_active = 0;
 void prefs_tsan_acquire(const void *address) { (void)address; }
 void prefs_tsan_release(const void *address) { (void)address; }
 #endif
+
+// MARK: Mapping guard (prefs_guard.h)
+
+#include "prefs_guard.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+// Each slot: the mapping's start (0: free), its length, its fault count, and whether it is taken. Plain words
+// accessed with atomic builtins: the handler reads them on whatever thread faulted.
+static uintptr_t prefs_guard_start[PREFS_GUARD_SLOTS];
+static size_t prefs_guard_length[PREFS_GUARD_SLOTS];
+static uint32_t prefs_guard_faults[PREFS_GUARD_SLOTS];
+static int prefs_guard_taken[PREFS_GUARD_SLOTS];
+static uint32_t prefs_guard_zero;
+
+static struct sigaction prefs_guard_previous;
+static long prefs_guard_page;
+// 0: not installed yet, 1: installing, 2: installed, 3: sigaction failed (errno in prefs_guard_errno).
+static int prefs_guard_state;
+static int prefs_guard_errno;
+
+static void prefs_guard_handler(int signal_number, siginfo_t *info, void *context) {
+    uintptr_t address = (uintptr_t)info->si_addr;
+    for (int i = 0; i < PREFS_GUARD_SLOTS; i++) {
+        uintptr_t start = __atomic_load_n(&prefs_guard_start[i], __ATOMIC_ACQUIRE);
+        if (start == 0 || address < start) continue;
+        size_t length = __atomic_load_n(&prefs_guard_length[i], __ATOMIC_ACQUIRE);
+        if (address - start >= length) continue;
+        // One of PrefsKV's mappings: a private zero page over the faulting page lets the access complete.
+        int saved = errno;
+        uintptr_t page = address & ~(uintptr_t)(prefs_guard_page - 1);
+        void *zero = mmap(
+            (void *)page, (size_t)prefs_guard_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+            -1, 0);
+        errno = saved;
+        if (zero == MAP_FAILED) break;
+        __atomic_fetch_add(&prefs_guard_faults[i], 1, __ATOMIC_RELEASE);
+        return;
+    }
+    // Not a fault of ours: what would have happened without the guard.
+    if (prefs_guard_previous.sa_flags & SA_SIGINFO) {
+        if (prefs_guard_previous.sa_sigaction != NULL) {
+            prefs_guard_previous.sa_sigaction(signal_number, info, context);
+            return;
+        }
+    } else if (prefs_guard_previous.sa_handler != SIG_DFL && prefs_guard_previous.sa_handler != SIG_IGN) {
+        prefs_guard_previous.sa_handler(signal_number);
+        return;
+    }
+    // The default action: restored, the faulting access runs again and the signal ends the process.
+    struct sigaction fallback;
+    memset(&fallback, 0, sizeof fallback);
+    fallback.sa_handler = SIG_DFL;
+    sigemptyset(&fallback.sa_mask);
+    sigaction(SIGBUS, &fallback, NULL);
+}
+
+int prefs_guard_install(void) {
+    int expected = 0;
+    if (__atomic_compare_exchange_n(&prefs_guard_state, &expected, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        prefs_guard_page = sysconf(_SC_PAGESIZE);
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_sigaction = prefs_guard_handler;
+        action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+        sigemptyset(&action.sa_mask);
+        int failed = sigaction(SIGBUS, &action, &prefs_guard_previous) != 0;
+        if (failed) prefs_guard_errno = errno;
+        __atomic_store_n(&prefs_guard_state, failed ? 3 : 2, __ATOMIC_RELEASE);
+    }
+    int state;
+    while ((state = __atomic_load_n(&prefs_guard_state, __ATOMIC_ACQUIRE)) == 1) {
+        // Another thread is installing it: a single sigaction call.
+    }
+    if (state == 3) {
+        errno = prefs_guard_errno;
+        return -1;
+    }
+    return 0;
+}
+
+int prefs_guard_register(const void *base, size_t length) {
+    for (int i = 0; i < PREFS_GUARD_SLOTS; i++) {
+        int free = 0;
+        if (__atomic_compare_exchange_n(&prefs_guard_taken[i], &free, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            __atomic_store_n(&prefs_guard_faults[i], 0, __ATOMIC_RELAXED);
+            __atomic_store_n(&prefs_guard_length[i], length, __ATOMIC_RELEASE);
+            __atomic_store_n(&prefs_guard_start[i], (uintptr_t)base, __ATOMIC_RELEASE);
+            return i;
+        }
+    }
+    return -1;
+}
+
+void prefs_guard_unregister(int slot) {
+    if (slot < 0 || slot >= PREFS_GUARD_SLOTS) return;
+    __atomic_store_n(&prefs_guard_start[slot], 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&prefs_guard_length[slot], 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&prefs_guard_taken[slot], 0, __ATOMIC_RELEASE);
+}
+
+uint32_t *prefs_guard_fault_count(int slot) {
+    return slot >= 0 && slot < PREFS_GUARD_SLOTS ? &prefs_guard_faults[slot] : &prefs_guard_zero;
+}
+
+uint32_t *prefs_guard_no_faults(void) { return &prefs_guard_zero; }

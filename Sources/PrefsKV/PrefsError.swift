@@ -24,7 +24,7 @@ public struct PrefsError: Error, CustomStringConvertible {
         private enum Value: String {
             case invalidKey, valueTooLarge, invalidInput, typeMismatch, corrupted, tampered, wrongKey, encrypted
             case notEncrypted, unsupportedVersion, notAStore, busy, notFound, io, diskFull, readOnly
-            case permissionDenied
+            case permissionDenied, changedUnderneath
         }
         private let value: Value
         private init(_ value: Value) { self.value = value }
@@ -63,6 +63,11 @@ public struct PrefsError: Error, CustomStringConvertible {
         public static let readOnly = Code(.readOnly)
         /// The process may not open, create or change the file or directory.
         public static let permissionDenied = Code(.permissionDenied)
+        /// The store file was changed underneath the handle by something other than PrefsKV (truncated, or
+        /// rewritten in place: `cp` or `>` over it, a sync tool) twice while one read or write ran, or while a
+        /// write was being published: the handle has reopened the file; try again. (Restore a store with
+        /// ``PrefsStore/restore(from:)``, which replaces the file atomically.)
+        public static let changedUnderneath = Code(.changedUnderneath)
 
         public var description: String { value.rawValue }
     }

@@ -372,12 +372,19 @@ public final class PrefsStore: Sendable {
             "PrefsStore: write through `tx` inside `write { tx in ... }`, not through the store itself")
     }
 
-    /// Runs `body` on the caught-up engine, then delivers events it produced.
+    /// Runs `body` on the caught-up engine, then delivers events it produced. A read that finds the file changed
+    /// underneath (`changedUnderneath`: what it read may not be what the index means) reopens the file and runs
+    /// once more; a second change in that time is thrown.
     @inline(__always)
     func read<R: Sendable>(_ body: (Engine) throws(PrefsError) -> R) throws -> R {
         let (value, deliver) = try engine.withLock { e throws(PrefsError) in
             try e.refreshIfNeeded()
-            return (try body(e), e.hasPendingEvents)
+            do throws(PrefsError) {
+                return (try body(e), e.hasPendingEvents)
+            } catch where error.code == .changedUnderneath {
+                try e.reloadChangedFile()
+                return (try body(e), e.hasPendingEvents)
+            }
         }
         if deliver { deliverEvents() }
         return value

@@ -165,3 +165,62 @@ private struct StepFailed: Error, CustomStringConvertible {
     var code: String
     var description: String { "wrong-value(\(code))" }
 }
+
+extension TortureCommands {
+    /// `prefs-changed-reader DIR ID KEY`: issue 20. Opens the store (KEY as in `sealer`) and reads every key
+    /// `k000`... it finds, pass after pass, while the test changes the file underneath it without PrefsKV
+    /// (truncate, cp, an in-place page rewrite). Every value is `<store>-<key>-<n>`: one naming another key, or
+    /// no key, was never written under this key, and is reported as `BAD key value`. Each pass starts by reading
+    /// the number in `DIR/mark` (0 when absent: the test writes the number of changes it made) and ends with
+    /// `P <pass> <mark>`: a pass so marked began after that change. When `DIR/stop` exists it reads once more,
+    /// prints `F key=value,...` (what it ends with) and `E <error codes seen>`, and exits 0. A SIGBUS would end it
+    /// with signal 7.
+    static func changedReader(_ args: [String]) {
+        guard args.count == 3, let key = Int(args[2]) else { PrefsCommands.fail("usage: prefs-changed-reader DIR ID KEY") }
+        var configuration = PrefsStore.Configuration()
+        configuration.sealer = sealer(key)
+        configuration.logger.logLevel = .critical
+        let store: PrefsStore
+        do {
+            store = try PrefsStore(id: args[1], directory: args[0], configuration: configuration)
+        } catch {
+            PrefsCommands.fail("open failed: \(error)")
+        }
+        let names = (0..<200).map { "k" + String(1000 + $0).dropFirst() }
+        var errors: [String: Int] = [:]
+        var pass = 0
+        while true {
+            let stopping = access(args[0] + "/stop", F_OK) == 0
+            var mark = 0
+            let fd = Glibc.open(args[0] + "/mark", O_RDONLY)
+            if fd >= 0 {
+                var digits = [UInt8](repeating: 0, count: 32)
+                let n = read(fd, &digits, digits.count)
+                close(fd)
+                mark = Int(String(decoding: digits[0..<max(0, n)], as: UTF8.self)) ?? 0
+            }
+            var pairs: [String] = []
+            for name in names {
+                do {
+                    guard let value = try store.string(forKey: name) else { continue }
+                    let parts = value.split(separator: "-")
+                    if parts.count != 3 || parts[1] != name || !["A", "B"].contains(parts[0]) {
+                        PrefsCommands.say("BAD \(name) \(value.prefix(60).debugDescription)")
+                    }
+                    pairs.append("\(name)=\(value)")
+                } catch let error as PrefsError {
+                    errors[error.code.description, default: 0] += 1
+                } catch {
+                    errors["other", default: 0] += 1
+                }
+            }
+            pass += 1
+            if stopping {
+                PrefsCommands.say("F " + pairs.joined(separator: ","))
+                PrefsCommands.say("E " + errors.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ","))
+                exit(0)
+            }
+            PrefsCommands.say("P \(pass) \(mark)")
+        }
+    }
+}

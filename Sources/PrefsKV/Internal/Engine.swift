@@ -192,6 +192,10 @@ final class Engine: @unchecked Sendable {
     }
 
     func refresh() throws(PrefsError) {
+        if log.hasChangedUnderneath {
+            try reloadChangedFile()
+            return
+        }
         if log.file.isSuperseded {
             try withWriterLock { () throws(PrefsError) in try catchUpLocked() }
             return
@@ -230,8 +234,21 @@ final class Engine: @unchecked Sendable {
             (.warning, "a process died holding the writer lock of \(paths.data); its unfinished write was dropped"))
     }
 
-    /// Under the writer lock: follows a compaction or restore by another handle, then reads new records.
+    /// The file changed underneath this handle without going through PrefsKV (truncated, or rewritten in place):
+    /// reopens what the path names now, as an open would (recovering it when damaged), under the writer lock, and
+    /// logs it.
+    func reloadChangedFile() throws(PrefsError) {
+        let message =
+            "prefskv: \(paths.data) was changed underneath this handle by something other than PrefsKV; the handle "
+            + "reopened it (restore a store with restore(from:), which replaces the file atomically)"
+        pendingLog.append((.warning, "\(message)"))
+        try withWriterLock { () throws(PrefsError) in try reload() }
+    }
+
+    /// Under the writer lock: follows a file changed underneath, or a compaction or restore by another handle,
+    /// then reads new records.
     func catchUpLocked() throws(PrefsError) {
+        if log.hasChangedUnderneath { try reload() }
         if log.file.isSuperseded {
             if log.fileIsNamed {
                 // Still our file: the flag is stale, from a compactor killed between flag and rename.

@@ -6,8 +6,10 @@ struct Entry {
     var expiresAt: Int64
     private var keyLength32: UInt32
     private var valueLength32: UInt32
-    /// Sealed stores only, memory only: CRC32C of the plaintext value, when `hasPlainCRC`.
-    private var plainCRC32: UInt32 = 0
+    /// A plain record: the CRC32C stored at its end, which a read checks to know the record is still the one this
+    /// entry means. A sealed record (whose value the sealer authenticates): memory only, CRC32C of the plaintext
+    /// value, when `hasPlainCRC`.
+    private var check32: UInt32
     var type: ValueType
     var sealed: Bool
     /// The record ends with an authenticator (a version-2 sealed store).
@@ -22,17 +24,30 @@ struct Entry {
         type = ValueType(rawValue: record.valueType)!
         sealed = record.isSealed
         authenticated = record.isAuthenticated
+        check32 = record.isSealed ? 0 : record.crc
     }
 
     var keyLength: Int { Int(keyLength32) }
     var valueLength: Int { Int(valueLength32) }
+    /// A sealed record's plaintext CRC32C, when known.
     var plainCRC: UInt32? {
-        get { hasPlainCRC ? plainCRC32 : nil }
+        get { hasPlainCRC ? check32 : nil }
         set {
+            precondition(sealed, "a plain entry keeps its record's CRC")
             hasPlainCRC = newValue != nil
-            plainCRC32 = newValue ?? 0
+            check32 = newValue ?? 0
         }
     }
+    /// A plain record's stored CRC32C.
+    var recordCRC: UInt32 {
+        get { check32 }
+        set {
+            precondition(!sealed, "a sealed entry keeps its plaintext's CRC")
+            check32 = newValue
+        }
+    }
+    /// Where the record's stored CRC32C is.
+    var crcOffset: Int { recordOffset + recordLength - Format.recordTrailerSize }
     var recordLength: Int {
         Format.recordLength(keyLength: keyLength, valueLength: valueLength, authenticated: authenticated)
     }

@@ -356,6 +356,8 @@ struct RecordHeader {
     var valueLength: Int
     var seq: UInt64
     var expiresAt: Int64
+    /// The CRC32C stored at the record's end (what the index keeps to recognise the record later).
+    var crc: UInt32 = 0
 
     var length: Int {
         Format.recordLength(keyLength: keyLength, valueLength: valueLength, authenticated: isAuthenticated)
@@ -393,12 +395,14 @@ struct RecordHeader {
                 flags & ~RecordFlags.authenticated == RecordFlags.commit
             else { return nil }
         }
-        let header = RecordHeader(
+        var header = RecordHeader(
             offset: offset, kind: kind, valueType: valueType, flags: flags, keyLength: keyLength,
             valueLength: valueLength,
             seq: UInt64(littleEndian: bytes.load(fromByteOffset: offset + 16, as: UInt64.self)),
             expiresAt: Int64(littleEndian: bytes.load(fromByteOffset: offset + 24, as: Int64.self)))
-        guard offset + header.length <= limit else { return nil }
+        let end = offset + header.length
+        guard end <= limit else { return nil }
+        header.crc = UInt32(littleEndian: bytes.load(fromByteOffset: end - 4, as: UInt32.self))
         return header
     }
 
@@ -407,8 +411,7 @@ struct RecordHeader {
     static func verified(in bytes: UnsafeRawBufferPointer, at offset: Int, limit: Int) -> RecordHeader? {
         guard let h = plausible(in: bytes, at: offset, limit: limit) else { return nil }
         let end = offset + h.length
-        let stored = UInt32(littleEndian: bytes.load(fromByteOffset: end - 4, as: UInt32.self))
-        guard stored == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[offset..<end - 4])) else {
+        guard h.crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[offset..<end - 4])) else {
             return nil
         }
         return h
@@ -467,7 +470,7 @@ enum RecordWriter {
         base.storeBytes(of: Format.recordMagic.littleEndian, toByteOffset: 0, as: UInt32.self)
         return RecordHeader(
             offset: offset, kind: kind, valueType: valueType, flags: flags, keyLength: key.count,
-            valueLength: valueLength, seq: seq, expiresAt: expiresAt)
+            valueLength: valueLength, seq: seq, expiresAt: expiresAt, crc: crc.value)
     }
 
     /// Copies a verified record into `bytes` at `offset` with sequence number `seq`, setting its commit flag

@@ -1,4 +1,5 @@
 // One open store file and its shared mapping: the single owner of the descriptor and the mapped region.
+import CPrefsKV
 import Synchronization
 import SystemLayer
 
@@ -19,6 +20,13 @@ final class MappedFile {
     /// A file no copy of whose header verified, mapped to be rebuilt: none of its words is PrefsKV's to write (its
     /// superseded word is not set when the rebuilt image replaces it).
     @exclusivity(unchecked) var isUnreadableOriginal = false
+    /// The mapping's slot in the SIGBUS guard (CPrefsKV's prefs_guard.h), or -1 when unguarded.
+    @exclusivity(unchecked) private var guardSlot: Int32 = -1
+    /// The guard's count of faults answered inside the mapping with a zero page: an access past the end of a file
+    /// that shrank underneath it.
+    @exclusivity(unchecked) private var faultCount: UnsafeMutablePointer<Atomic<UInt32>>
+    /// Whether an earlier mapping of this file (before a remap) took a fault.
+    @exclusivity(unchecked) private var faultedBefore = false
 
     /// Maps the whole of `fd` (at least one header page). Takes ownership of `fd`: it is closed on failure.
     /// `status` is the file's `fstat`, when the caller has just made it.
@@ -42,13 +50,38 @@ final class MappedFile {
             Sys.close(fd)
             throw error
         }
+        faultCount = MappedFile.counter(prefs_guard_no_faults())
+        guardMapping()
     }
 
     deinit {
         if let linkWatch { LinkWatcher.shared.unwatch(linkWatch.flag, watch: linkWatch.watch) }
+        prefs_guard_unregister(guardSlot)
         Sys.unmap(base, length: mappedLength)
         Sys.close(fd)
     }
+
+    // MARK: The SIGBUS guard
+
+    /// Registers the current mapping with the SIGBUS guard (installed once per process). Without a free slot, or
+    /// when the handler cannot be installed, the mapping is unguarded: a shrink underneath it is then the SIGBUS
+    /// it always was.
+    private func guardMapping() {
+        guard prefs_guard_install() == 0 else { return }
+        guardSlot = prefs_guard_register(base, mappedLength)
+        faultCount = MappedFile.counter(
+            guardSlot >= 0 ? prefs_guard_fault_count(guardSlot) : prefs_guard_no_faults())
+    }
+
+    private static func counter(_ word: UnsafeMutablePointer<UInt32>) -> UnsafeMutablePointer<Atomic<UInt32>> {
+        UnsafeMutableRawPointer(word).assumingMemoryBound(to: Atomic<UInt32>.self)
+    }
+
+    /// Whether an access to the mapping went past the end of the file since it was mapped (the file shrank
+    /// underneath it: truncated, or rewritten in place): what was read there was zeros, and what was written there
+    /// reached no file. One atomic load.
+    @inline(__always)
+    var hasFaulted: Bool { faultCount.pointee.load(ordering: .acquiring) != 0 || faultedBefore }
 
     /// The inotify watch raising a flag when this file may have lost its name; set up by the first write.
     @exclusivity(unchecked) private var linkWatch: (flag: LinkFlag, watch: Int32)?
@@ -59,9 +92,13 @@ final class MappedFile {
         guard length != mappedLength else { return }
         let fresh = try Sys.map(fd, length: length, writable: writable).orThrow(
             "mmap", "cannot map the grown store file", path: path)
+        faultedBefore = hasFaulted
+        prefs_guard_unregister(guardSlot)
+        guardSlot = -1
         Sys.unmap(base, length: mappedLength)
         base = fresh
         mappedLength = length
+        guardMapping()
     }
 
     /// Whether the file lost its name while open: deleted, replaced by a rename over it, or moved away. Writes
@@ -128,6 +165,17 @@ final class MappedFile {
         return try body(UnsafeMutableRawBufferPointer(start: base, count: mappedLength))
     }
 
+    /// The words of the header that name the store and its image (UUID, generation): a file rewritten in place by
+    /// something other than PrefsKV (`cp` of another store or of an older copy over it) changes them.
+    var headerIdentity: HeaderIdentity {
+        withBytes { bytes in
+            HeaderIdentity(
+                uuidLow: bytes.load(fromByteOffset: Format.uuidOffset, as: UInt64.self),
+                uuidHigh: bytes.load(fromByteOffset: Format.uuidOffset + 8, as: UInt64.self),
+                generation: bytes.load(fromByteOffset: Format.generationOffset, as: UInt64.self))
+        }
+    }
+
     // The dynamic header words. Each is one aligned 8-byte word in shared memory, loaded with acquire and
     // stored with release ordering, so another process's record bytes are visible once its log end is.
 
@@ -175,4 +223,11 @@ final class MappedFile {
     func syncData() throws(PrefsError) {
         try Sys.fdatasync(fd).orThrow("fdatasync", "cannot flush the store file", path: path)
     }
+}
+
+/// The header words of a mapped file that name its store and image, as they were when a handle adopted it.
+struct HeaderIdentity: Equatable {
+    var uuidLow: UInt64
+    var uuidHigh: UInt64
+    var generation: UInt64
 }

@@ -123,29 +123,38 @@ enum RecordCodec {
         of entry: Entry, name: String, in log: StoreLog, _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> R
     ) throws(PrefsError) -> R {
         if !entry.sealed {
-            return try log.file.withBytes { bytes throws(PrefsError) in
+            let result = try log.file.withBytes { bytes throws(PrefsError) in
                 try body(
                     UnsafeRawBufferPointer(rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength]))
             }
+            // After the bytes were used: what was read counts only if the record is still the one meant.
+            try log.checkStillHolds(entry)
+            return result
         }
         guard case .sealed(let sealed) = self else { throw SealedRecordCodec.missingSealer(log.paths) }
-        return try sealed.withPlaintext(of: entry, expectedName: name, in: log) { _, value throws(PrefsError) in
-            try body(value)
+        return try log.checkingUnderneath(entry) { () throws(PrefsError) in
+            try sealed.withPlaintext(of: entry, expectedName: name, in: log) { _, value throws(PrefsError) in
+                try body(value)
+            }
         }
     }
 
     /// The name and plain value bytes of an entry.
     func plainEntry(_ entry: Entry, in log: StoreLog) throws(PrefsError) -> (String, [UInt8]) {
         if !entry.sealed {
-            return log.file.withBytes { bytes in
+            let plain = log.file.withBytes { bytes in
                 (
                     String(decoding: bytes[entry.keyOffset..<entry.keyOffset + entry.keyLength], as: UTF8.self),
                     Array(bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength])
                 )
             }
+            try log.checkStillHolds(entry)
+            return plain
         }
         guard case .sealed(let sealed) = self else { throw SealedRecordCodec.missingSealer(log.paths) }
-        return try sealed.withPlaintext(of: entry, expectedName: nil, in: log) { name, value in (name, Array(value)) }
+        return try log.checkingUnderneath(entry) { () throws(PrefsError) in
+            try sealed.withPlaintext(of: entry, expectedName: nil, in: log) { name, value in (name, Array(value)) }
+        }
     }
 
     // MARK: Framing

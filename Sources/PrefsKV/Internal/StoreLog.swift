@@ -40,6 +40,8 @@ final class StoreLog {
     /// The generation of the file whose name this handle knows to be durable (an fsync of the directory
     /// followed its rename); nil until this handle has synced the directory itself.
     @exclusivity(unchecked) var directorySyncedGeneration: UInt64?
+    /// The header words naming the store and image, as the mapping held them when this handle adopted the file.
+    @exclusivity(unchecked) var adoptedIdentity: HeaderIdentity
 
     init(paths: StorePaths, configuration: PrefsStore.Configuration, snapshot: consuming Snapshot) {
         self.paths = paths
@@ -54,6 +56,7 @@ final class StoreLog {
         nextSeq = snapshot.maxSeq + 1
         knownEnd = snapshot.end
         knownEndWord = snapshot.endWord
+        adoptedIdentity = snapshot.file.headerIdentity
     }
 
     /// How the records of the current file are authenticated: nil for a plain store and a version-1 sealed one.
@@ -70,6 +73,57 @@ final class StoreLog {
         nextSeq = snapshot.maxSeq + 1
         knownEnd = snapshot.end
         knownEndWord = snapshot.endWord
+        adoptedIdentity = file.headerIdentity
+    }
+
+    // MARK: Changes underneath
+
+    /// Throws `changedUnderneath` unless the plain record `entry` means is still where the index holds it: its
+    /// stored CRC32C is the one the index knows (which covers its key, sequence number and value), and no access to
+    /// the mapping went past the end of the file (which reads zeros). Called after the bytes were used, so that a
+    /// change during the read is seen too. One load from the mapping and one atomic load.
+    @inline(__always)
+    func checkStillHolds(_ entry: Entry) throws(PrefsError) {
+        let stored = file.withBytes { UInt32(littleEndian: $0.load(fromByteOffset: entry.crcOffset, as: UInt32.self)) }
+        if stored != entry.recordCRC || file.hasFaulted { throw changedUnderneath() }
+    }
+
+    /// Runs a read of the sealed record `entry` means. When it fails and the file changed underneath
+    /// (`hasChangedUnderneath`), or the record no longer verifies its checksum (bytes changed in place), throws
+    /// `changedUnderneath` instead of its error: the handle reopens the file, recovering it if it is damaged (a
+    /// value of another store, or bytes no writer wrote, fail the sealer's authentication: that is not tampering
+    /// with this store). A record that verifies its checksum but not the sealer's authentication is tampering.
+    @inline(__always)
+    func checkingUnderneath<R>(_ entry: Entry, _ read: () throws(PrefsError) -> R) throws(PrefsError) -> R {
+        let result: R
+        do throws(PrefsError) {
+            result = try read()
+        } catch {
+            let intact = file.withBytes { bytes in
+                RecordHeader.verified(in: bytes, at: entry.recordOffset, limit: bytes.count)?.length
+                    == entry.recordLength
+            }
+            if hasChangedUnderneath || !intact { throw changedUnderneath() }
+            throw error
+        }
+        if file.hasFaulted { throw changedUnderneath() }
+        return result
+    }
+
+    /// Whether the file changed underneath the mapping without going through PrefsKV since this handle adopted it:
+    /// an access went past its end (it shrank), or its header no longer names the store and image it did.
+    var hasChangedUnderneath: Bool {
+        let identity = file.headerIdentity
+        return file.hasFaulted || identity != adoptedIdentity
+    }
+
+    /// The error a read or write gets when the file changed underneath it.
+    func changedUnderneath() -> PrefsError {
+        PrefsError(
+            .changedUnderneath,
+            "the store file was changed underneath this handle by something other than PrefsKV (truncated, or "
+                + "rewritten in place: a copy over it, a sync tool); restore a store with `restore(from:)`, which "
+                + "replaces the file atomically", path: paths.data)
     }
 
     // MARK: Reading
@@ -262,6 +316,9 @@ final class StoreLog {
     @inline(__always)
     private func publish(end: Int, records: Int, apply: () -> Void) throws(PrefsError) {
         if synchronous { try file.syncData() }
+        // Records written into a file that shrank underneath the mapping reached memory no file holds: nothing is
+        // acknowledged (the next access reopens the file).
+        if file.hasFaulted { throw changedUnderneath() }
         knownEndWord = file.publish(logEnd: end)
         knownEnd = end
         nextSeq += 1

@@ -55,7 +55,8 @@ enum ExitStatus {
           66  no such store or key (notFound)
           69  Secret Service unavailable (unavailable)
           74  I/O failure: disk full, read-only (io, diskFull)
-          75  keyring locked, or timed out: try again (locked, timeout)
+          75  keyring locked, timed out, store busy or changed underneath: try again (locked, timeout, busy,
+              changedUnderneath)
           77  permission denied or insecure permissions (permissionDenied)
           78  master key missing or wrong for existing data (keyMissing, wrongKey)
         """
@@ -106,7 +107,7 @@ struct ReportedFailure {
         case .corrupted, .tampered, .notAStore, .unsupportedVersion: return ExitStatus.dataError
         case .notFound: return ExitStatus.notFound
         case .io, .diskFull, .readOnly: return ExitStatus.ioError
-        case .busy: return ExitStatus.tryAgain
+        case .busy, .changedUnderneath: return ExitStatus.tryAgain
         case .permissionDenied: return ExitStatus.permission
         case .wrongKey, .encrypted: return ExitStatus.keyProblem
         default: return ExitStatus.ioError
