@@ -71,6 +71,7 @@ void prefs_tsan_release(const void *address) { (void)address; }
 #include "prefs_guard.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -91,7 +92,10 @@ static int prefs_guard_errno;
 
 static void prefs_guard_handler(int signal_number, siginfo_t *info, void *context) {
     uintptr_t address = (uintptr_t)info->si_addr;
-    for (int i = 0; i < PREFS_GUARD_SLOTS; i++) {
+    // Only a fault on a nonexistent part of a mapped object (an access past the end of a shrunk file) is the
+    // guard's; a SIGBUS sent by kill(2) or raise(3) has no faulting address.
+    int fault = info->si_code == BUS_ADRERR;
+    for (int i = 0; fault && i < PREFS_GUARD_SLOTS; i++) {
         uintptr_t start = __atomic_load_n(&prefs_guard_start[i], __ATOMIC_ACQUIRE);
         if (start == 0 || address < start) continue;
         size_t length = __atomic_load_n(&prefs_guard_length[i], __ATOMIC_ACQUIRE);
@@ -107,22 +111,31 @@ static void prefs_guard_handler(int signal_number, siginfo_t *info, void *contex
         __atomic_fetch_add(&prefs_guard_faults[i], 1, __ATOMIC_RELEASE);
         return;
     }
-    // Not a fault of ours: what would have happened without the guard.
-    if (prefs_guard_previous.sa_flags & SA_SIGINFO) {
-        if (prefs_guard_previous.sa_sigaction != NULL) {
-            prefs_guard_previous.sa_sigaction(signal_number, info, context);
-            return;
-        }
-    } else if (prefs_guard_previous.sa_handler != SIG_DFL && prefs_guard_previous.sa_handler != SIG_IGN) {
-        prefs_guard_previous.sa_handler(signal_number);
-        return;
-    }
-    // The default action: restored, the faulting access runs again and the signal ends the process.
+    // Not a fault of ours: what would have happened without the guard. The previous handler runs with its own
+    // mask; a one-shot one (SA_RESETHAND) leaves the default action behind it, as it would have.
+    int has_handler = (prefs_guard_previous.sa_flags & SA_SIGINFO)
+        ? prefs_guard_previous.sa_sigaction != NULL
+        : (prefs_guard_previous.sa_handler != SIG_DFL && prefs_guard_previous.sa_handler != SIG_IGN);
     struct sigaction fallback;
     memset(&fallback, 0, sizeof fallback);
     fallback.sa_handler = SIG_DFL;
     sigemptyset(&fallback.sa_mask);
+    if (has_handler) {
+        if (prefs_guard_previous.sa_flags & SA_RESETHAND) sigaction(SIGBUS, &fallback, NULL);
+        sigset_t saved;
+        pthread_sigmask(SIG_BLOCK, &prefs_guard_previous.sa_mask, &saved);
+        if (prefs_guard_previous.sa_flags & SA_SIGINFO) {
+            prefs_guard_previous.sa_sigaction(signal_number, info, context);
+        } else {
+            prefs_guard_previous.sa_handler(signal_number);
+        }
+        pthread_sigmask(SIG_SETMASK, &saved, NULL);
+        return;
+    }
+    // The default action: restored; a faulting access runs again and the signal ends the process, and a signal that
+    // was sent is sent again (it stays pending until this handler returns).
     sigaction(SIGBUS, &fallback, NULL);
+    if (!fault) raise(SIGBUS);
 }
 
 int prefs_guard_install(void) {
@@ -132,7 +145,7 @@ int prefs_guard_install(void) {
         struct sigaction action;
         memset(&action, 0, sizeof action);
         action.sa_sigaction = prefs_guard_handler;
-        action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+        action.sa_flags = SA_SIGINFO | SA_ONSTACK;
         sigemptyset(&action.sa_mask);
         int failed = sigaction(SIGBUS, &action, &prefs_guard_previous) != 0;
         if (failed) prefs_guard_errno = errno;

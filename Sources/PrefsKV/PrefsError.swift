@@ -64,9 +64,10 @@ public struct PrefsError: Error, CustomStringConvertible {
         /// The process may not open, create or change the file or directory.
         public static let permissionDenied = Code(.permissionDenied)
         /// The store file was changed underneath the handle by something other than PrefsKV (truncated, or
-        /// rewritten in place: `cp` or `>` over it, a sync tool) twice while one read or write ran, or while a
-        /// write was being published: the handle has reopened the file; try again. (Restore a store with
-        /// ``PrefsStore/restore(from:)``, which replaces the file atomically.)
+        /// rewritten in place: `cp` or `>` over it, a sync tool): a read found it changed again after the handle
+        /// reopened it, or a write found it changed before it was published (nothing was written; the next access
+        /// reopens the file); try again. (Restore a store with ``PrefsStore/restore(from:)``, which replaces the
+        /// file atomically.)
         public static let changedUnderneath = Code(.changedUnderneath)
 
         public var description: String { value.rawValue }

@@ -377,14 +377,20 @@ public final class PrefsStore: Sendable {
     /// once more; a second change in that time is thrown.
     @inline(__always)
     func read<R: Sendable>(_ body: (Engine) throws(PrefsError) -> R) throws -> R {
+        do throws(PrefsError) {
+            return try readOnce(body)
+        } catch where error.code == .changedUnderneath {
+            // Rare: outside the hot path, the handle reopens the file and the read runs once more.
+            try engine.withLock { e throws(PrefsError) in try e.reloadChangedFile() }
+            return try readOnce(body)
+        }
+    }
+
+    @inline(__always)
+    private func readOnce<R: Sendable>(_ body: (Engine) throws(PrefsError) -> R) throws(PrefsError) -> R {
         let (value, deliver) = try engine.withLock { e throws(PrefsError) in
             try e.refreshIfNeeded()
-            do throws(PrefsError) {
-                return (try body(e), e.hasPendingEvents)
-            } catch where error.code == .changedUnderneath {
-                try e.reloadChangedFile()
-                return (try body(e), e.hasPendingEvents)
-            }
+            return (try body(e), e.hasPendingEvents)
         }
         if deliver { deliverEvents() }
         return value

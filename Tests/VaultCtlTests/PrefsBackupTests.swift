@@ -29,5 +29,13 @@ import Testing
         #expect(try sandbox.snapshot() == before)
         let missing = try sandbox.run(["prefs", "restore", "ui", sandbox.path("absent.prefs")])
         #expect(missing.status == 66, "\(missing)")
+        // Into a store that does not exist: refused, and nothing is left behind.
+        let intoNew = try sandbox.run(["prefs", "restore", "fresh", backup])
+        #expect(intoNew.status == 64, "\(intoNew)")
+        #expect(try sandbox.snapshot() == before)
+        // Never over the store's own data file.
+        let overItself = try sandbox.run(["prefs", "backup", "ui", sandbox.path("ui.prefs")])
+        #expect(overItself.status == 64, "\(overItself)")
+        #expect(try sandbox.snapshot() == before)
     }
 }

@@ -6,6 +6,12 @@ extension StoreLog {
     /// Writes a compacted image of the live data to `destination` (through `destination.tmp-<pid>` and a
     /// rename, then an fsync of its directory).
     func backup(to destination: String) throws(PrefsError) {
+        // Never over the store's own data file (a rename over it would bypass the superseded protocol).
+        if case .success(let status) = Sys.lstat(destination),
+            status.inode == file.identity.inode && status.device == file.identity.device
+        {
+            throw PrefsError(.invalidInput, "a backup cannot be written over the store's own data file", path: destination)
+        }
         let (live, _) = liveEntriesInOrder()
         let temporary = "\(destination).tmp-\(Sys.processID())"
         // The backup is an image of this generation, renumbered and (sealed) authenticated for its own offsets.
@@ -16,9 +22,10 @@ extension StoreLog {
             temporary: temporary, finalPath: destination, header: backupHeader, auth: auth, logLength: length,
             capacity: Format.headerSize + length, watched: false
         ) { bytes throws(PrefsError) in
-            file.withBytes { source in
+            let intact = file.withBytes { source in
                 StoreImage.copyRecords(live, from: source, into: bytes, header: backupHeader, auth: auth)
             }
+            if !intact || file.hasFaulted { throw changedUnderneath() }
         }
         _ = image
         if case .failure(let e) = Sys.rename(temporary, destination) {
@@ -56,8 +63,11 @@ extension StoreLog {
             paths: paths, header: newHeader, auth: auth, logLength: length, capacity: Format.headerSize + 2 * length,
             watched: watched
         ) { bytes throws(PrefsError) in
-            backupFile.withBytes { source in
+            let intact = backupFile.withBytes { source in
                 StoreImage.copyRecords(live, from: source, into: bytes, header: newHeader, auth: auth)
+            }
+            if !intact || backupFile.hasFaulted {
+                throw PrefsError(.invalidInput, "the backup changed while it was being restored", path: source)
             }
         }
         try install(image, header: newHeader)

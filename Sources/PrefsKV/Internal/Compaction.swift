@@ -53,16 +53,26 @@ enum StoreImage {
 
     /// Copies `entries`' records (live entries in log order) from `source` into the log of an image of
     /// `header`, from its first record offset, numbered 1, 2, 3..., authenticated with `auth` for the image (a
-    /// sealed store).
+    /// sealed store). Returns false when a source record is no longer the one its entry means (the file changed
+    /// underneath: a copy gets a fresh checksum, so it must not be made of bytes nobody wrote).
     static func copyRecords(
         _ entries: some Sequence<Entry>, from source: UnsafeRawBufferPointer, into bytes: UnsafeMutableRawBufferPointer,
         header: Header, auth: RecordAuth?
-    ) {
+    ) -> Bool {
         var offset = header.firstRecordOffset
         for (i, entry) in entries.enumerated() {
+            let intact =
+                entry.sealed
+                ? RecordHeader.verified(in: source, at: entry.recordOffset, limit: source.count)?.length
+                    == entry.recordLength
+                : entry.crcOffset + 4 <= source.count
+                    && UInt32(littleEndian: source.load(fromByteOffset: entry.crcOffset, as: UInt32.self))
+                        == entry.recordCRC
+            guard intact else { return false }
             offset += RecordWriter.copy(
                 recordHeader(of: entry), from: source, into: bytes, at: offset, seq: UInt64(i + 1), auth: auth)
         }
+        return true
     }
 
     /// The bytes `entries`' records take in an image whose records are authenticated or not (a version-1 sealed
@@ -138,10 +148,11 @@ extension StoreLog {
             capacity: max(Format.headerSize + 2 * length, minimumCapacity / Sys.pageSize * Sys.pageSize),
             watched: watched
         ) { bytes throws(PrefsError) in
-            file.withBytes { source in
+            let intact = file.withBytes { source in
                 StoreImage.copyRecords(
                     live.lazy.map { $0.entry }, from: source, into: bytes, header: newHeader, auth: auth)
             }
+            if !intact || file.hasFaulted { throw changedUnderneath() }
         }
         try rename(image, temporary: paths.temporary)
 
@@ -194,9 +205,13 @@ extension StoreLog {
         try rename(image, temporary: paths.temporary)
         var snapshot = Snapshot(file: image, header: newHeader)
         StoreLog.scan(into: &snapshot, sealer: sealer)
-        // Debug builds check the image writer; a release build adopts what verified (something outside PrefsKV
-        // may have changed the file since the rename: the next access sees that and reopens it).
-        assert(snapshot.damage.isEmpty || image.hasFaulted, "a freshly written image does not verify")
+        // An image this handle just wrote verifies, unless something outside PrefsKV changed it since the rename.
+        if !snapshot.damage.isEmpty {
+            assert(
+                image.hasFaulted || image.headerIdentity != HeaderIdentity(newHeader),
+                "a freshly written image does not verify")
+            throw changedUnderneath()
+        }
         adopt(snapshot)
         directorySyncedGeneration = newHeader.generation
     }

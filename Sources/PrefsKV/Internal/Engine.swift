@@ -238,11 +238,11 @@ final class Engine: @unchecked Sendable {
     /// reopens what the path names now, as an open would (recovering it when damaged), under the writer lock, and
     /// logs it.
     func reloadChangedFile() throws(PrefsError) {
+        try withWriterLock { () throws(PrefsError) in try reload() }
         let message =
             "prefskv: \(paths.data) was changed underneath this handle by something other than PrefsKV; the handle "
             + "reopened it (restore a store with restore(from:), which replaces the file atomically)"
         pendingLog.append((.warning, "\(message)"))
-        try withWriterLock { () throws(PrefsError) in try reload() }
     }
 
     /// Under the writer lock: follows a file changed underneath, or a compaction or restore by another handle,

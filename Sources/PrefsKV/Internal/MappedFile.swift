@@ -77,6 +77,35 @@ final class MappedFile {
         UnsafeMutableRawPointer(word).assumingMemoryBound(to: Atomic<UInt32>.self)
     }
 
+    /// Passes the value bytes of the plain record `entry` means to `body`, then checks (`stillHolds`) that the
+    /// record is still the one the index means: nil when it is not (what `body` returned came from another file's
+    /// bytes, or zeros).
+    @inline(__always)
+    func withValue<R, E: Error>(
+        of entry: Entry, _ body: (UnsafeRawBufferPointer) throws(E) -> R
+    ) throws(E) -> R? {
+        let bytes = UnsafeRawBufferPointer(start: base, count: mappedLength)
+        let result: R
+        do throws(E) {
+            result = try body(
+                UnsafeRawBufferPointer(rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength]))
+        } catch {
+            // Bytes that do not decode may be another file's: then that is the answer.
+            if !stillHolds(entry, in: bytes) { return nil }
+            throw error
+        }
+        return stillHolds(entry, in: bytes) ? result : nil
+    }
+
+    /// Whether the plain record `entry` means is still where the index holds it in this mapping (`bytes`): its
+    /// stored CRC32C is the one the index recorded (it covers the record's key, sequence number and value), and no
+    /// access went past the end of the file. One load from the mapping and one atomic load.
+    @inline(__always)
+    func stillHolds(_ entry: Entry, in bytes: UnsafeRawBufferPointer) -> Bool {
+        UInt32(littleEndian: bytes.load(fromByteOffset: entry.crcOffset, as: UInt32.self)) == entry.recordCRC
+            && !hasFaulted
+    }
+
     /// Whether an access to the mapping went past the end of the file since it was mapped (the file shrank
     /// underneath it: truncated, or rewritten in place): what was read there was zeros, and what was written there
     /// reached no file. One atomic load.
@@ -230,4 +259,15 @@ struct HeaderIdentity: Equatable {
     var uuidLow: UInt64
     var uuidHigh: UInt64
     var generation: UInt64
+
+    init(uuidLow: UInt64, uuidHigh: UInt64, generation: UInt64) {
+        self.uuidLow = uuidLow
+        self.uuidHigh = uuidHigh
+        self.generation = generation
+    }
+
+    /// The words `header` puts in a page (this code runs on little-endian machines only).
+    init(_ header: Header) {
+        self.init(uuidLow: header.uuid.low, uuidHigh: header.uuid.high, generation: header.generation)
+    }
 }

@@ -123,12 +123,8 @@ enum RecordCodec {
         of entry: Entry, name: String, in log: StoreLog, _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> R
     ) throws(PrefsError) -> R {
         if !entry.sealed {
-            let result = try log.file.withBytes { bytes throws(PrefsError) in
-                try body(
-                    UnsafeRawBufferPointer(rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength]))
-            }
             // After the bytes were used: what was read counts only if the record is still the one meant.
-            try log.checkStillHolds(entry)
+            guard let result = try log.file.withValue(of: entry, body) else { throw log.changedUnderneath() }
             return result
         }
         guard case .sealed(let sealed) = self else { throw SealedRecordCodec.missingSealer(log.paths) }

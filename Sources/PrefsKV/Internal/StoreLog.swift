@@ -84,8 +84,8 @@ final class StoreLog {
     /// change during the read is seen too. One load from the mapping and one atomic load.
     @inline(__always)
     func checkStillHolds(_ entry: Entry) throws(PrefsError) {
-        let stored = file.withBytes { UInt32(littleEndian: $0.load(fromByteOffset: entry.crcOffset, as: UInt32.self)) }
-        if stored != entry.recordCRC || file.hasFaulted { throw changedUnderneath() }
+        let file = self.file
+        if !file.withBytes({ file.stillHolds(entry, in: $0) }) { throw changedUnderneath() }
     }
 
     /// Runs a read of the sealed record `entry` means. When it fails and the file changed underneath
@@ -117,7 +117,9 @@ final class StoreLog {
         return file.hasFaulted || identity != adoptedIdentity
     }
 
-    /// The error a read or write gets when the file changed underneath it.
+    /// The error a read or write gets when the file changed underneath it. (Never inlined: the read path stays
+    /// small enough to be inlined itself.)
+    @inline(never)
     func changedUnderneath() -> PrefsError {
         PrefsError(
             .changedUnderneath,
@@ -211,6 +213,11 @@ final class StoreLog {
     /// Index keys whose values differ between an old mapping and the current state.
     func changedIndexKeys(from oldFile: MappedFile, oldIndex: KeyIndex) -> [String] {
         var changed: [String] = []
+        // The same inode rewritten in place (a change underneath): the old mapping shows the new bytes, so nothing
+        // can be compared; every key of either is reported.
+        if oldFile.identity.inode == file.identity.inode && oldFile.identity.device == file.identity.device {
+            return Array(index.keys) + oldIndex.keys.filter { index[$0] == nil }
+        }
         oldFile.withBytes { oldBytes in
             file.withBytes { newBytes in
                 for (key, new) in index {
@@ -243,10 +250,12 @@ final class StoreLog {
         else { return false }
         return withUnsafeTemporaryAllocation(byteCount: valueLength, alignment: 8) { candidate in
             fill(candidate)
+            // Equal bytes count only if the record is still the one the index means (not another file's).
             return file.withBytes { bytes in
                 Sys.bytesEqual(
                     bytes.baseAddress! + old.valueOffset,
                     UnsafeRawPointer(candidate.baseAddress) ?? bytes.baseAddress!, count: valueLength)
+                    && file.stillHolds(old, in: bytes)
             }
         }
     }
@@ -258,7 +267,7 @@ final class StoreLog {
             value.withUnsafeBytes { v in
                 Sys.bytesEqual(
                     bytes.baseAddress! + old.valueOffset, v.baseAddress ?? bytes.baseAddress!, count: value.count)
-            }
+            } && file.stillHolds(old, in: bytes)
         }
     }
 
@@ -318,7 +327,7 @@ final class StoreLog {
         if synchronous { try file.syncData() }
         // Records written into a file that shrank underneath the mapping reached memory no file holds: nothing is
         // acknowledged (the next access reopens the file).
-        if file.hasFaulted { throw changedUnderneath() }
+        if hasChangedUnderneath { throw changedUnderneath() }
         knownEndWord = file.publish(logEnd: end)
         knownEnd = end
         nextSeq += 1
@@ -340,6 +349,8 @@ final class StoreLog {
     func ensureCapacity(_ end: Int) throws(PrefsError) {
         if end <= file.mappedLength { return }
         let size = try file.currentSize()
+        // Shorter than mapped: something outside PrefsKV shrank it (growing it again would zero-fill a gap).
+        if size < file.mappedLength { throw changedUnderneath() }
         if size >= end {
             try file.remap(length: size)
             return

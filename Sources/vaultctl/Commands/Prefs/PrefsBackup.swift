@@ -64,18 +64,30 @@ extension Prefs {
                 throw CLIFailure.notFound("no backup file \(file)")
             }
             let created = !target.exists
-            let opened = try target.open(creating: true)
+            let count: Int
             do {
-                try opened.restore(from: file)
-            } catch let error as PrefsError where [.notAStore, .corrupted, .unsupportedVersion].contains(error.code) {
-                throw CLIFailure(
-                    error, message: "cannot restore \(file) into store \"\(store)\": \(error.message)",
-                    exitCode: ExitStatus.usage)
+                count = try restore(into: target)
+            } catch {
+                // A store this command created for the restore is removed again: a refused restore changes nothing.
+                if created { _ = try? PrefsStore.destroy(id: store, directory: target.directory) }
+                if let error = error as? PrefsError, [.notAStore, .corrupted, .unsupportedVersion].contains(error.code) {
+                    throw CLIFailure(
+                        error, message: "cannot restore \(file) into store \"\(store)\": \(error.message)",
+                        exitCode: ExitStatus.usage)
+                }
+                throw error
             }
-            let count = try opened.count
             return Answer(
                 json: Report(store: store, path: target.dataPath, restored: count, created: created),
                 human: "restored store \(store) from \(file): \(plural(count, "entry", "entries")) (\(target.dataPath))")
+        }
+
+        /// Opens the store (creating it), restores the backup into it and counts its entries; the handle is closed
+        /// on return.
+        private func restore(into target: StoreTarget) throws -> Int {
+            let opened = try target.open(creating: true)
+            try opened.restore(from: file)
+            return try opened.count
         }
 
         /// The `--json` answer.
