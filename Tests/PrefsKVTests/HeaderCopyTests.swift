@@ -90,6 +90,25 @@ import Testing
             return result
         }
 
+        /// Expects an open with the store's sealer to throw `code` under either recovery policy.
+        func expectEveryOpenRefused(_ code: PrefsError.Code, sourceLocation: SourceLocation = #_sourceLocation) {
+            for policy in [PrefsStore.RecoveryPolicy.salvage, .fail] {
+                expectError(code, sourceLocation: sourceLocation) {
+                    try openStore(dir) {
+                        $0.sealer = sealer
+                        $0.recovery = policy
+                    }
+                }
+            }
+        }
+
+        /// Recomputes the CRC32C of the header-copy record at 4096 after its bytes were changed on purpose.
+        static func fixCopyChecksum(_ bytes: inout [UInt8], sealed: Bool) {
+            let end = firstRecordOffset(sealed: sealed)
+            let crc = CRC32C.checksum(Array(bytes[4096..<end - 4]))
+            withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(end - 4..<end, with: $0) }
+        }
+
         /// Every value the store holds (of the keys it was built with: it must hold no other).
         func read(_ store: PrefsStore) throws -> [String: String] {
             var found: [String: String] = [:]
@@ -206,14 +225,7 @@ import Testing
 
         try reset(damaged)
         // Open refuses, under either policy, and leaves the file byte-identical.
-        for policy in [PrefsStore.RecoveryPolicy.salvage, .fail] {
-            expectError(.notAStore) {
-                try openStore(store.dir) {
-                    $0.sealer = store.sealer
-                    $0.recovery = policy
-                }
-            }
-        }
+        store.expectEveryOpenRefused(.notAStore)
         #expect(try readBytes(store.path) == damaged)
         if sealed {
             // Without the key nothing is rebuilt (and nothing written).
@@ -282,18 +294,9 @@ import Testing
         withUnsafeBytes(of: inner.littleEndian) {
             forged.replaceSubrange(copy + Format.staticCRCOffset..<copy + Format.staticCRCOffset + 4, with: $0)
         }
-        let copyLength = firstRecordOffset(sealed: true) - 4096
-        let crc = CRC32C.checksum(Array(forged[4096..<4096 + copyLength - 4]))  // ...with a valid checksum
-        withUnsafeBytes(of: crc.littleEndian) { forged.replaceSubrange(4096 + copyLength - 4..<4096 + copyLength, with: $0) }
+        Store.fixCopyChecksum(&forged, sealed: true)  // ...with a valid checksum
         try writeBytes(forged, to: store.path)
-        for policy in [PrefsStore.RecoveryPolicy.salvage, .fail] {
-            expectError(.tampered) {
-                try openStore(store.dir) {
-                    $0.sealer = store.sealer
-                    $0.recovery = policy
-                }
-            }
-        }
+        store.expectEveryOpenRefused(.tampered)
         #expect(try readBytes(store.path) == forged)
 
         var zeroedPage = store.bytes
@@ -312,9 +315,7 @@ import Testing
             newer[start + Format.versionOffset] = UInt8(Format.version + 1)
             newer[start + Format.staticCRCOffset] ^= 0xFF  // a layout this library cannot check
         }
-        let copyLength = firstRecordOffset() - 4096
-        let crc = CRC32C.checksum(Array(newer[4096..<4096 + copyLength - 4]))
-        withUnsafeBytes(of: crc.littleEndian) { newer.replaceSubrange(4096 + copyLength - 4..<4096 + copyLength, with: $0) }
+        Store.fixCopyChecksum(&newer, sealed: false)
         try writeBytes(newer, to: store.path)
         expectError(.unsupportedVersion) { try openStore(store.dir) }
         expectError(.unsupportedVersion) { try PrefsStore.repair(id: "ui", directory: store.dir.path) }
