@@ -80,7 +80,9 @@ final class Engine: @unchecked Sendable {
         // (No `Snapshot?` here: an optional snapshot is copied and destroyed through its type metadata.)
         let snapshot: Snapshot
         var pageLocked = false
-        var setAside: PrefsRecoveryReport?
+        // (An array, not an optional: destroying a `PrefsRecoveryReport?` instantiates its metadata at run time, in
+        // every fresh process's first open; an array is one release.)
+        var setAside: [PrefsRecoveryReport] = []
         var mustSalvage = false
         do throws(PrefsError) {
             if lock.lockPage != nil,
@@ -107,9 +109,12 @@ final class Engine: @unchecked Sendable {
             }
             do throws(PrefsError) {
                 if !pageLocked { pageLocked = try lock.lockPageForOpen() }
-                (snapshot, setAside, mustSalvage) = try Recovery.rebuild(
+                let rebuilt = try Recovery.rebuild(
                     paths: paths, directory: lock.directoryFD, sealer: configuration.sealer,
                     readOnlyCause: &readOnlyCause, unreadable: error)
+                snapshot = rebuilt.snapshot
+                if let report = rebuilt.setAside { setAside = [report] }
+                mustSalvage = rebuilt.mustSalvage
             } catch {
                 lock.endOpenLock(pageLocked: pageLocked)
                 throw error
@@ -123,9 +128,9 @@ final class Engine: @unchecked Sendable {
         // A handle without a lock page holds its writer lock already: it is the open lock (flock).
         lock.holdsWriterLock = true
         defer { lock.endOpenLock(pageLocked: pageLocked) }
-        if let setAside {
-            engine.lastRecovery = setAside
-            engine.pendingLog.append((.error, "prefskv: \(setAside.description)"))
+        if let report = setAside.first {
+            engine.lastRecovery = report
+            engine.pendingLog.append((.error, "prefskv: \(report.description)"))
         }
         if !damage.isEmpty {
             try engine.recover(
