@@ -155,7 +155,15 @@ final class Engine: @unchecked Sendable {
     func withValue<R>(
         of entry: Entry, name: String, _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> R
     ) throws(PrefsError) -> R {
-        try codec.withValue(of: entry, name: name, in: log, body)
+        if !entry.sealed {
+            // The plain read, checked after the bytes were used (`MappedFile.withValue(of:)`); the error is built
+            // from the engine's own paths, so nothing needs to be retained across the read.
+            guard let result = try log.file.withValue(of: entry, body) else {
+                throw StoreLog.changedUnderneath(path: paths.data)
+            }
+            return result
+        }
+        return try codec.withValue(of: entry, name: name, in: log, body)
     }
 
     /// The name and plain value bytes of an entry.

@@ -84,17 +84,26 @@ final class MappedFile {
     func withValue<R, E: Error>(
         of entry: Entry, _ body: (UnsafeRawBufferPointer) throws(E) -> R
     ) throws(E) -> R? {
+        // Everything the check needs is read from `self` before `body` runs: after it, only raw memory is touched
+        // (the mapping, and the guard's counter in static memory), so the caller need not retain this file across
+        // the call (a retain and release per read cost more than the check).
         let bytes = UnsafeRawBufferPointer(start: base, count: mappedLength)
+        let faults = faultCount
+        let faultedBefore = self.faultedBefore
+        @inline(__always) func intact() -> Bool {
+            UInt32(littleEndian: bytes.load(fromByteOffset: entry.crcOffset, as: UInt32.self)) == entry.recordCRC
+                && faults.pointee.load(ordering: .acquiring) == 0 && !faultedBefore
+        }
         let result: R
         do throws(E) {
             result = try body(
                 UnsafeRawBufferPointer(rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength]))
         } catch {
             // Bytes that do not decode may be another file's: then that is the answer.
-            if !stillHolds(entry, in: bytes) { return nil }
+            if !intact() { return nil }
             throw error
         }
-        return stillHolds(entry, in: bytes) ? result : nil
+        return intact() ? result : nil
     }
 
     /// Whether the plain record `entry` means is still where the index holds it in this mapping (`bytes`): its

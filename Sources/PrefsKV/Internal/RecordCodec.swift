@@ -127,6 +127,15 @@ enum RecordCodec {
             guard let result = try log.file.withValue(of: entry, body) else { throw log.changedUnderneath() }
             return result
         }
+        return try withSealedValue(of: entry, name: name, in: log, body)
+    }
+
+    /// The sealed half of `withValue`, out of line: inlined, it made the plain read path too large to be inlined
+    /// itself (a retain and release of the log, its file and the codec per read, and a call: about 45 ns a get).
+    @inline(never)
+    private func withSealedValue<R>(
+        of entry: Entry, name: String, in log: StoreLog, _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> R
+    ) throws(PrefsError) -> R {
         guard case .sealed(let sealed) = self else { throw SealedRecordCodec.missingSealer(log.paths) }
         return try log.checkingUnderneath(entry) { () throws(PrefsError) in
             try sealed.withPlaintext(of: entry, expectedName: name, in: log) { _, value throws(PrefsError) in

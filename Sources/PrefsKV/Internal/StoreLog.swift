@@ -120,12 +120,16 @@ final class StoreLog {
     /// The error a read or write gets when the file changed underneath it. (Never inlined: the read path stays
     /// small enough to be inlined itself.)
     @inline(never)
-    func changedUnderneath() -> PrefsError {
+    func changedUnderneath() -> PrefsError { StoreLog.changedUnderneath(path: paths.data) }
+
+    /// `changedUnderneath()` for the store file at `path`.
+    @inline(never)
+    static func changedUnderneath(path: String) -> PrefsError {
         PrefsError(
             .changedUnderneath,
             "the store file was changed underneath this handle by something other than PrefsKV (truncated, or "
                 + "rewritten in place: a copy over it, a sync tool); restore a store with `restore(from:)`, which "
-                + "replaces the file atomically", path: paths.data)
+                + "replaces the file atomically", path: path)
     }
 
     // MARK: Reading
