@@ -163,7 +163,7 @@ final class Engine: @unchecked Sendable {
             }
             return result
         }
-        return try codec.withValue(of: entry, name: name, in: log, body)
+        return try codec.withSealedValue(of: entry, name: name, in: log, body)
     }
 
     /// The name and plain value bytes of an entry.

@@ -117,23 +117,12 @@ enum RecordCodec {
 
     // MARK: Values
 
-    /// Passes the plain value bytes of `entry` to `body`: straight from the mapping, or opened by the sealer.
-    @inline(__always)
-    func withValue<R>(
-        of entry: Entry, name: String, in log: StoreLog, _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> R
-    ) throws(PrefsError) -> R {
-        if !entry.sealed {
-            // After the bytes were used: what was read counts only if the record is still the one meant.
-            guard let result = try log.file.withValue(of: entry, body) else { throw log.changedUnderneath() }
-            return result
-        }
-        return try withSealedValue(of: entry, name: name, in: log, body)
-    }
-
-    /// The sealed half of `withValue`, out of line: inlined, it made the plain read path too large to be inlined
-    /// itself (a retain and release of the log, its file and the codec per read, and a call: about 45 ns a get).
+    /// Passes the plaintext of the sealed record `entry` means to `body` (a plain record's read is
+    /// `Engine.withValue`'s, checked by `MappedFile.withValue(of:)`). Out of line: inlined, it made the plain read
+    /// path too large to be inlined itself (a retain and release of the log, its file and the codec per read, and a
+    /// call: about 45 ns a get).
     @inline(never)
-    private func withSealedValue<R>(
+    func withSealedValue<R>(
         of entry: Entry, name: String, in log: StoreLog, _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> R
     ) throws(PrefsError) -> R {
         guard case .sealed(let sealed) = self else { throw SealedRecordCodec.missingSealer(log.paths) }
