@@ -39,6 +39,8 @@ doctor: bootstrap
 
 # Builds everything (tests and helpers included), fails on any compiler warning, then runs the tests in a
 # private D-Bus session with an unlocked gnome-keyring (the Secret Service tests need it and fail without it).
+# The provider matrix (ProviderMatrixTests) also starts sessions of its own with KeePassXC headless
+# (scripts/with-keepassxc.sh; bootstrap installs keepassxc).
 # The benchmark package (its own package, debug build) has one test, run first: the harness in quick mode,
 # checking that every workload produced figures (not the timings). The library's suites run last.
 test: bootstrap

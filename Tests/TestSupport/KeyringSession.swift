@@ -51,17 +51,19 @@ public enum KeyringSession {
               local end=$((SECONDS + 120))
               while [ "$SECONDS" -lt "$end" ]; do [ "$($H secret-state 2>/dev/null)" = unlocked ] && return 0; sleep 0.05; done
               echo "UNLOCK: the keyring was not unlocked after 120 s" >&2; return 1; }
+            RESTART() { $VAULT_TEST_KEEPASSXC_START >/dev/null; }
             DAEMON_PID() { gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus \
               --method org.freedesktop.DBus.GetConnectionUnixProcessID org.freedesktop.secrets \
               | sed 's/.*uint32 \\([0-9]*\\).*/\\1/'; }
 
             """
-        var arguments = [BuildProducts.keyringRunner]
+        var arguments = [mode.runner]
         if let flag = mode.flag { arguments.append(flag) }
         arguments += ["/bin/bash", "-c", prelude + script]
         // A scenario gets a session of its own: drop the outer one so nothing leaks between them.
         var env: [String: String?] = [
             "DBUS_SESSION_BUS_ADDRESS": nil, "_VAULT_IN_PRIVATE_BUS": nil, "VAULT_TEST_KEYRING": nil,
+            "_VAULT_IN_KEEPASSXC_BUS": nil, "VAULT_TEST_KEEPASSXC": nil,
         ]
         env.merge(environment) { $1 }
         return try ChildProcess.run("/usr/bin/env", arguments, environment: env)
@@ -74,14 +76,35 @@ public enum KeyringSession {
         case noSecretService
         /// A private bus whose gnome-keyring is only activated: no login keyring, no default collection.
         case noKeyring
+        /// A private bus whose Secret Service is KeePassXC, headless, with a fresh database
+        /// (scripts/with-keepassxc.sh). In the script `$RESTART` starts it again after `kill -9 $(DAEMON_PID)`.
+        case keePassXC(KeePassXCSettings)
 
         var flag: String? {
             switch self {
             case .keyring: return nil
             case .noSecretService: return "--no-secret-service"
             case .noKeyring: return "--no-keyring"
+            case .keePassXC(let settings): return "--" + settings.rawValue
             }
         }
+
+        var runner: String {
+            if case .keePassXC = self { return BuildProducts.repositoryRoot + "/scripts/with-keepassxc.sh" }
+            return BuildProducts.keyringRunner
+        }
+    }
+
+    /// KeePassXC's Secret Service settings under test.
+    public enum KeePassXCSettings: String, Sendable, CaseIterable {
+        /// As KeePassXC ships: access approved per item and per client, unlock before search, confirmation of
+        /// permanent deletes, and the database's Recycle Bin on.
+        case defaults
+        /// What suits unattended use: no approval, no unlock before search, no confirmation, Recycle Bin off.
+        case unattended
+        /// A user who turned the Recycle Bin off (deletes are final, so each asks "delete for good?") and
+        /// access approval off.
+        case confirmDelete = "confirm-delete"
     }
 
     public static func shellQuote(_ text: String) -> String {
