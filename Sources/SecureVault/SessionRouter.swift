@@ -62,9 +62,10 @@ public final class SessionRouter: Sendable {
     public var session: Session? { current.withLock { $0 } }
 
     /// Reads the session token and says where the launch goes: ``LaunchRoute/dashboard(_:)`` for a valid
-    /// token, ``LaunchRoute/signIn(reason:)`` otherwise. Never throws and never prompts. When the token cannot
-    /// be read (a locked keyring, no Secret Service, a missing key, a damaged vault) the vault logs the cause
-    /// once at error level; an absent or expired token logs nothing. Sets ``session``.
+    /// token, ``LaunchRoute/signIn(reason:)`` otherwise. Never throws, and never prompts unless the vault's
+    /// `prompting` allows it. When the token cannot be read (a locked keyring, no Secret Service, a missing
+    /// key, a damaged vault) the vault logs the cause once at error level; an absent or expired token logs
+    /// nothing. Sets ``session``.
     ///
     /// ```swift
     /// let route = router.route()

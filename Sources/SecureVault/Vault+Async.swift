@@ -109,7 +109,8 @@ extension Vault {
     }
 
     /// Async twin of ``rotateKey()``.
-    public func rotateKey() async throws {
+    @discardableResult
+    public func rotateKey() async throws -> VaultRotationReport {
         try await offloaded { try self.rotateKey() }
     }
 }

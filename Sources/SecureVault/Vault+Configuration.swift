@@ -21,6 +21,13 @@ extension Vault {
         /// How long any one Secret Service call may take before it fails with ``VaultError/Code/timeout``.
         /// The default is 2 seconds.
         public var deadline: Duration = VaultDefaults.deadline
+        /// Whether the key store may show its prompts. The default is ``Prompting/never``: a locked keyring
+        /// is ``VaultError/Code/locked`` and an item the provider has not approved for this program is
+        /// ``VaultError/Code/accessNotApproved``, at once, and no unlock or approval dialog is ever shown. (A
+        /// ``Vault/wipe()`` or ``Vault/rotateKey()`` performs the prompt KeePassXC returns for every delete,
+        /// within ``deadline``: KeePassXC deletes nothing without it, and shows a dialog from it only when its
+        /// user asked to confirm deletes. An open never does.)
+        public var prompting: Prompting = .never
         /// Where failures are logged (once each, at error level, never with a value). The default logs under
         /// the label "securevault" through whatever backend the app bootstrapped.
         public var logger: Logger = Logger(label: "securevault")
@@ -31,9 +38,31 @@ extension Vault {
         }
     }
 
+    /// Whether the key store may ask the user: unlock a locked keyring, approve this program's access to the
+    /// vault's key (KeePassXC asks per item and per program), confirm deleting a key.
+    ///
+    /// ```swift
+    /// var configuration = Vault.Configuration()
+    /// configuration.prompting = .allowed(deadline: .seconds(120))   // a "Sign in" button, a CLI with a user
+    /// ```
+    ///
+    /// The vault never prompts on its own: with ``never`` every answer comes without a dialog, within
+    /// ``Configuration/deadline``. With ``allowed(deadline:)`` the vault calls the Secret Service's `Unlock` on
+    /// exactly the collection or the item it needs and waits for the prompt's answer, up to `deadline` for the
+    /// whole call; a prompt that runs out of time is dismissed (KeePassXC may leave its dialog on screen) and the
+    /// call fails with ``VaultError/Code/timeout``
+    /// (a declined one with ``VaultError/Code/locked`` or ``VaultError/Code/accessNotApproved``).
+    public enum Prompting: Sendable, Equatable {
+        /// Never show a prompt. The default.
+        case never
+        /// Show the key store's prompts when they are needed, each call bounded by `deadline`.
+        case allowed(deadline: Duration)
+    }
+
     /// When the master key may be used, in the spirit of the Keychain's accessibility classes.
     ///
-    /// The vault never shows an unlock prompt: a locked keyring is reported as ``VaultError/Code/locked``.
+    /// The vault never shows an unlock prompt unless ``Configuration/prompting`` allows it: a locked keyring is
+    /// reported as ``VaultError/Code/locked``.
     public enum Accessibility: String, Sendable {
         /// Once read, the key stays in this process's guarded memory: locking the keyring later does not
         /// break a running app. The default.

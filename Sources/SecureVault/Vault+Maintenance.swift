@@ -13,15 +13,21 @@ extension Vault {
     /// item is deleted only if it carries the label this vault writes (see ``wipe()``).
     ///
     /// ```swift
-    /// try vault.rotateKey()
+    /// let report = try vault.rotateKey()
+    /// if let copy = report.remainingCopy { print(copy) }   // KeePassXC's Recycle Bin may keep the old key
     /// ```
     ///
-    /// A vault with no file has nothing to rotate and returns at once.
-    public func rotateKey() throws {
-        try perform("rotating the master key of vault '\(service)'") { () throws(VaultError) in
-            try withVaultLock { () throws(VaultError) in
+    /// The old key is deleted as ``wipe()`` deletes one (overwritten, deleted, checked gone); a delete the key
+    /// store does not complete leaves the data safe under the new key and is retried by the next rotation or
+    /// wipe, never by an open. Also retries such deletes left by earlier calls. A vault with no file has nothing
+    /// to rotate and returns at once.
+    @discardableResult
+    public func rotateKey() throws -> VaultRotationReport {
+        try perform("rotating the master key of vault '\(service)'") { () throws(VaultError) -> VaultRotationReport in
+            try withVaultLock { () throws(VaultError) -> VaultRotationReport in
+                try finishIntents(retryingDeferred: true)
                 guard let store = try openStore(create: false), let old = opened.withLock({ $0?.sealer }) else {
-                    return
+                    return VaultRotationReport()
                 }
                 var next = old.identity.rotated()
                 // Should we die before the re-key, the new key is garbage; after it, the old one is.
@@ -39,22 +45,38 @@ extension Vault {
                 forgetKey()
                 remember(sealer)
                 opened.withLock { $0 = OpenVault(store: store, sealer: sealer) }
+                // The open above proved the file owns the old key (its key check verified for this service); a
+                // legacy item labelled for another vault is still left (MasterKeys.delete).
+                var report = VaultRotationReport()
+                let deletion: MasterKeys.Deletion
                 do throws(VaultError) {
-                    // The open above proved the file owns the old key (its key check verified for this service);
-                    // a legacy item labelled for another vault is still left (MasterKeys.delete).
-                    let deleted = try keys.delete(old.identity)
+                    deletion = try keys.delete(old.identity)
+                } catch {
+                    deletion = MasterKeys.Deletion(removed: false, leftReason: error.message)
+                }
+                report.removedOldKey = deletion.removed
+                report.remainingCopy = deletion.keptCopy
+                if let reason = deletion.leftReason {
+                    // The data is safe under the new key; the old one is retried by the next rotation or wipe.
+                    try recordIntents([VaultIntent(.drop, old.identity, deferred: true)])
+                    report.keptKeyReason = reason
+                    logger.warning(
+                        "SecureVault: vault '\(service)' was re-keyed, but its old master key was not deleted yet (the next rotation or wipe retries): \(reason)"
+                    )
+                } else {
                     clearIntents()
-                    if !deleted, old.identity.format < 2, case .secretService = configuration.keyStore.storage {
+                    if !deletion.removed, old.identity.format < 2, case .secretService = configuration.keyStore.storage {
+                        report.keptKeyReason =
+                            "its old (legacy) keyring item is not labelled \"\(keys.label)\", so it was left"
                         logger.notice(
                             "SecureVault: vault '\(service)' was re-keyed; its old (legacy) keyring item is not labelled \"\(keys.label)\", so it was left"
                         )
                     }
-                } catch {
-                    // The data is safe under the new key; the old one lingers until the journal is replayed.
-                    logger.error(
-                        "SecureVault: vault '\(service)' was re-keyed, but deleting its old master key failed: \(error.description)"
-                    )
                 }
+                if let copy = report.remainingCopy {
+                    logger.notice("SecureVault: vault '\(service)' was re-keyed; the key store may keep a copy of the old key: \(copy)")
+                }
+                return report
             }
         }
     }
@@ -70,14 +92,21 @@ extension Vault {
     /// verify with it for this service, so wiping a file copied or renamed from another vault removes that file
     /// and leaves the other vault's key. A legacy file (identity format 1, whose key check names no service) has
     /// its keyring item deleted only if the item carries the label this vault writes, `SecureVault master key
-    /// for '<service>'`. The report says when a key was left, and why.
+    /// for '<service>'`.
+    ///
+    /// A Secret Service key is overwritten with random bytes, deleted, and a fresh search checks that it is
+    /// gone. A delete the key store does not complete (KeePassXC asking to confirm it, and nobody confirming
+    /// within the deadline) does not stop the wipe: the file is removed, the report says the key was left and
+    /// why, and the next ``wipe()`` or ``rotateKey()`` of this service retries (a wipe with no file left does
+    /// only that). The report also says when the key store may keep a copy of a deleted key (KeePassXC's
+    /// Recycle Bin and entry History).
     ///
     /// - Returns: what happened to the master key.
     @discardableResult
     public func wipe() throws -> VaultWipeReport {
         try perform("wiping vault '\(service)'") { () throws(VaultError) -> VaultWipeReport in
             try withVaultLock { () throws(VaultError) -> VaultWipeReport in
-                try finishIntents()
+                let retried = try finishIntents(retryingDeferred: true)
                 let inspection: PrefsInspection?
                 do {
                     inspection = try PrefsStore.inspect(id: service, directory: storeDirectory)
@@ -86,6 +115,12 @@ extension Vault {
                     inspection = nil
                 }
                 var report = VaultWipeReport()
+                // A wipe with no file left finishes the deletes an earlier one could not complete.
+                if inspection == nil, !retried.isEmpty {
+                    report.removedKey = retried.contains { $0.removed }
+                    report.keptKeyReason = retried.compactMap(\.leftReason).first
+                    report.remainingCopy = retried.compactMap(\.keptCopy).first
+                }
                 if let inspection, let identity = KeyIdentity(encoded: inspection.keyCheck) {
                     switch try keys.ownership(of: identity, keyCheck: inspection.keyCheck, file: path) {
                     case .absent:
@@ -95,13 +130,24 @@ extension Vault {
                     case .owned:
                         // Once the key is gone the wipe must finish, even if we die: journal it first.
                         try recordIntents([VaultIntent(.wipe, identity)])
+                        let deletion: MasterKeys.Deletion
                         do throws(VaultError) {
-                            report.removedKey = try keys.delete(identity)
+                            deletion = try keys.delete(identity)
                         } catch {
-                            clearIntents()  // nothing changed: the vault is intact and the caller learns why
+                            // An error means nothing changed (MasterKeys.delete): the vault is intact and the caller
+                            // learns why.
+                            clearIntents()
                             throw error
                         }
-                        if !report.removedKey, identity.format < 2, case .secretService = configuration.keyStore.storage
+                        report.removedKey = deletion.removed
+                        report.remainingCopy = deletion.keptCopy
+                        if let reason = deletion.leftReason {
+                            // The file goes all the same (its key now holds random bytes); the key is retried. The
+                            // wipe line stays until the file is gone, so a crash before that still removes it.
+                            report.keptKeyReason = reason
+                            try recordIntents([VaultIntent(.wipe, identity), VaultIntent(.drop, identity, deferred: true)])
+                        } else if !deletion.removed, identity.format < 2,
+                            case .secretService = configuration.keyStore.storage
                         {
                             report.keptKeyReason =
                                 "the legacy keyring item of the key \(path) names is not labelled "
@@ -113,11 +159,42 @@ extension Vault {
                 if let reason = report.keptKeyReason {
                     logger.notice("SecureVault: wiping vault '\(service)' left a master key: \(reason)")
                 }
+                if let copy = report.remainingCopy {
+                    logger.notice("SecureVault: wiping vault '\(service)': the key store may keep a copy of its key: \(copy)")
+                }
                 forgetKey()
                 _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
-                clearIntents()
+                clearIntents()  // deferred deletes stay for the next maintenance call
                 return report
             }
+        }
+    }
+
+    /// Asks the key store, through its prompts, for what this vault needs: the default keyring unlocked and,
+    /// when the vault has a file, this program's access to its key (KeePassXC approves per item and per
+    /// program, until the program exits). For `vaultctl vault unlock`; an app sets
+    /// ``Configuration/prompting`` instead.
+    ///
+    /// - Returns: whether the vault's key was read (false: no file yet, or a key store that is not the
+    ///   Secret Service). A file whose key is not in the keyring is ``VaultError/Code/keyMissing``.
+    package func unlockKeyStore(deadline: Duration) throws -> Bool {
+        try perform("unlocking the keyring of vault '\(service)'") { () throws(VaultError) -> Bool in
+            guard case .secretService = configuration.keyStore.storage else { return false }
+            do throws(SecretServiceFailure) {
+                try LibSecret.unlock(deadline: deadline)
+            } catch {
+                throw VaultError(error, operation: "unlocking the keyring of vault '\(service)'")
+            }
+            var prompting = keys
+            prompting.prompting = .allowed(deadline: deadline)
+            guard let identity = try existingIdentity() else { return false }
+            guard try prompting.load(identity, file: path) != nil else {
+                throw VaultError(
+                    code: .keyMissing,
+                    message: "vault '\(service)': the keyring is unlocked, but the master key \(path) names is not "
+                        + "in it (deleted, or the keyring was reset)", path: path)
+            }
+            return true
         }
     }
 

@@ -14,7 +14,8 @@ extension Vault {
 
         try checkDirectory(create: create)
         if hasPendingIntents {
-            try withVaultLock { () throws(VaultError) in try finishIntents() }
+            // Never retries a delete the key store could not complete: that is for maintenance calls.
+            _ = try withVaultLock { () throws(VaultError) in try finishIntents(retryingDeferred: false) }
         }
         if let existing = try openExisting() { return existing }
         guard create else { return nil }

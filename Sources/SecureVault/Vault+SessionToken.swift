@@ -37,6 +37,9 @@ public enum SessionTokenReason: String, Sendable, Equatable, CaseIterable {
     case expired
     /// The keyring is locked: the token may exist but cannot be read now.
     case locked
+    /// The keyring is unlocked, but its provider has not approved this program's access to the vault's key
+    /// (KeePassXC, by default); ``VaultError/Code/accessNotApproved`` says how to approve it.
+    case accessNotApproved
     /// No Secret Service (or no session bus, or no default keyring) is reachable; ``Vault/status()`` says which.
     case noSecretService
     /// The Secret Service did not answer in time.
@@ -58,6 +61,7 @@ public enum SessionTokenReason: String, Sendable, Equatable, CaseIterable {
     init(_ error: VaultError) {
         switch error.code {
         case .locked: self = .locked
+        case .accessNotApproved: self = .accessNotApproved
         case .unavailable: self = .noSecretService
         case .timeout: self = .timeout
         case .keyMissing: self = .keyMissing

@@ -54,7 +54,9 @@ public final class Vault: Sendable {
         self.service = service
         self.configuration = configuration
         self.logger = configuration.logger
-        self.keys = MasterKeys(store: configuration.keyStore, service: service, deadline: configuration.deadline)
+        self.keys = MasterKeys(
+            store: configuration.keyStore, service: service, deadline: configuration.deadline,
+            prompting: configuration.prompting)
     }
 
     /// The vault's data file.

@@ -21,7 +21,7 @@ public struct VaultError: Error, CustomStringConvertible {
     /// `{"error": {"code": "locked", ...}}`).
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         fileprivate enum Base: String, Sendable {
-            case locked, unavailable, timeout, keyMissing, wrongKey, corrupted, tampered
+            case locked, accessNotApproved, unavailable, timeout, keyMissing, wrongKey, corrupted, tampered
             case invalidKey, invalidValue, valueTooLarge, notFound, io, diskFull, permissionDenied, unsupported
         }
         fileprivate let base: Base
@@ -29,6 +29,10 @@ public struct VaultError: Error, CustomStringConvertible {
 
         /// The keyring holding the master key is locked; unlock it and try again. Never reported as "absent".
         public static let locked = Code(.locked)
+        /// The keyring is unlocked but its provider has not approved this program's access to the vault's key
+        /// (KeePassXC asks per item and per program, and forgets when the program exits). Approve it (a
+        /// prompt with ``Vault/Prompting/allowed(deadline:)``, or the provider's settings) and try again.
+        public static let accessNotApproved = Code(.accessNotApproved)
         /// No Secret Service can be asked: no session bus, no service on it, or no default collection (the
         /// ``message`` says which, and so does ``Vault/status()``).
         public static let unavailable = Code(.unavailable)

@@ -62,7 +62,7 @@ enum SecretCommands {
                 }
             case "secret-clear":
                 line =
-                    try LibSecret.clear(schema: schema, attributes: attributes(), deadline: deadline)
+                    try LibSecret.clear(schema: schema, attributes: attributes(), deadline: deadline).deleted > 0
                     ? "cleared" : "nothing"
             case "secret-state":
                 switch try LibSecret.collectionState(deadline: deadline) {

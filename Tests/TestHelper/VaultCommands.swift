@@ -12,14 +12,21 @@
 //   vault-make-legacy SERVICE KEY     creates the vault as a release before identity format 2 did (format-1
 //                                     header, its key stored under the old attributes and label) and stores
 //                                     stdin (one line) under KEY; prints "ok"
-//   vault-rotate SERVICE / vault-wipe SERVICE / vault-status SERVICE
+//   vault-rotate SERVICE / vault-wipe SERVICE   print "ok"
+//   vault-rotate-report SERVICE / vault-wipe-report SERVICE   print what happened to the (old) key:
+//                                     "rotated|wiped removed=<true|false> kept=<yes|no> copy=<yes|no>"
+//   vault-contract SERVICE            in one process (one D-Bus client): stores token tok-1, reads it, rotates,
+//                                     reads it, wipes, reads it; one line each
+//   vault-key-hash SERVICE VAULTID KEYID   prints a keyed hash of what the key store holds under those ids
+//                                     ("hash <32 hex digits>", "absent"), never the key itself
+//   vault-status SERVICE
 //   vault-crash-writer SERVICE        runs operations until killed, acknowledging each on stdout once it
 //                                     returned: op i (from 1) is "rotate" when i % 20 == 7, "wipe" when
 //                                     i % 20 == 19, else "set k<i % 5> v<i>"; prints "<i> <op>" per ack
 //   vault-dump SERVICE                prints every item as "<key> <value>", sorted, or "error <code>"
 //
 // Environment: VAULT_TEST_DIR (vault directory), VAULT_TEST_DEADLINE_MS, VAULT_TEST_ACCESSIBILITY
-// (afterFirstUnlock | whenUnlocked). A failure prints "error <code> <elapsed-ms>" and exits 1; the message goes
+// (afterFirstUnlock | whenUnlocked), VAULT_TEST_PROMPT_MS (set: prompting allowed with that deadline). A failure prints "error <code> <elapsed-ms>" and exits 1; the message goes
 // to stderr.
 import FoundationEssentials
 import Glibc
@@ -33,6 +40,9 @@ enum VaultCommands {
         var configuration = Vault.Configuration(directory: environment("VAULT_TEST_DIR") ?? Vault.defaultDirectory)
         configuration.deadline = .milliseconds(Int(environment("VAULT_TEST_DEADLINE_MS") ?? "") ?? 2000)
         if environment("VAULT_TEST_ACCESSIBILITY") == "whenUnlocked" { configuration.accessibility = .whenUnlocked }
+        if let prompt = environment("VAULT_TEST_PROMPT_MS").flatMap({ Int($0) }) {
+            configuration.prompting = .allowed(deadline: .milliseconds(prompt))
+        }
         let start = ContinuousClock.now
         func elapsed() -> Int {
             let d = ContinuousClock.now - start
@@ -85,6 +95,38 @@ enum VaultCommands {
             case "vault-wipe":
                 try vault.wipe()
                 line = "ok"
+            case "vault-rotate-report":
+                let report = try vault.rotateKey()
+                line = describe(
+                    "rotated", removed: report.removedOldKey, kept: report.keptKeyReason, copy: report.remainingCopy)
+            case "vault-wipe-report":
+                let report = try vault.wipe()
+                line = describe("wiped", removed: report.removedKey, kept: report.keptKeyReason, copy: report.remainingCopy)
+            case "vault-key-hash":
+                guard
+                    let identity = KeyIdentity(
+                        vaultIDHex: arguments[1], keyIDHex: arguments[2], kind: configuration.keyStore.kind, format: 2)
+                else { return 64 }
+                let keys = MasterKeys(store: configuration.keyStore, service: service, deadline: configuration.deadline)
+                line =
+                    try keys.load(identity, file: "-").map {
+                        "hash " + Sodium.keyedHash(Array("vault-key-hash".utf8), key: $0, length: 16)
+                            .map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
+                    } ?? "absent"
+            case "vault-contract":
+                try vault.setSessionToken("tok-1", expiresAt: nil)
+                var lines = ["ok", describe(vault.sessionToken())]
+                lines.append("id " + (try vault.existingIdentity().map(\.vaultIDHex) ?? "none"))
+                let rotated = try vault.rotateKey()
+                lines.append(
+                    describe(
+                        "rotated", removed: rotated.removedOldKey, kept: rotated.keptKeyReason,
+                        copy: rotated.remainingCopy))
+                lines.append(describe(vault.sessionToken()))
+                let wiped = try vault.wipe()
+                lines.append(describe("wiped", removed: wiped.removedKey, kept: wiped.keptKeyReason, copy: wiped.remainingCopy))
+                lines.append(describe(vault.sessionToken()))
+                line = lines.joined(separator: "\n")
             case "vault-crash-writer":
                 var i = 0
                 while true {
@@ -129,6 +171,13 @@ enum VaultCommands {
             writeToStandardError("message \(error)\n")
             return 1
         }
+    }
+
+    /// `wiped removed=true kept=no copy=yes`; the reasons go to stderr.
+    static func describe(_ what: String, removed: Bool, kept: String?, copy: String?) -> String {
+        if let kept { writeToStandardError("kept: \(kept)\n") }
+        if let copy { writeToStandardError("copy: \(copy)\n") }
+        return "\(what) removed=\(removed) kept=\(kept == nil ? "no" : "yes") copy=\(copy == nil ? "no" : "yes")"
     }
 
     /// Writes an acknowledgement straight to stdout (a pipe: `print` would buffer it past a SIGKILL).

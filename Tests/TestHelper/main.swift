@@ -23,7 +23,8 @@ case "secret-store", "secret-lookup", "secret-clear", "secret-state", "secret-lo
     exit(SecretCommands.run(arguments[0], rest))
 case "vault-set", "vault-get", "vault-token-set", "vault-token", "vault-read-lock-read", "vault-identity",
     "vault-rotate", "vault-wipe", "vault-status", "vault-crash-writer", "vault-dump", "vault-format",
-    "vault-make-legacy":
+    "vault-make-legacy", "vault-contract", "vault-key-hash", "vault-rotate-report",
+    "vault-wipe-report":
     exit(VaultCommands.run(arguments[0], rest))
 case "launch-route", "launch-sign-in", "launch-logout", "prefs-damage", "file-flip":
     exit(LaunchCommands.run(arguments[0], rest))

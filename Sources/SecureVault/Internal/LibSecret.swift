@@ -1,14 +1,26 @@
 // The only caller of libsecret and glib in the package.
 //
 // Three rules shape every function here (measured facts: shared/notes/secret-service-and-sodium.md):
-// 1. Never prompt. libsecret's plain lookup on a locked collection starts a GUI unlock prompt (blocking
-//    forever where a display exists) and then returns NULL as if the item were absent; cancelling that prompt
-//    makes gnome-keyring 42 abort. So reads search without the unlock flag and with no schema, check lock
-//    states, and load a secret only from an unlocked item; writes check the target collection first.
+// 1. Never prompt unless the app asked (`Prompting.allowed`). libsecret's plain lookup on a locked collection
+//    starts a GUI unlock prompt (blocking forever where a display exists) and then returns NULL as if the item
+//    were absent; cancelling that prompt makes gnome-keyring 42 abort; KeePassXC answers a search with every
+//    database locked by showing an unlock dialog inside the call. So every call first reads the lock state of
+//    the collection it needs (a property read, which no provider turns into a prompt) and answers `locked` at
+//    once when it is locked; only then does it search (without the unlock flag and with no schema), and it
+//    loads a secret only from an unlocked item. An item locked in an unlocked collection is a provider that
+//    approves access per item and per client (KeePassXC's "Confirm when passwords are retrieved by clients"):
+//    `notApproved`, its own answer. With `.allowed`, the exact collection or item is unlocked through the
+//    specification's `Unlock` and its prompt, bounded by the call's deadline.
+//    The one prompt performed without `.allowed` is the one KeePassXC returns for every `Delete`, and only for
+//    a delete the app asked for (a wipe, a rotation; an open dismisses it unperformed): KeePassXC deletes
+//    nothing without it, and shows a dialog from it only when its user asked to confirm deletes.
+// Deletion tells the truth: the secret is overwritten with random bytes first, the delete's prompt is bounded
+// by the deadline (libsecret dismisses it when the call is cancelled; KeePassXC may leave its dialog open, and
+// a later confirmation there still deletes), and a fresh search then says whether the item is really gone.
 // 2. Every call is bounded: it runs with a GCancellable that a timer cancels at the deadline, because a hung
 //    daemon otherwise blocks for D-Bus's 25 s default (50 s for some paths).
 // 3. Every GError becomes a `SecretServiceFailure` that keeps its domain, code and message, classified as
-//    locked / no session bus / no Secret Service / no default collection / timeout / other.
+//    locked / not approved / no session bus / no Secret Service / no default collection / timeout / other.
 
 internal import CSecret
 import Dispatch
@@ -22,6 +34,9 @@ package struct SecretServiceFailure: Error, Sendable, Equatable {
         case noSecretService
         case noDefaultCollection
         case timeout
+        /// The item's collection is unlocked but the item is not: the provider approves access per item and
+        /// per client (KeePassXC), and this client has not been approved.
+        case notApproved
         /// Anything else the service reported (the GError says what).
         case other
     }
@@ -31,6 +46,9 @@ package struct SecretServiceFailure: Error, Sendable, Equatable {
     package var domain: String?
     package var code: Int32?
     package var message: String
+    /// The program behind the service, looked up within the failing call when its words matter to the answer
+    /// (`notApproved`: how to approve depends on the provider).
+    package var provider: SecretServiceProvider?
 
     package init(_ kind: Kind, domain: String? = nil, code: Int32? = nil, message: String) {
         self.kind = kind
@@ -98,7 +116,7 @@ package enum LibSecret {
         package var contentType: String
     }
 
-    /// What ``lookup(schema:attributes:collection:deadline:)`` found. Only `found` hands out a secret: when the
+    /// What ``lookup(schema:attributes:collection:prompting:deadline:)`` found. Only `found` hands out a secret: when the
     /// items that match cannot be trusted as the one answer, the lookup says so instead of picking one.
     package enum LookupResult: Sendable, Equatable {
         /// No item matches, and the collection that would hold it is unlocked.
@@ -139,29 +157,62 @@ package enum LibSecret {
         package var busAddress: String?
         package var collections: [CollectionInfo]
         package var defaultCollectionPath: String?
+        /// The program that owns `org.freedesktop.secrets`, when it can be told.
+        package var provider: SecretServiceProvider?
+    }
+
+    /// Whether a call may show the provider's prompts (an unlock dialog, an access approval, a delete
+    /// confirmation). Never, unless the app opted in.
+    package enum Prompting: Sendable, Equatable {
+        /// Answer `locked` / `notApproved` at once; never call `Unlock`.
+        case never
+        /// Call `Unlock` on exactly the collection or item needed and wait for its prompt, within the deadline.
+        case allowed
+    }
+
+    /// Whether a delete may perform the prompt the provider returns for it. KeePassXC returns one for every
+    /// delete, and shows a dialog from it only when its user asked to confirm deletes (Recycle Bin off).
+    package enum DeletePrompt: Sendable, Equatable {
+        /// Dismiss it unperformed: the delete does not happen (an open: it never shows anything).
+        case skip
+        /// Perform it, within the call's deadline (a wipe or a rotation the app or the user asked for; with
+        /// `Prompting.allowed`, the user may answer a confirmation).
+        case perform
+    }
+
+    /// What ``clear(schema:attributes:label:prompting:deletePrompt:deadline:)`` did.
+    package struct ClearOutcome: Sendable, Equatable {
+        /// Items deleted: a fresh search no longer finds them.
+        package var deleted: Int
+        /// Why a matching item is still there although its secret was already overwritten with random bytes
+        /// (a delete prompt skipped or not answered within the deadline, a delete that failed, a provider that
+        /// still lists the item); nil when every matching item is gone.
+        package var unfinished: String?
+        /// The program behind the service (what it may keep of a deleted item depends on it).
+        package var provider: SecretServiceProvider?
+
+        package init(deleted: Int, unfinished: String? = nil, provider: SecretServiceProvider? = nil) {
+            self.deleted = deleted
+            self.unfinished = unfinished
+            self.provider = provider
+        }
     }
 
     // MARK: Operations
 
     /// Stores `secret` in the collection named by `alias` (normally "default"), replacing an item with the
-    /// same attributes. Refuses, without prompting, when the collection is locked.
+    /// same attributes. Refuses, without prompting, when the collection is locked (unless `prompting` allows
+    /// its unlock).
     package static func store(
         schema: Schema, attributes: [String: String], label: String, secret: SecretBytes,
-        contentType: String = binaryContentType, collection alias: String = "default", deadline: Duration
+        contentType: String = binaryContentType, collection alias: String = "default",
+        prompting: Prompting = .never, deadline: Duration
     ) throws(SecretServiceFailure) {
         checkAttributes(attributes, schema: schema)
         try call(deadline: deadline) { cancellable throws(SecretServiceFailure) in
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
-            switch try collectionState(service: service, alias: alias, cancellable) {
-            case .locked:
-                throw SecretServiceFailure(.locked, message: "the '\(alias)' collection is locked")
-            case .missing:
-                throw SecretServiceFailure(
-                    .noDefaultCollection, message: "the Secret Service has no '\(alias)' collection")
-            case .unlocked:
-                break
-            }
+            _ = try unlockedCollection(alias, service: service, prompting: prompting, cancellable)
             let value = secret.withUnsafeBytes { bytes in
                 // secret_value_new copies the bytes (into non-pageable memory when the service offers it).
                 // A SecretBytes always has a base address, even when empty.
@@ -184,10 +235,13 @@ package enum LibSecret {
     ///
     /// - Returns: `.found` with the secret; `.absent` when no item matches and the collection that would hold
     ///   it is unlocked; `.several` or `.elsewhere` when what matches cannot be trusted (nothing is loaded).
-    /// - Throws: `.locked` when the matching item, or the collection, is locked (a locked item may be
-    ///   invisible, so "absent" cannot be known); the bus/service/timeout kinds otherwise.
+    /// - Throws: `.locked` when the collection is locked (its items may be invisible, so "absent" cannot be
+    ///   known; nothing is searched), `.notApproved` when the item is locked in an unlocked collection, unless
+    ///   `prompting` allows the unlock and it is granted; `.noDefaultCollection` when the alias names none; the
+    ///   bus/service/timeout kinds otherwise.
     package static func lookup(
-        schema: Schema, attributes: [String: String], collection alias: String = "default", deadline: Duration
+        schema: Schema, attributes: [String: String], collection alias: String = "default",
+        prompting: Prompting = .never, deadline: Duration
     )
         throws(SecretServiceFailure) -> LookupResult
     {
@@ -195,6 +249,8 @@ package enum LibSecret {
         return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> LookupResult in
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
+            // The lock state first: a search with nothing unlocked is what KeePassXC turns into a dialog.
+            let expected = try unlockedCollection(alias, service: service, prompting: prompting, cancellable)
             // Object paths, not item proxies: a proxy costs seven bus round trips (match rules, name owner,
             // its properties, and removing the rules again), more than the lookup itself. A read is then
             // SearchItems, ReadAlias, OpenSession (once per process) and GetSecret. The search names the schema
@@ -206,66 +262,168 @@ package enum LibSecret {
             if matches.count > 1 { return .several(paths: matches) }
             if let path = matches.first {
                 // The Secret Service names an item `<collection path>/<item id>`.
-                let expected = try aliasPath(alias, service: service, cancellable)
-                guard let expected, path.hasPrefix(expected + "/") else {
-                    return .elsewhere(path: path, expected: expected)
+                guard path.hasPrefix(expected + "/") else { return .elsewhere(path: path, expected: expected) }
+                if !locked.isEmpty {
+                    // Its collection is unlocked (checked above): the provider approves access per item.
+                    try approve([path], service: service, prompting: prompting, cancellable)
                 }
-                if !locked.isEmpty { throw SecretServiceFailure(.locked, message: "the keyring item is locked") }
                 return .found(try loadSecret(path: path, service: service, cancellable))
             }
-            // Nothing visible. A keyring not unlocked since the daemon started cannot match `xdg:schema` (nor
-            // show its items' attributes), so "absent" is only an answer when the collection is unlocked.
-            switch try collectionState(service: service, alias: alias, cancellable) {
-            case .unlocked: return .absent
-            case .locked: throw SecretServiceFailure(.locked, message: "the '\(alias)' collection is locked")
-            case .missing:
-                throw SecretServiceFailure(
-                    .noDefaultCollection, message: "the Secret Service has no '\(alias)' collection")
-            }
+            // Nothing visible, and the collection that would hold it is unlocked: absent.
+            return .absent
         }
     }
 
-    /// Deletes every unlocked item matching `attributes` (and, when `label` is given, labelled exactly
-    /// `label`: items with another label are left).
+    /// Deletes every item of the default collection matching `attributes` (and, when `label` is given,
+    /// labelled exactly `label`: items with another label are left), telling the truth about it: each item's
+    /// secret is first overwritten with random bytes (`SetSecret`), then the item is deleted (`Delete`, whose
+    /// prompt is performed or dismissed as `deletePrompt` says), then a fresh search says whether it is gone.
     ///
-    /// - Returns: `true` when something was deleted.
-    /// - Throws: `.locked` (nothing deleted) when a matching item is locked.
+    /// Nothing is thrown once a secret was overwritten: from then on the outcome says what was left and why
+    /// (``ClearOutcome/unfinished``), because the caller's data may already depend on it (a wipe goes on).
+    ///
+    /// - Throws: before anything changed: `.locked` (nothing searched) when the default collection is locked;
+    ///   `.notApproved` when a matching item is locked in it, unless `prompting` allows the approval and it is
+    ///   granted; the bus/service/timeout kinds.
     @discardableResult
     package static func clear(
-        schema: Schema, attributes: [String: String], label: String? = nil, deadline: Duration
+        schema: Schema, attributes: [String: String], label: String? = nil, prompting: Prompting = .never,
+        deletePrompt: DeletePrompt = .perform, deadline: Duration
     )
-        throws(SecretServiceFailure) -> Bool
+        throws(SecretServiceFailure) -> ClearOutcome
     {
         checkAttributes(attributes, schema: schema)
-        return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> Bool in
+        return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> ClearOutcome in
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
+            // A locked collection may hide the item we were asked to delete, and searching it may prompt.
+            let collection: String
+            do throws(SecretServiceFailure) {
+                collection = try unlockedCollection("default", service: service, prompting: prompting, cancellable)
+            } catch where error.kind == .noDefaultCollection {
+                return ClearOutcome(deleted: 0)  // no keyring: nothing of ours can be in it
+            }
             let items = try search(service: service, schema: schema, attributes: attributes, cancellable)
             defer { items.forEach { g_object_unref($0) } }
-            if items.contains(where: { secret_item_get_locked($0) != 0 }) {
-                throw SecretServiceFailure(.locked, message: "a matching keyring item is locked")
-            }
-            if items.isEmpty {
-                // Same reasoning as lookup: a locked collection may hide the item we were asked to delete.
-                switch try collectionState(service: service, alias: "default", cancellable) {
-                case .unlocked, .missing: return false
-                case .locked: throw SecretServiceFailure(.locked, message: "the 'default' collection is locked")
-                }
-            }
+            // Keys are kept in the default collection only; a matching item elsewhere is not ours to delete.
             let chosen = items.filter { item in
+                guard objectPath(item)?.hasPrefix(collection + "/") == true else { return false }
                 guard let label else { return true }
                 let found = secret_item_get_label(item)
                 defer { g_free(found) }
                 return found.map { String(cString: $0) } == label
             }
+            guard !chosen.isEmpty else { return ClearOutcome(deleted: 0) }
+            let lockedPaths = chosen.filter { secret_item_get_locked($0) != 0 }.compactMap { objectPath($0) }
+            if !lockedPaths.isEmpty {
+                try approve(lockedPaths, service: service, prompting: prompting, cancellable)
+            }
+            let provider = provider(service: service, cancellable)
+            var unfinished: [String] = []
+            var attempted: [String] = []
             for item in chosen {
+                guard let path = objectPath(item) else { continue }
+                // Overwrite first, so that an item the provider keeps (a delete not completed) holds random bytes.
+                let noise = SecretBytes.random(count: 32)
+                let value = noise.withUnsafeBytes { bytes in
+                    secret_value_new(
+                        bytes.baseAddress!.assumingMemoryBound(to: CChar.self), bytes.count, binaryContentType)
+                }
+                defer { secret_value_unref(UnsafeMutableRawPointer(value)) }
                 var error: UnsafeMutablePointer<GError>?
-                if secret_item_delete_sync(item, cancellable, &error) == 0 {
-                    throw failure(taking: error, fallback: "deleting the keyring item failed")
+                if secret_item_set_secret_sync(item, value, cancellable, &error) == 0 {
+                    let failed = failure(taking: error, fallback: "overwriting the keyring item failed")
+                    // Nothing changed yet for this item; one overwritten before it may have: say so, do not throw.
+                    guard attempted.isEmpty else {
+                        unfinished.append("\(path) could not be overwritten: \(failed.message)")
+                        continue
+                    }
+                    throw failed
+                }
+                attempted.append(path)
+                if let reason = delete(path, service: service, deletePrompt: deletePrompt, cancellable) {
+                    unfinished.append(reason)
                 }
             }
-            return !chosen.isEmpty
+            // The deadline passed inside a delete: nothing more can be asked in this call.
+            if g_cancellable_is_cancelled(cancellable) != 0 {
+                if unfinished.isEmpty { unfinished.append("the deadline passed before the delete could be checked") }
+                return ClearOutcome(deleted: 0, unfinished: unfinished.joined(separator: "; "), provider: provider)
+            }
+            // A fresh search: a prompt that was dismissed, or a provider that ignores the delete, leaves the item.
+            var searched = attributes
+            searched["xdg:schema"] = schema.name
+            let remaining: [String]
+            do throws(SecretServiceFailure) {
+                let (unlocked, locked) = try searchPaths(service: service, attributes: searched, cancellable)
+                remaining = attempted.filter { (unlocked + locked).contains($0) }
+            } catch {
+                let why = "whether the item is gone could not be checked (\(error.message))"
+                return ClearOutcome(
+                    deleted: 0, unfinished: (unfinished + [why]).joined(separator: "; "), provider: provider)
+            }
+            if unfinished.isEmpty, !remaining.isEmpty {
+                unfinished.append("the Secret Service still lists \(remaining.joined(separator: ", ")) after deleting it")
+            }
+            return ClearOutcome(
+                deleted: attempted.count - remaining.count,
+                unfinished: unfinished.isEmpty ? nil : unfinished.joined(separator: "; "), provider: provider)
         }
+    }
+
+    /// Calls `Item.Delete` on `path` (no proxy, no automatic prompt) and handles the prompt it may return:
+    /// performed within the call's deadline, or dismissed unperformed. Returns nil when the delete went through
+    /// (a fresh search still checks), else why not.
+    private static func delete(
+        _ path: String, service: UnsafeMutablePointer<SecretService>, deletePrompt: DeletePrompt,
+        _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) -> String? {
+        let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
+        let connection = g_dbus_proxy_get_connection(proxy)
+        var error: UnsafeMutablePointer<GError>?
+        guard
+            let reply = g_dbus_connection_call_sync(
+                connection, g_dbus_proxy_get_name(proxy), path, "org.freedesktop.Secret.Item", "Delete", nil,
+                nil, G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, cancellable, &error)
+        else {
+            return "deleting \(path) failed: \(failure(taking: error, fallback: "no reply").message)"
+        }
+        defer { g_variant_unref(reply) }
+        guard Variant.type(reply) == "(o)", let child = g_variant_get_child_value(reply, 0) else {
+            return "deleting \(path) failed: an unexpected reply"
+        }
+        let prompt = String(cString: g_variant_get_string(child, nil))
+        g_variant_unref(child)
+        guard prompt != "/" else { return nil }  // deleted, no prompt (gnome-keyring)
+        switch deletePrompt {
+        case .skip:
+            dismiss(prompt, connection: connection, name: g_dbus_proxy_get_name(proxy))
+            return "the Secret Service deletes \(path) only through a prompt, which is left for a wipe or a rotation"
+        case .perform:
+            let result = secret_service_prompt_at_dbus_path_sync(service, prompt, cancellable, nil, &error)
+            if let result { g_variant_unref(result) }
+            let failed = result == nil ? failure(taking: error, fallback: "the delete prompt failed") : nil
+            if let error { g_error_free(error) }
+            // A prompt cut by the deadline (libsecret dismisses it; KeePassXC may leave its dialog open) can also
+            // come back as a completed, dismissed prompt.
+            if g_cancellable_is_cancelled(cancellable) != 0 || failed?.kind == .timeout {
+                return "the Secret Service asked to confirm deleting \(path) and it was not confirmed in time"
+            }
+            if let failed { return "deleting \(path) failed: \(failed.message)" }
+            return nil  // completed (a prompt the user dismissed leaves the item: the fresh search finds it)
+        }
+    }
+
+    /// `Prompt.Dismiss`, best effort (a prompt that is gone or already completed needs nothing).
+    private static func dismiss(
+        _ prompt: String, connection: OpaquePointer?, name: UnsafePointer<gchar>?
+    ) {
+        var error: UnsafeMutablePointer<GError>?
+        let reply = g_dbus_connection_call_sync(
+            connection, name, prompt, "org.freedesktop.Secret.Prompt", "Dismiss", nil, nil,
+            G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, nil, &error)
+        if let reply { g_variant_unref(reply) }
+        if let error { g_error_free(error) }
     }
 
     /// The lock state of the collection an alias points to, read without prompting.
@@ -278,6 +436,19 @@ package enum LibSecret {
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
             return try collectionState(service: service, alias: alias, cancellable)
+        }
+    }
+
+    /// Unlocks the collection an alias points to through the specification's `Unlock` and its prompt (the
+    /// only call here that exists to prompt: `vaultctl vault unlock`). An unlocked collection is left as is.
+    ///
+    /// - Throws: `.locked` when the prompt was dismissed or declined, `.noDefaultCollection` when the alias
+    ///   names none, `.timeout` when nobody answered within `deadline`.
+    package static func unlock(alias: String = "default", deadline: Duration) throws(SecretServiceFailure) {
+        try call(deadline: deadline) { cancellable throws(SecretServiceFailure) in
+            let service = try sharedService(cancellable)
+            defer { g_object_unref(service) }
+            _ = try unlockedCollection(alias, service: service, prompting: .allowed, cancellable)
         }
     }
 
@@ -332,8 +503,42 @@ package enum LibSecret {
                             "Locked", of: path, interface: collection, service: service, cancellable,
                             decode: Variant.bool) ?? true))
             }
-            return ServiceProbe(busAddress: address, collections: collections, defaultCollectionPath: defaultPath)
+            return ServiceProbe(
+                busAddress: address, collections: collections, defaultCollectionPath: defaultPath,
+                provider: provider(service: service, cancellable))
         }
+    }
+
+    /// The program that owns `org.freedesktop.secrets` (gnome-keyring, KeePassXC, KWallet...), nil when the
+    /// service cannot be reached or its process cannot be told.
+    package static func provider(deadline: Duration) -> SecretServiceProvider? {
+        try? call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> SecretServiceProvider? in
+            let service = try sharedService(cancellable)
+            defer { g_object_unref(service) }
+            return provider(service: service, cancellable)
+        }
+    }
+
+    /// Asks the bus for the process behind `org.freedesktop.secrets` and reads its name from /proc.
+    private static func provider(
+        service: UnsafeMutablePointer<SecretService>, _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) -> SecretServiceProvider? {
+        let proxy = UnsafeMutableRawPointer(service).assumingMemoryBound(to: GDBusProxy.self)
+        var arguments: [OpaquePointer?] = [g_variant_new_string("org.freedesktop.secrets")]
+        var error: UnsafeMutablePointer<GError>?
+        guard
+            let reply = g_dbus_connection_call_sync(
+                g_dbus_proxy_get_connection(proxy), "org.freedesktop.DBus", "/org/freedesktop/DBus",
+                "org.freedesktop.DBus", "GetConnectionUnixProcessID", g_variant_new_tuple(&arguments, 1), nil,
+                G_DBUS_CALL_FLAGS_NO_AUTO_START, -1, cancellable, &error)
+        else {
+            if let error { g_error_free(error) }
+            return nil
+        }
+        defer { g_variant_unref(reply) }
+        guard Variant.type(reply) == "(u)", let child = g_variant_get_child_value(reply, 0) else { return nil }
+        defer { g_variant_unref(child) }
+        return SecretServiceProvider(pid: g_variant_get_uint32(child))
     }
 
     /// Forgets the process's cached connection to the service (libsecret keeps one per process and keeps
@@ -378,6 +583,79 @@ package enum LibSecret {
             throw failure(taking: error, fallback: "connecting to the Secret Service failed")
         }
         return service
+    }
+
+    /// The path of the collection `alias` names, after checking with a property read (never a prompt) that it
+    /// is unlocked; a locked one is unlocked through its prompt when `prompting` allows it.
+    private static func unlockedCollection(
+        _ alias: String, service: UnsafeMutablePointer<SecretService>, prompting: Prompting,
+        _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) throws(SecretServiceFailure) -> String {
+        guard let path = try aliasPath(alias, service: service, cancellable) else {
+            throw SecretServiceFailure(.noDefaultCollection, message: "the Secret Service has no '\(alias)' collection")
+        }
+        guard
+            try lockedProperty(
+                of: path, interface: "org.freedesktop.Secret.Collection", service: service, cancellable)
+        else { return path }
+        guard prompting == .allowed else {
+            throw SecretServiceFailure(.locked, message: "the '\(alias)' collection is locked")
+        }
+        guard try unlock([path], service: service, cancellable).contains(path) else {
+            throw SecretServiceFailure(
+                .locked, message: "the '\(alias)' collection is locked: its unlock prompt was dismissed")
+        }
+        return path
+    }
+
+    /// Items locked in an unlocked collection: the provider approves access per item and per client. Asks for
+    /// the approval when `prompting` allows it, else answers `notApproved`.
+    private static func approve(
+        _ paths: [String], service: UnsafeMutablePointer<SecretService>, prompting: Prompting,
+        _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) throws(SecretServiceFailure) {
+        var failure: SecretServiceFailure
+        if prompting == .allowed {
+            let unlocked = try unlock(paths, service: service, cancellable)
+            guard !paths.allSatisfy(unlocked.contains) else { return }
+            failure = SecretServiceFailure(
+                .notApproved, message: "access to the keyring item was not approved (the prompt was declined)")
+        } else {
+            failure = SecretServiceFailure(
+                .notApproved, message: "access to the keyring item is not approved for this program")
+        }
+        failure.provider = provider(service: service, cancellable)
+        throw failure
+    }
+
+    /// The specification's `Unlock` on exactly `paths`, performing the prompt it returns (bounded by the
+    /// call's cancellable). Returns the paths that are unlocked now.
+    private static func unlock(
+        _ paths: [String], service: UnsafeMutablePointer<SecretService>,
+        _ cancellable: UnsafeMutablePointer<GCancellable>
+    ) throws(SecretServiceFailure) -> [String] {
+        let copies = paths.map { g_strdup($0) }
+        defer { copies.forEach { g_free($0) } }
+        var vector: [UnsafePointer<gchar>?] = copies.map { UnsafePointer($0) } + [nil]
+        var error: UnsafeMutablePointer<GError>?
+        var unlocked: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?
+        let count = vector.withUnsafeMutableBufferPointer { buffer in
+            secret_service_unlock_dbus_paths_sync(service, buffer.baseAddress, cancellable, &unlocked, &error)
+        }
+        defer { g_strfreev(unlocked) }
+        if count < 0 || error != nil { throw failure(taking: error, fallback: "unlocking failed") }
+        return strings(unlocked)
+    }
+
+    /// The strings of a NULL-terminated vector (not freed).
+    private static func strings(_ vector: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [String] {
+        guard var p = vector else { return [] }
+        var out: [String] = []
+        while let s = p.pointee {
+            out.append(String(cString: s))
+            p += 1
+        }
+        return out
     }
 
     /// Searches every collection, locked or not, without unlocking and without a schema (with a schema,
@@ -430,15 +708,6 @@ package enum LibSecret {
             g_strfreev(locked)
         }
         guard ok != 0 else { throw failure(taking: error, fallback: "searching the Secret Service failed") }
-        func strings(_ vector: UnsafeMutablePointer<UnsafeMutablePointer<gchar>?>?) -> [String] {
-            guard var p = vector else { return [] }
-            var out: [String] = []
-            while let s = p.pointee {
-                out.append(String(cString: s))
-                p += 1
-            }
-            return out
-        }
         return (strings(unlocked), strings(locked))
     }
 
@@ -502,12 +771,11 @@ package enum LibSecret {
     private static func collectionState(
         service: UnsafeMutablePointer<SecretService>, alias: String, _ cancellable: UnsafeMutablePointer<GCancellable>
     ) throws(SecretServiceFailure) -> CollectionState {
-        guard let collection = try collection(alias: alias, service: service, cancellable) else { return .missing }
-        defer { g_object_unref(collection) }
-        // The proxy's cached Locked property is only refreshed by signals that a thread without a main loop
-        // never receives; ask the service directly.
+        // ReadAlias and a property read: no proxy (whose cached Locked property only a main loop would
+        // refresh), no prompt.
+        guard let path = try aliasPath(alias, service: service, cancellable) else { return .missing }
         let locked = try lockedProperty(
-            of: objectPath(collection), interface: "org.freedesktop.Secret.Collection", service: service, cancellable)
+            of: path, interface: "org.freedesktop.Secret.Collection", service: service, cancellable)
         return locked ? .locked : .unlocked
     }
 

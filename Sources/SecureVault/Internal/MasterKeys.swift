@@ -8,7 +8,18 @@
 struct MasterKeys: Sendable {
     let store: KeyStore
     let service: String
+    /// The deadline of a call that may not prompt.
     let deadline: Duration
+    /// Whether the key store may prompt, and the deadline of a call that may.
+    var prompting: Vault.Prompting = .never
+
+    /// The Secret Service's prompting, and the deadline of each call under it.
+    private var secretService: (prompting: LibSecret.Prompting, deadline: Duration) {
+        switch prompting {
+        case .never: return (.never, deadline)
+        case .allowed(let promptDeadline): return (.allowed, promptDeadline)
+        }
+    }
 
     /// The length of every master key: 256 bits.
     static let keyLength = 32
@@ -41,7 +52,8 @@ struct MasterKeys: Sendable {
             let found: LibSecret.LookupResult
             do {
                 found = try LibSecret.lookup(
-                    schema: .vaultMasterKey, attributes: attributes(identity), deadline: deadline)
+                    schema: .vaultMasterKey, attributes: attributes(identity), prompting: secretService.prompting,
+                    deadline: secretService.deadline)
             } catch {
                 throw VaultError(error, operation: "reading \(operation)")
             }
@@ -94,7 +106,7 @@ struct MasterKeys: Sendable {
             do {
                 try LibSecret.store(
                     schema: .vaultMasterKey, attributes: attributes(identity), label: label, secret: key,
-                    deadline: deadline)
+                    prompting: secretService.prompting, deadline: secretService.deadline)
             } catch {
                 throw VaultError(error, operation: "saving \(operation)")
             }
@@ -111,29 +123,59 @@ struct MasterKeys: Sendable {
         }
     }
 
+    /// What deleting a key did.
+    struct Deletion: Equatable {
+        /// The key store no longer holds the key (a fresh search finds no item).
+        var removed = false
+        /// Why a key that was there is still there (a delete the provider asked to confirm and nobody did, an
+        /// item the provider did not delete); nil when none was left.
+        var leftReason: String?
+        /// What the key store may still keep of a removed key, and how to purge it (KeePassXC's Recycle Bin
+        /// and entry History); nil when its deletion is final.
+        var keptCopy: String?
+    }
+
     /// Deletes the key for `identity`; deleting an absent key succeeds. Format 2 names the service, so only this
     /// vault's key can match. A legacy (format 1) keyring item is deleted only when its label is exactly
     /// ``label``: a legacy file copied under another name names the original's item, labelled for the original.
     ///
-    /// Call it only for a key the vault proved it owns (``ownership(of:keyCheck:file:)``) or created itself.
+    /// A Secret Service key is overwritten with random bytes before it is deleted, and a fresh search checks
+    /// that it is gone. Once the key was overwritten every problem is an answer (``Deletion/leftReason``: a
+    /// delete prompt skipped (`deletePrompt: .skip`, what an open uses) or not confirmed in time, a delete
+    /// that failed), never an error: the caller's data may already depend on it. An error means nothing
+    /// changed.
     ///
-    /// - Returns: whether a key was deleted (false: none there, nothing stored, or a legacy item labelled for
-    ///   another vault).
+    /// Call it only for a key the vault proved it owns (``ownership(of:keyCheck:file:)``) or created itself.
     @discardableResult
-    func delete(_ identity: KeyIdentity) throws(VaultError) -> Bool {
+    func delete(_ identity: KeyIdentity, deletePrompt: LibSecret.DeletePrompt = .perform) throws(VaultError)
+        -> Deletion
+    {
         switch store.storage {
         case .secretService:
+            let outcome: LibSecret.ClearOutcome
             do {
-                return try LibSecret.clear(
+                outcome = try LibSecret.clear(
                     schema: .vaultMasterKey, attributes: attributes(identity),
-                    label: identity.format < 2 ? label : nil, deadline: deadline)
+                    label: identity.format < 2 ? label : nil, prompting: secretService.prompting,
+                    deletePrompt: deletePrompt, deadline: secretService.deadline)
             } catch {
                 throw VaultError(error, operation: "deleting \(operation)")
             }
+            let provider = outcome.provider
+            if let unfinished = outcome.unfinished {
+                var reason = "the keyring item \"\(label)\" of \(provider?.description ?? "the Secret Service") was "
+                    + "overwritten with random bytes but not deleted: \(unfinished)"
+                if provider?.kind == .keePassXC { reason += " (KeePassXC keeps the previous secret in the entry's History)" }
+                reason += "; the next wipe or rotation retries (with --interactive, Vault.Configuration.prompting, the "
+                    + "keyring may ask to confirm), or delete the item in the keyring app"
+                return Deletion(removed: false, leftReason: reason)
+            }
+            guard outcome.deleted > 0 else { return Deletion() }
+            return Deletion(removed: true, keptCopy: provider?.keptAfterDelete)
         case .passphrase:
-            return false  // nothing is stored: the salt goes with the file
+            return Deletion()  // nothing is stored: the salt goes with the file
         case .inMemory(let keys):
-            return keys.delete(name(identity))
+            return Deletion(removed: keys.delete(name(identity)))
         }
     }
 
@@ -167,6 +209,8 @@ struct MasterKeys: Sendable {
         any["service"] = nil
         do {
             return try LibSecret.lookup(schema: .vaultMasterKey, attributes: any, deadline: deadline) != .absent
+        } catch where error.kind == .notApproved {
+            return true  // an item with these ids exists (this program may not read it): another vault's key
         } catch {
             throw VaultError(error, operation: "reading \(operation)")
         }

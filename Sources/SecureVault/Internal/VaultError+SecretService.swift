@@ -7,9 +7,19 @@ extension VaultError {
         }
         switch failure.kind {
         case .locked:
+            // An unlock prompt that was asked for (interactive mode) and dismissed, or that could not be shown.
+            let prompt = failure.message.contains("dismissed") ? " (its unlock prompt was dismissed or could not be shown)" : ""
             self.init(
                 code: .locked,
-                message: "\(operation): the keyring is locked; unlock it (log in, or open your keyring app) and retry",
+                message: "\(operation): the keyring is locked\(prompt); unlock it (log in, or open your keyring app) "
+                    + "and retry",
+                cause: cause)
+        case .notApproved:
+            let provider = failure.provider ?? SecretServiceProvider(program: "secret-service", pid: 0)
+            self.init(
+                code: .accessNotApproved,
+                message: "\(operation): the keyring is unlocked, but \(failure.message): "
+                    + provider.approvalHint,
                 cause: cause)
         case .noSessionBus:
             self.init(

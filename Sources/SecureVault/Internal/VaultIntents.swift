@@ -10,7 +10,15 @@ import SystemLayer
 /// `<format>` is the identity format, which decides how the key is named in the key store (a line without it,
 /// from before format 2, is format 1). Only keys the vault proved it owns are journaled, and a replay deletes
 /// with the same rules as the first attempt (the service attribute for format 2, the label for format 1).
-/// The next process to open the vault (under the vault lock) finishes what the journal says, then removes it.
+/// The next process to open the vault (under the vault lock) finishes what the journal says, then removes the
+/// lines it finished. An open never performs a delete prompt (KeePassXC returns one for every delete): such a
+/// delete is dismissed unperformed and kept as a deferred line.
+///
+/// A delete the key store could not complete (a locked keyring, an access not approved, a delete the provider
+/// asked to confirm) is kept as `drop <vault id> <key id> <format> deferred`: an open never retries it (it
+/// would cost every launch a deadline, and on a desktop a dialog each time); the next explicit maintenance
+/// call (``Vault/wipe()``, ``Vault/rotateKey()``) does. A wipe whose key could not be deleted still removes
+/// the vault file, and leaves such a line for its key.
 struct VaultIntent: Equatable {
     enum Kind: String { case wipe, drop }
 
@@ -18,16 +26,23 @@ struct VaultIntent: Equatable {
     var vaultIDHex: String
     var keyIDHex: String
     var format: UInt8
+    /// A delete the key store could not complete: retried by maintenance calls only, never by an open.
+    var deferred = false
 
-    init(_ kind: Kind, _ identity: KeyIdentity) {
+    init(_ kind: Kind, _ identity: KeyIdentity, deferred: Bool = false) {
         self.kind = kind
         vaultIDHex = identity.vaultIDHex
         keyIDHex = identity.keyIDHex
         format = identity.format
+        self.deferred = deferred
     }
 
     init?(line: Substring) {
-        let parts = line.split(separator: " ")
+        var parts = line.split(separator: " ")
+        if parts.count == 5, parts[4] == "deferred" {
+            deferred = true
+            parts.removeLast()
+        }
         guard parts.count == 3 || parts.count == 4, let kind = Kind(rawValue: String(parts[0])) else { return nil }
         self.kind = kind
         vaultIDHex = String(parts[1])
@@ -36,7 +51,7 @@ struct VaultIntent: Equatable {
         self.format = format
     }
 
-    var line: String { "\(kind.rawValue) \(vaultIDHex) \(keyIDHex) \(format)" }
+    var line: String { "\(kind.rawValue) \(vaultIDHex) \(keyIDHex) \(format)" + (deferred ? " deferred" : "") }
 
     func matches(_ identity: KeyIdentity) -> Bool {
         identity.vaultIDHex == vaultIDHex && identity.keyIDHex == keyIDHex && identity.format == format
@@ -46,28 +61,52 @@ struct VaultIntent: Equatable {
 extension Vault {
     var intentPath: String { Sys.joinPath(storeDirectory, service + ".vault.intent") }
 
-    /// Records `intents` durably (replacing earlier ones).
+    /// Records `intents` durably, replacing earlier ones except the deferred deletes (which stay until a
+    /// maintenance call completes them).
     func recordIntents(_ intents: [VaultIntent]) throws(VaultError) {
+        let deferred = deferredIntentsOnDisk().filter { !intents.contains($0) }
+        try writeJournal(deferred + intents)
+    }
+
+    /// Forgets the intents of the step that just completed, keeping the deferred deletes.
+    func clearIntents() {
+        let deferred = deferredIntentsOnDisk()
+        if deferred.isEmpty || (try? writeJournal(deferred)) == nil { removeJournal() }
+    }
+
+    private func writeJournal(_ intents: [VaultIntent]) throws(VaultError) {
         let text = intents.map(\.line).joined(separator: "\n") + "\n"
         if case .failure(let error) = Sys.writeFileDurably(intentPath, Array(text.utf8), directory: storeDirectory) {
             throw fileError(error, "cannot record an intent in", intentPath)
         }
     }
 
-    func clearIntents() {
+    private func removeJournal() {
         _ = Sys.removeIfPresent(intentPath)
         Sys.syncDirectory(storeDirectory)
     }
 
-    /// Whether a crashed wipe or rotation left work to finish (one `lstat`).
-    var hasPendingIntents: Bool { Sys.exists(intentPath) }
+    /// The deferred deletes the journal holds (only rewritten here: `finishIntents` checks the journal's owner
+    /// before it acts on a line).
+    private func deferredIntentsOnDisk() -> [VaultIntent] {
+        guard let bytes = Sys.readSmallFile(intentPath) else { return [] }
+        return String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap(VaultIntent.init(line:))
+            .filter(\.deferred)
+    }
 
-    /// Finishes what a crashed wipe or rotation left. Call with the vault lock held.
-    func finishIntents() throws(VaultError) {
+    /// Whether a crashed wipe or rotation left work to finish (one `lstat`).
+    package var hasPendingIntents: Bool { Sys.exists(intentPath) }
+
+    /// Finishes what a crashed wipe or rotation left, and, when `retryingDeferred` (a maintenance call),
+    /// retries the deletes the key store could not complete before. Call with the vault lock held.
+    ///
+    /// - Returns: what each attempted delete did (empty when the journal held nothing to attempt).
+    @discardableResult
+    func finishIntents(retryingDeferred: Bool = false) throws(VaultError) -> [MasterKeys.Deletion] {
         let fd: Int32
         switch Sys.open(intentPath, .readOnly) {
         case .success(let opened): fd = opened
-        case .failure(let error) where error == .noEntry: return
+        case .failure(let error) where error == .noEntry: return []
         case .failure(let error): throw fileError(error, "cannot open the intent journal", intentPath)
         }
         // A journal planted by another user (or one others may write) is refused before a line of it is read:
@@ -84,37 +123,66 @@ extension Vault {
             Sys.close(fd)
             throw error
         }
-        guard let bytes = read else { return }
+        guard let bytes = read else { return [] }
         let intents = String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap(VaultIntent.init(line:))
-        let current = try? existingIdentity()
+        var current = try? existingIdentity()
+        var kept: [VaultIntent] = []
+        var attempted: [MasterKeys.Deletion] = []
+        /// Deletes the key, or keeps a deferred line for it (a delete the key store could not complete).
+        func drop(_ identity: KeyIdentity, _ intent: VaultIntent) {
+            let deletion: MasterKeys.Deletion
+            do throws(VaultError) {
+                // An open never shows the provider's delete prompt; a maintenance call performs it.
+                deletion = try keys.delete(identity, deletePrompt: retryingDeferred ? .perform : .skip)
+            } catch {
+                deletion = MasterKeys.Deletion(removed: false, leftReason: error.message)
+            }
+            attempted.append(deletion)
+            if let reason = deletion.leftReason {
+                let line = VaultIntent(.drop, identity, deferred: true)
+                if !kept.contains(line) { kept.append(line) }
+                logger.warning(
+                    "SecureVault: vault '\(service)': a master key that is no longer used (key id \(intent.keyIDHex)) was not deleted yet; the next rotation or wipe retries: \(reason)"
+                )
+            }
+        }
         for intent in intents {
             guard
                 let identity = KeyIdentity(
                     vaultIDHex: intent.vaultIDHex, keyIDHex: intent.keyIDHex, kind: configuration.keyStore.kind,
                     format: intent.format)
             else { continue }
+            if intent.deferred && !retryingDeferred {
+                if !kept.contains(intent) { kept.append(intent) }
+                continue
+            }
             switch intent.kind {
             case .wipe:
-                try keys.delete(identity)
+                // The wipe goes on even when its key cannot be deleted now: the file goes, the key is retried.
+                drop(identity, intent)
                 forgetKey()
-                if let current = current ?? nil, current.vaultIDHex == intent.vaultIDHex {
+                if let identity = current ?? nil, identity.vaultIDHex == intent.vaultIDHex {
                     _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
+                    current = nil
                 }
                 logger.notice("SecureVault: finished wiping vault '\(service)' after an interruption")
             case .drop:
-                if let current = current ?? nil, intent.matches(current) { continue }
-                do throws(VaultError) {
-                    try keys.delete(identity)
-                } catch {
-                    // Only garbage is at stake: keep the journal and try again next time.
-                    logger.warning(
-                        "SecureVault: vault '\(service)': an unused master key could not be deleted yet: \(error.description)"
-                    )
-                    return
+                if let current = current ?? nil, intent.matches(current) {
+                    // The file uses this key: a rotation's new key that made it (the line is done), or a
+                    // deferred line a crash left before its wipe removed the file (kept, never acted on).
+                    if intent.deferred, !kept.contains(intent) { kept.append(intent) }
+                    continue
                 }
+                if kept.contains(VaultIntent(.drop, identity, deferred: true)) { continue }  // just attempted
+                drop(identity, intent)
             }
         }
-        clearIntents()
+        if kept.isEmpty {
+            removeJournal()
+        } else if kept != intents {
+            try writeJournal(kept)
+        }
+        return attempted
     }
 }
 

@@ -43,6 +43,16 @@ struct DoctorReport {
     var fix: String?
     var exitCode: Int32
 
+    /// What the provider found does that gnome-keyring does not, and the settings that avoid it.
+    var notes: [String] {
+        guard let provider = probe?.provider, provider.kind == .keePassXC else { return [] }
+        return [
+            "Access: \(provider.approvalHint) (vaults answer accessNotApproved, exit 75, until then).",
+            "Deletion: \(provider.keptAfterDelete ?? ""); with the Recycle Bin off and \"Confirm when clients "
+                + "request entry deletion\" on, deleting a key waits for that confirmation (--interactive).",
+        ]
+    }
+
     static func gather(directory: String?) -> DoctorReport {
         let busAddress = Sys.environment("DBUS_SESSION_BUS_ADDRESS", keepingEmpty: true)
         var probe: LibSecret.ServiceProbe?
@@ -104,7 +114,7 @@ struct DoctorReport {
                     "The Secret Service did not answer within \(VaultDefaults.deadline): its daemon is hung or stopped."
                 fix = "Restart it: pkill -CONT gnome-keyring-daemon, or " + Self.unlockCommand
                 exitCode = ExitStatus.tryAgain
-            case .other:
+            case .other, .notApproved:
                 diagnosis = "The Secret Service failed: \(failure.message)"
                 fix = "Check the keyring daemon's log (journalctl --user) and restart it."
                 exitCode = ExitStatus.ioError
@@ -120,7 +130,11 @@ struct DoctorReport {
         }
         if probe.collections.first(where: { $0.path == defaultPath })?.locked ?? true {
             diagnosis = "The default keyring is locked: vaults answer \"locked\" until it is unlocked."
-            fix = "Unlock it in your desktop's keyring app (Passwords and Keys), or headless: " + Self.unlockCommand
+            fix =
+                probe.provider?.kind == .keePassXC
+                ? "Unlock the database in KeePassXC (vaultctl never asks it to show its unlock dialog unless run "
+                    + "with --interactive)"
+                : "Unlock it in your desktop's keyring app (Passwords and Keys), or headless: " + Self.unlockCommand
             exitCode = ExitStatus.tryAgain
             return
         }
@@ -131,6 +145,9 @@ struct DoctorReport {
             return
         }
         diagnosis = "Ready: the Secret Service is reachable and the default keyring is unlocked."
+        if probe.provider?.kind == .keePassXC {
+            diagnosis += " With KeePassXC's default settings a vault's key can still be unapproved for a program."
+        }
         fix = nil
         exitCode = ExitStatus.success
     }
@@ -166,6 +183,12 @@ struct DoctorReport {
             var `default`: Bool
         }
 
+        struct Provider: Encodable {
+            var name: String
+            var program: String
+            var pid: UInt32
+        }
+
         struct Directory: Encodable {
             var kind: String
             var path: String
@@ -180,6 +203,8 @@ struct DoctorReport {
         var secretService: Service
         var collections: [Collection]
         @Nullable var defaultCollection: String?
+        @Nullable var provider: Provider?
+        var notes: [String]
         var directories: [Directory]
         var diagnosis: String
         @Nullable var fix: String?
@@ -204,6 +229,10 @@ struct DoctorReport {
                     default: collection.path == probe?.defaultCollectionPath)
             },
             defaultCollection: probe?.defaultCollectionPath,
+            provider: probe?.provider.map {
+                JSON.Provider(name: $0.name, program: $0.program, pid: $0.pid)
+            },
+            notes: notes,
             directories: directories.map { directory in
                 JSON.Directory(
                     kind: directory.kind, path: directory.path, exists: directory.exists,
@@ -227,6 +256,7 @@ struct DoctorReport {
         default: serviceState = "reachable, but: \(failure!.message)"
         }
         lines.append("secret service   \(serviceState)")
+        if let provider = probe?.provider { lines.append("provider         \(provider.description)") }
         for collection in probe?.collections ?? [] {
             let isDefault = collection.path == probe?.defaultCollectionPath ? " (default)" : ""
             let label = collection.label.isEmpty ? collection.path : collection.label
@@ -250,6 +280,7 @@ struct DoctorReport {
         lines.append("")
         lines.append(diagnosis)
         if let fix { lines.append("Fix: \(fix)") }
+        for note in notes { lines.append("Note: \(note)") }
         return lines.joined(separator: "\n")
     }
 }

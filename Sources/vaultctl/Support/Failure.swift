@@ -55,8 +55,8 @@ enum ExitStatus {
           66  no such store or key (notFound)
           69  Secret Service unavailable (unavailable)
           74  I/O failure: disk full, read-only (io, diskFull)
-          75  keyring locked, timed out, store busy or changed underneath: try again (locked, timeout, busy,
-              changedUnderneath)
+          75  keyring locked or access not approved, timed out, store busy or changed underneath: try again
+              (locked, accessNotApproved, timeout, busy, changedUnderneath)
           77  permission denied or insecure permissions (permissionDenied)
           78  master key missing or wrong for existing data (keyMissing, wrongKey)
         """
@@ -94,7 +94,7 @@ struct ReportedFailure {
         case .notFound: return ExitStatus.notFound
         case .unavailable: return ExitStatus.unavailable
         case .io, .diskFull: return ExitStatus.ioError
-        case .locked, .timeout: return ExitStatus.tryAgain
+        case .locked, .accessNotApproved, .timeout: return ExitStatus.tryAgain
         case .permissionDenied: return ExitStatus.permission
         case .keyMissing, .wrongKey: return ExitStatus.keyProblem
         default: return ExitStatus.ioError

@@ -10,6 +10,13 @@ struct VaultOptions: ParsableArguments {
         help: ArgumentHelp(
             "The vault's service name (1 to 128 characters from A-Z a-z 0-9 . _ -).", valueName: "name"))
     var service: String
+
+    @Flag(
+        help: ArgumentHelp(
+            "Let the keyring show its prompts: unlock a locked keyring, approve this program's access to the "
+                + "vault's key (KeePassXC), confirm deleting a key. Each waits up to 120 s. Without it nothing "
+                + "ever prompts: a locked keyring exits 75 at once."))
+    var interactive = false
 }
 
 /// The vault a `vault` command names: its service, directory and data file. Creating it opens nothing.
@@ -27,6 +34,7 @@ struct VaultTarget {
         var configuration = Vault.Configuration(directory: directory)
         // The command reports every failure itself; the library's log lines are diagnostics for --verbose.
         configuration.logger.logLevel = options.verbose ? .info : .critical
+        if selection.interactive { configuration.prompting = .allowed(deadline: .seconds(120)) }
         vault = try Vault(service: service, configuration: configuration)
     }
 
@@ -37,8 +45,11 @@ struct VaultTarget {
     var exists: Bool { fileExists(path) }
 
     /// `notFound` (exit 66) unless the vault has a file: only `set` creates a vault.
-    func requireExisting() throws {
-        guard exists else {
+    ///
+    /// - Parameter orPendingDeletes: also accept a vault with no file whose journal holds deletes the key store
+    ///   did not complete (`wipe` retries them).
+    func requireExisting(orPendingDeletes: Bool = false) throws {
+        guard exists || (orPendingDeletes && vault.hasPendingIntents) else {
             throw CLIFailure.notFound("no vault \"\(service)\" in \(directory): \(path) does not exist")
         }
     }

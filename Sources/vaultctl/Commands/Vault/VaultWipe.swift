@@ -12,12 +12,21 @@ extension VaultGroup {
                 keyring first, so nothing left anywhere can be decrypted (crypto-shredding); a key that is \
                 already gone is no obstacle. Only a key the file proves it owns is deleted: a file copied or \
                 renamed from another vault (or a legacy item labelled for another vault) is removed and that \
-                key is left, and the output says so. A locked keyring exits 75 with nothing removed. A vault \
-                with no file exits 66.
+                key is left, and the output says so. A locked keyring, or a key whose access the keyring has \
+                not approved for this program (KeePassXC), exits 75 with nothing removed (--interactive lets it \
+                ask). The key is overwritten with random bytes before it is deleted, and a fresh search checks \
+                that it is gone. A delete the keyring asks to confirm (KeePassXC with its Recycle Bin off) and \
+                nobody confirms within the deadline does not stop the wipe: the file is removed, the key is \
+                reported "kept" with the reason, and the next wipe or rotate-key of the service retries (a wipe \
+                of a service whose file is gone does only that). Exit 0 in both cases; the output names a key that was \
+                kept and why, and a warning on stderr says when the keyring may keep a copy of the deleted key \
+                (KeePassXC's Recycle Bin and entry History). A vault with no file and nothing to retry exits 66.
 
                 JSON: {"service": "app", "path": ".../app.prefs", "vaultId": "<32 hex digits>", "wiped": true, \
-                "masterKey": "removed"}, vaultId null when the file's header could not be read; masterKey is \
-                "removed", "absent" (the keyring held none) or "kept" (then "keptKeyReason" says why).
+                "masterKey": "removed", "remainingCopy": null}, vaultId null when the file's header could not \
+                be read; masterKey is "removed", "absent" (the keyring held none) or "kept" (then \
+                "keptKeyReason" says why); remainingCopy says what the keyring may keep of a removed key and \
+                how to purge it.
                 """)
 
         @OptionGroup var options: GlobalOptions
@@ -34,18 +43,20 @@ extension VaultGroup {
         }
 
         func answer(vault target: VaultTarget, console: Console) throws -> Answer {
-            try target.requireExisting()
+            try target.requireExisting(orPendingDeletes: true)
             // For the answer only: a header that cannot be read does not stop the wipe.
             let identity = try? target.vault.existingIdentity()
             let wiped = try target.vault.wipe()
             let report = Report(
                 service: target.service, path: target.path, vaultId: identity?.vaultIDHex,
                 masterKey: wiped.keptKeyReason != nil ? "kept" : wiped.removedKey ? "removed" : "absent",
-                keptKeyReason: wiped.keptKeyReason)
+                keptKeyReason: wiped.keptKeyReason, remainingCopy: wiped.remainingCopy)
+            let copy = wiped.remainingCopy.map { "warning: the master key was deleted, but \($0)" }
             guard let reason = wiped.keptKeyReason else {
                 return Answer(
                     json: report,
-                    human: "wiped vault \(target.service): master key, items and file \(target.path) removed")
+                    human: "wiped vault \(target.service): master key, items and file \(target.path) removed",
+                    warning: copy)
             }
             return Answer(
                 json: report,
@@ -62,6 +73,7 @@ extension VaultGroup {
             var masterKey: String
             /// Only when `masterKey` is "kept".
             var keptKeyReason: String?
+            @Nullable var remainingCopy: String?
         }
     }
 }
