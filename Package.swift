@@ -28,6 +28,8 @@ let package = Package(
         // PrefsKV's C side: CRC32C with the processor's crc32 instruction (chosen at run time), the system calls
         // of the open path without the Glibc overlay's wrappers, and ThreadSanitizer's annotations.
         .target(name: "CPrefsKV"),
+        // The kernel key retention service: add_key(2) and keyctl(2), without libkeyutils.
+        .target(name: "CKeyring"),
 
         // The system layer every module shares (`package` access): one `Errno`, the system-call wrappers
         // (`Sys`), the clock, the XDG data directory, the naming rule and the mutex. The only importer of Glibc
@@ -46,7 +48,8 @@ let package = Package(
         .target(
             name: "SecureVault",
             dependencies: [
-                "PrefsKV", "SystemLayer", "CSodium", "CSecret", .product(name: "Logging", package: "swift-log"),
+                "PrefsKV", "SystemLayer", "CSodium", "CSecret", "CKeyring",
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -119,7 +122,7 @@ let package = Package(
         .testTarget(
             name: "SecureVaultTests",
             dependencies: [
-                "SecureVault", "PrefsKV", "ExampleAppState", "CSodium", "TestSupport",
+                "SecureVault", "PrefsKV", "ExampleAppState", "CSodium", "TestSupport", "vault-test-helper",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

@@ -7,7 +7,8 @@ set -euo pipefail
 
 # libsqlite3-dev and liblmdb-dev: the benchmark package (Benchmarks/), whose harness test `make test` runs.
 # keepassxc: the second Secret Service provider of the provider matrix (scripts/with-keepassxc.sh), run headless.
-packages=(libsodium-dev libsecret-1-dev gnome-keyring dbus dbus-x11 libsecret-tools pkg-config valgrind keepassxc
+# binutils: objcopy, for the allocation test's copy of the helper without debug information.
+packages=(libsodium-dev libsecret-1-dev gnome-keyring dbus dbus-x11 libsecret-tools pkg-config valgrind binutils keepassxc
     libsqlite3-dev liblmdb-dev)
 
 missing=()

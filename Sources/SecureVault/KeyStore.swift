@@ -9,6 +9,7 @@ import SystemLayer
 /// var configuration = Vault.Configuration()
 /// configuration.keyStore = .secretService                       // the default: gnome-keyring, KeePassXC...
 /// configuration.keyStore = .passphrase(SecretBytes(utf8: pw))   // headless servers that choose it
+/// configuration.keyStore = .kernelKeyring(.user)                // servers, SSH sessions: gone at reboot
 /// configuration.keyStore = .inMemory(InMemoryKeys())            // tests
 /// ```
 public struct KeyStore: Sendable, CustomStringConvertible {
@@ -17,6 +18,7 @@ public struct KeyStore: Sendable, CustomStringConvertible {
         /// The passphrase, the cost new keys are derived at, and the largest cost a header may ask for.
         case passphrase(SecretBytes, PassphraseCost, maximum: PassphraseCost)
         case inMemory(InMemoryKeys)
+        case kernelKeyring(KernelKeyring)
     }
 
     let storage: Storage
@@ -51,20 +53,59 @@ public struct KeyStore: Sendable, CustomStringConvertible {
         KeyStore(storage: .passphrase(passphrase, cost, maximum: cost.widened(to: maximumCost)))
     }
 
+    /// The Linux kernel's key retention service (keyrings(7)): one random 256-bit key per vault, a "user" key
+    /// named `securevault:<service>:<vault id>:<key id>` in the chosen keyring. For secrets that must not
+    /// outlive a reboot (or the login session), where no Secret Service runs: servers, containers, SSH
+    /// sessions. Nothing is written to disk but the vault file; the key lives in kernel memory only.
+    ///
+    /// ```swift
+    /// configuration.keyStore = .kernelKeyring(.user)
+    /// ```
+    ///
+    /// A revoked or expired key is ``VaultError/Code/keyMissing`` (the message says which), a full key quota
+    /// (`/proc/sys/kernel/keys/maxbytes`) ``VaultError/Code/diskFull``, a keyring this process cannot reach
+    /// (no session keyring, no persistent keyrings in this kernel, key system calls blocked by a container's
+    /// seccomp profile) ``VaultError/Code/unavailable``. Any process of the same user that can reach the
+    /// keyring can read the key, as with every other key store.
+    public static func kernelKeyring(_ keyring: KernelKeyring) -> KeyStore {
+        KeyStore(storage: .kernelKeyring(keyring))
+    }
+
+    /// Which kernel keyring holds a vault's key (keyrings(7)).
+    ///
+    /// ```swift
+    /// configuration.keyStore = .kernelKeyring(.persistent)
+    /// ```
+    public enum KernelKeyring: String, Sendable, CaseIterable {
+        /// The login session's keyring: gone at logout and at reboot. Needs a session keyring (a login made by
+        /// PAM's `pam_keyinit`, or `keyctl session`); a process without one gets ``VaultError/Code/unavailable``.
+        case session
+        /// The user's keyring: shared by every process of the user, gone at reboot.
+        case user
+        /// The user's persistent keyring: shared by every process of the user, survives logout, gone at
+        /// reboot, and after `/proc/sys/kernel/keys/persistent_keyring_expiry` seconds (3 days by default)
+        /// without use.
+        case persistent
+    }
+
     /// Keys held in memory by `keys`, for tests: share one ``InMemoryKeys`` between vaults to simulate a
     /// keyring, and remove keys from it to simulate a keyring reset.
     public static func inMemory(_ keys: InMemoryKeys) -> KeyStore {
         KeyStore(storage: .inMemory(keys))
     }
 
-    /// `secretService`, `passphrase` or `inMemory`.
-    public var description: String { kind.name }
+    /// `secretService`, `passphrase`, `kernelKeyring:user` (`:session`, `:persistent`) or `inMemory`.
+    public var description: String {
+        if case .kernelKeyring(let keyring) = storage { return "kernelKeyring:\(keyring.rawValue)" }
+        return kind.name
+    }
 
     var kind: KeyIdentity.Kind {
         switch storage {
         case .secretService: return .secretService
         case .passphrase: return .passphrase
         case .inMemory: return .inMemory
+        case .kernelKeyring: return .kernelKeyring
         }
     }
 }

@@ -31,6 +31,12 @@ public struct Errno: Error, Equatable, Sendable {
     package static let noMemory = Errno(rawValue: ENOMEM)
     /// O_NOFOLLOW met a symbolic link.
     package static let symbolicLink = Errno(rawValue: ELOOP)
+    // The kernel key retention service's.
+    package static let noKey = Errno(rawValue: ENOKEY)
+    package static let keyRevoked = Errno(rawValue: EKEYREVOKED)
+    package static let keyExpired = Errno(rawValue: EKEYEXPIRED)
+    package static let notSupported = Errno(rawValue: EOPNOTSUPP)
+    package static let noSystemCall = Errno(rawValue: ENOSYS)
 
     /// The C library's description, e.g. "No space left on device".
     package var text: String { String(cString: strerror(rawValue)) }

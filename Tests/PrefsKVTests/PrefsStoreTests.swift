@@ -440,11 +440,19 @@ struct Layout: Codable, Equatable {
     static func allocations(reads: Int, in dir: TempDir) throws -> Int {
         let log = dir.file("valgrind-\(reads).log")
         let storeDir = dir.file("store-\(reads)")  // each run creates its own store: same setup work
+        // A copy without debug information: valgrind 3.19's reader gives up on some of the DWARF 5 that the
+        // toolchain writes ("unhandled dwarf2 abbrev form code 0x25"), and counting allocations needs none.
+        let helper = dir.file("helper-\(reads)")
+        guard run(["objcopy", "--strip-debug", helperPath, helper]) == 0 else {
+            throw TestFailure("objcopy (from Debian's binutils package) could not copy the helper")
+        }
         let status = run([
-            "valgrind", "--tool=memcheck", "--log-file=\(log)", helperPath, "prefs-read-loop", storeDir, "\(reads)",
+            "valgrind", "--tool=memcheck", "--log-file=\(log)", helper, "prefs-read-loop", storeDir, "\(reads)",
         ])
-        guard status == 0 else { throw TestFailure("valgrind (from Debian's valgrind package) failed: \(status)") }
-        let text = try String(contentsOfFile: log, encoding: .utf8)
+        let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        guard status == 0 else {
+            throw TestFailure("valgrind (from Debian's valgrind package) failed: \(status)\n\(text.suffix(2000))")
+        }
         guard let line = text.split(separator: "\n").first(where: { $0.contains("total heap usage:") }),
             let allocs = line.split(separator: ":").last?.split(separator: " ").first.flatMap({
                 Int($0.replacingOccurrences(of: ",", with: ""))

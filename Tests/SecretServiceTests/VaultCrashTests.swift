@@ -3,7 +3,7 @@ import Testing
 import TestSupport
 
 /// Vault writers SIGKILLed at random instants while they set items, rotate the master key and wipe the vault,
-/// against the real gnome-keyring. After every kill a fresh process dumps the vault, which must hold exactly
+/// against the real gnome-keyring and the real kernel keyring (`KeyStore.kernelKeyring(.user)`). After every kill a fresh process dumps the vault, which must hold exactly
 /// the acknowledged state, or that state plus the one operation in flight: nothing lost, nothing resurrected,
 /// never a vault left without its key.
 ///
@@ -40,7 +40,8 @@ import TestSupport
         }
     }
 
-    @Test func killedWritersLoseNoAcknowledgedWriteAndResurrectNothing() throws {
+    @Test(arguments: ["secretService", "keyring:user"])
+    func killedWritersLoseNoAcknowledgedWriteAndResurrectNothing(keyStore: String) throws {
         let rounds = Int(ProcessInfo.processInfo.environment["VAULT_CRASH_ROUNDS"] ?? "") ?? 40
         let work = "/dev/shm/vault-crash-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
@@ -50,6 +51,7 @@ import TestSupport
         let result = try KeyringSession.scenario(
             script: """
                 export VAULT_TEST_DIR=\(work)/vaults
+                \(keyStore == "secretService" ? "" : "export VAULT_TEST_KEY_STORE=\(keyStore)")
                 for r in $(seq 1 \(rounds)); do
                   $H vault-crash-writer app > \(work)/acks.$r 2>/dev/null &
                   pid=$!
@@ -101,7 +103,7 @@ import TestSupport
             state = found  // the next round starts from what is really there
         }
         TortureReport.line(
-            "vault crash: \(rounds) kills of writers setting, rotating and wiping against the real keyring, "
+            "vault crash (\(keyStore)): \(rounds) kills of writers setting, rotating and wiping against the real key store, "
                 + "\(acknowledged) acknowledged operations, in flight at the kill: \(killedIn.sorted { $0.key < $1.key }); "
                 + "vaults that did not open: \(unopened), states neither acknowledged nor acknowledged plus the "
                 + "operation in flight (a lost or resurrected write): \(wrong)")

@@ -19,6 +19,13 @@
 //                                     reads it, wipes, reads it; one line each
 //   vault-key-hash SERVICE VAULTID KEYID   prints a keyed hash of what the key store holds under those ids
 //                                     ("hash <32 hex digits>", "absent"), never the key itself
+//   keyring-key SERVICE VAULTID KEYID  the kernel key of those ids: "present", "absent", "revoked", "expired"
+//   keyring-revoke SERVICE / keyring-expire SERVICE SECONDS   revokes the kernel key of the file's header, or
+//                                     sets it to expire; prints "ok"
+//   keyring-fill [--clear]            adds "user" keys (4 KiB, then smaller) to the user keyring until the
+//                                     quota refuses a 1-byte one;
+//                                     prints "full after <n>" (--clear: removes them; prints "cleared")
+//   keyring-session SCRIPT            runs bash -c SCRIPT in a new session keyring (what a login gives)
 //   vault-status SERVICE
 //   vault-crash-writer SERVICE        runs operations until killed, acknowledging each on stdout once it
 //                                     returned: op i (from 1) is "rotate" when i % 20 == 7, "wipe" when
@@ -26,7 +33,8 @@
 //   vault-dump SERVICE                prints every item as "<key> <value>", sorted, or "error <code>"
 //
 // Environment: VAULT_TEST_DIR (vault directory), VAULT_TEST_DEADLINE_MS, VAULT_TEST_ACCESSIBILITY
-// (afterFirstUnlock | whenUnlocked), VAULT_TEST_PROMPT_MS (set: prompting allowed with that deadline). A failure prints "error <code> <elapsed-ms>" and exits 1; the message goes
+// (afterFirstUnlock | whenUnlocked), VAULT_TEST_PROMPT_MS (set: prompting allowed with that deadline),
+// VAULT_TEST_KEY_STORE (keyring:session | keyring:user | keyring:persistent; the Secret Service otherwise). A failure prints "error <code> <elapsed-ms>" and exits 1; the message goes
 // to stderr.
 import FoundationEssentials
 import Glibc
@@ -40,6 +48,12 @@ enum VaultCommands {
         var configuration = Vault.Configuration(directory: environment("VAULT_TEST_DIR") ?? Vault.defaultDirectory)
         configuration.deadline = .milliseconds(Int(environment("VAULT_TEST_DEADLINE_MS") ?? "") ?? 2000)
         if environment("VAULT_TEST_ACCESSIBILITY") == "whenUnlocked" { configuration.accessibility = .whenUnlocked }
+        if let store = environment("VAULT_TEST_KEY_STORE"), store.hasPrefix("keyring:") {
+            guard let keyring = KeyStore.KernelKeyring(rawValue: String(store.dropFirst("keyring:".count))) else {
+                return 64
+            }
+            configuration.keyStore = .kernelKeyring(keyring)
+        }
         if let prompt = environment("VAULT_TEST_PROMPT_MS").flatMap({ Int($0) }) {
             configuration.prompting = .allowed(deadline: .milliseconds(prompt))
         }
@@ -113,6 +127,39 @@ enum VaultCommands {
                         "hash " + Sodium.keyedHash(Array("vault-key-hash".utf8), key: $0, length: 16)
                             .map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
                     } ?? "absent"
+            case "keyring-key", "keyring-revoke", "keyring-expire":
+                guard case .kernelKeyring(let keyring) = configuration.keyStore.storage,
+                    case .success(let serial) = KernelKeys.serial(of: keyring)
+                else { return 64 }
+                let keys = MasterKeys(store: configuration.keyStore, service: service, deadline: configuration.deadline)
+                let identity: KeyIdentity
+                if command == "keyring-key" {
+                    guard
+                        let named = KeyIdentity(
+                            vaultIDHex: arguments[1], keyIDHex: arguments[2], kind: .kernelKeyring, format: 2)
+                    else { return 64 }
+                    identity = named
+                } else {
+                    guard let current = try vault.existingIdentity() else { return 66 }
+                    identity = current
+                }
+                let name = keys.kernelName(identity)
+                switch command {
+                case "keyring-key":
+                    switch KernelKeys.load(name, in: serial) {
+                    case .success(let key): line = key == nil ? "absent" : "present"
+                    case .failure(.keyRevoked): line = "revoked"
+                    case .failure(.keyExpired): line = "expired"
+                    case .failure(let error): line = "error \(error.text)"
+                    }
+                case "keyring-revoke":
+                    guard case .success = KernelKeys.revoke(name, in: serial) else { return 70 }
+                    line = "ok"
+                default:
+                    guard case .success = KernelKeys.expire(name, in: serial, afterSeconds: UInt32(arguments[1]) ?? 1)
+                    else { return 70 }
+                    line = "ok"
+                }
             case "vault-contract":
                 try vault.setSessionToken("tok-1", expiresAt: nil)
                 var lines = ["ok", describe(vault.sessionToken())]
@@ -171,6 +218,69 @@ enum VaultCommands {
             writeToStandardError("message \(error)\n")
             return 1
         }
+    }
+
+    /// `keyring-fill`: fills this user's kernel key quota with 4 KiB keys; `keyring-fill --clear` removes them.
+    static func fillKeyring(_ arguments: [String]) -> Int32 {
+        guard case .success(let serial) = KernelKeys.serial(of: .user) else { return 70 }
+        if arguments.first == "--clear" {
+            var misses = 0
+            for n in 1...100_000 where misses < 50 {
+                if case .success(true) = KernelKeys.delete("securevault-test-filler:\(n)", in: serial) {
+                    misses = 0
+                } else {
+                    misses += 1
+                }
+            }
+            // Invalidated keys count against the quota until the kernel's garbage collector reaps them: wait
+            // for that (the bytes this user holds, /proc/key-users) before saying the room is back.
+            for _ in 0..<1200 {
+                if let (used, maximum) = quotaUse(), used < maximum / 2 {
+                    print("cleared")
+                    return 0
+                }
+                usleep(50_000)
+            }
+            print("error the quota stayed full")
+            return 1
+        }
+        // Large keys first, then smaller ones, until not even a 1-byte key fits (bytes or the key count).
+        var added = 0
+        for size in [4096, 1024, 256, 64, 16, 1] {
+            refused: while added < 100_000 {
+                switch KernelKeys.store(
+                    SecretBytes.random(count: size), as: "securevault-test-filler:\(added + 1)", in: serial)
+                {
+                case .success: added += 1
+                case .failure(.quotaExceeded): break refused
+                case .failure(let error):
+                    print("error \(error.text)")
+                    return 1
+                }
+            }
+        }
+        print("full after \(added)")
+        return 0
+    }
+
+    /// This user's kernel key bytes in use and allowed (/proc/key-users: `uid: usage keys/keys keys/max bytes/max`).
+    static func quotaUse() -> (Int, Int)? {
+        guard let text = try? String(contentsOfFile: "/proc/key-users", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count == 5, fields[0] == "\(getuid()):" else { continue }
+            let bytes = fields[4].split(separator: "/").compactMap { Int($0) }
+            return bytes.count == 2 ? (bytes[0], bytes[1]) : nil
+        }
+        return nil
+    }
+
+    /// `keyring-session SCRIPT`: a new session keyring, then bash -c SCRIPT (which inherits it).
+    static func keyringSession(_ arguments: [String]) -> Int32 {
+        guard case .success = KernelKeys.joinNewSession(), let script = arguments.first else { return 70 }
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/bash"), strdup("-c"), strdup(script), nil]
+        execv("/bin/bash", argv)
+        return 70
     }
 
     /// `wiped removed=true kept=no copy=yes`; the reasons go to stderr.

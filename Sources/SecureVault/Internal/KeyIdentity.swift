@@ -6,7 +6,7 @@
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 1 | format: 1 (before record authentication), 2 |
-/// | 1 | 1 | key store kind: 1 Secret Service, 2 passphrase, 3 in-memory, 4 a vault item |
+/// | 1 | 1 | key store kind: 1 Secret Service, 2 passphrase, 3 in-memory, 4 a vault item, 5 kernel keyring |
 /// | 2 | 2 | Argon2id passes (passphrase), else 0 |
 /// | 4 | 4 | Argon2id memory in KiB (passphrase), else 0 |
 /// | 8 | 16 | vault id (random) |
@@ -24,6 +24,7 @@ package struct KeyIdentity: Equatable, Sendable {
         case passphrase = 2
         case inMemory = 3
         case vaultItem = 4
+        case kernelKeyring = 5
 
         var name: String {
             switch self {
@@ -31,6 +32,7 @@ package struct KeyIdentity: Equatable, Sendable {
             case .passphrase: return "passphrase"
             case .inMemory: return "inMemory"
             case .vaultItem: return "vaultItem"
+            case .kernelKeyring: return "kernelKeyring"
             }
         }
     }

@@ -11,9 +11,10 @@
 //    approves access per item and per client (KeePassXC's "Confirm when passwords are retrieved by clients"):
 //    `notApproved`, its own answer. With `.allowed`, the exact collection or item is unlocked through the
 //    specification's `Unlock` and its prompt, bounded by the call's deadline.
-//    The one prompt performed without `.allowed` is the one KeePassXC returns for every `Delete`, and only for
-//    a delete the app asked for (a wipe, a rotation; an open dismisses it unperformed): KeePassXC deletes
-//    nothing without it, and shows a dialog from it only when its user asked to confirm deletes.
+//    The prompts performed without `.allowed` are those KeePassXC returns for every `CreateItem` (into a
+//    collection checked unlocked: no dialog) and every `Delete`, the latter only for a delete the app asked
+//    for (a wipe, a rotation; an open dismisses it unperformed): KeePassXC creates and deletes nothing without
+//    them, and shows a dialog from a delete's only when its user asked to confirm deletes.
 // Deletion tells the truth: the secret is overwritten with random bytes first, the delete's prompt is bounded
 // by the deadline (libsecret dismisses it when the call is cancelled; KeePassXC may leave its dialog open, and
 // a later confirmation there still deletes), and a fresh search then says whether the item is really gone.

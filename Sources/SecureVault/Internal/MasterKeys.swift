@@ -1,3 +1,5 @@
+import SystemLayer
+
 /// Loads, creates and deletes master keys in the configured key store, and answers "may I use it now?".
 ///
 /// Every failure is a `VaultError` naming the vault; a key that is simply not there is `nil`.
@@ -80,6 +82,11 @@ struct MasterKeys: Sendable {
         case .passphrase(let passphrase, _, let maximum):
             try checkCost(of: identity, file: file, maximum: maximum)
             key = try derive(passphrase, identity)
+        case .kernelKeyring(let keyring):
+            // The kernel finds keys by exact name only, so a file copied under another service finds none here:
+            // `keyMissing`, not `wrongKey` (the key check, bound to the service, would refuse it all the same).
+            guard let found = try kernelKey(identity, in: keyring) else { return nil }
+            key = found
         case .inMemory(let keys):
             guard let found = keys.load(name(identity)) else {
                 if identity.format >= 2, keys.contains(prefix: identity.vaultIDHex + "/" + identity.keyIDHex + "/") {
@@ -116,6 +123,13 @@ struct MasterKeys: Sendable {
             identity.argonPasses = cost.passes
             identity.argonMemoryKiB = cost.memoryKiB
             return try derive(passphrase, identity)
+        case .kernelKeyring(let keyring):
+            let key = SecretBytes.random(count: Self.keyLength)
+            let serial = try kernelSerial(keyring, "saving")
+            if case .failure(let error) = KernelKeys.store(key, as: kernelName(identity), in: serial) {
+                throw kernelError(error, "saving", keyring)
+            }
+            return key
         case .inMemory(let keys):
             let key = SecretBytes.random(count: Self.keyLength)
             keys.save(key, as: name(identity))
@@ -174,8 +188,77 @@ struct MasterKeys: Sendable {
             return Deletion(removed: true, keptCopy: provider?.keptAfterDelete)
         case .passphrase:
             return Deletion()  // nothing is stored: the salt goes with the file
+        case .kernelKeyring(let keyring):
+            let serial = try kernelSerial(keyring, "deleting")
+            switch KernelKeys.delete(kernelName(identity), in: serial) {
+            case .success(let removed): return Deletion(removed: removed)
+            case .failure(let error): throw kernelError(error, "deleting", keyring)
+            }
         case .inMemory(let keys):
             return Deletion(removed: keys.delete(name(identity)))
+        }
+    }
+
+    /// The key's name in a kernel keyring (the service is always bound in: this key store is newer than
+    /// identity format 2).
+    func kernelName(_ identity: KeyIdentity) -> String {
+        KernelKeys.description(service: service, vaultIDHex: identity.vaultIDHex, keyIDHex: identity.keyIDHex)
+    }
+
+    private func kernelSerial(_ keyring: KeyStore.KernelKeyring, _ verb: String) throws(VaultError) -> Int32 {
+        switch KernelKeys.serial(of: keyring) {
+        case .success(let serial): return serial
+        case .failure(let error): throw kernelError(error, verb, keyring)
+        }
+    }
+
+    private func kernelKey(_ identity: KeyIdentity, in keyring: KeyStore.KernelKeyring) throws(VaultError)
+        -> SecretBytes?
+    {
+        let serial = try kernelSerial(keyring, "reading")
+        switch KernelKeys.load(kernelName(identity), in: serial) {
+        case .success(let key): return key
+        case .failure(let error): throw kernelError(error, "reading", keyring)
+        }
+    }
+
+    /// The typed error of a kernel keyring call.
+    private func kernelError(_ error: Errno, _ verb: String, _ keyring: KeyStore.KernelKeyring) -> VaultError {
+        let operation = "\(verb) \(operation) in the kernel's \(keyring.rawValue) keyring"
+        switch error {
+        case .keyRevoked:
+            return VaultError(
+                code: .keyMissing, message: "\(operation): the key was revoked (keyctl revoke); the vault's data "
+                    + "cannot be decrypted without it", cause: .errno(error.rawValue))
+        case .keyExpired:
+            return VaultError(
+                code: .keyMissing, message: "\(operation): the key expired (its keyring timeout passed); the "
+                    + "vault's data cannot be decrypted without it", cause: .errno(error.rawValue))
+        case .quotaExceeded:
+            let quota = KernelKeys.quotaBytes.map { " of \($0) bytes" } ?? ""
+            return VaultError(
+                code: .diskFull, message: "\(operation): this user's kernel key quota\(quota) is full "
+                    + "(/proc/sys/kernel/keys/maxbytes, maxkeys); remove unused keys or raise the quota",
+                cause: .errno(error.rawValue))
+        case .noKey where keyring == .session:
+            return VaultError(
+                code: .unavailable, message: "\(operation): this process has no session keyring (it did not "
+                    + "start from a login session); use the user or persistent keyring, or start it with "
+                    + "`keyctl session`", cause: .errno(error.rawValue))
+        case .notSupported:
+            return VaultError(
+                code: .unavailable, message: "\(operation): this kernel has no persistent keyrings "
+                    + "(CONFIG_PERSISTENT_KEYRINGS); use the user keyring", cause: .errno(error.rawValue))
+        case .noSystemCall, .notPermitted:
+            return VaultError(
+                code: .unavailable, message: "\(operation): the kernel keyring is not available to this process "
+                    + "(\(error.text): keyrings disabled, or the key system calls blocked by a container's "
+                    + "seccomp profile)", cause: .errno(error.rawValue))
+        case .accessDenied:
+            return VaultError(
+                code: .permissionDenied, message: "\(operation): \(error.text)", cause: .errno(error.rawValue))
+        default:
+            return VaultError(code: .io, message: "\(operation): \(error.text)", cause: .errno(error.rawValue))
         }
     }
 
@@ -189,6 +272,8 @@ struct MasterKeys: Sendable {
         do {
             key = try load(identity, file: file)
         } catch {
+            // A key the store holds but can no longer use (a revoked or expired kernel key) is as good as gone.
+            if error.code == .keyMissing { return .absent }
             guard error.code == .wrongKey else { throw error }
             return .notOwned(error.message)
         }

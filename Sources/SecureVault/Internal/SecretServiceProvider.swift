@@ -81,9 +81,9 @@ package struct SecretServiceProvider: Sendable, Equatable {
         switch kind {
         case .keePassXC:
             return "KeePassXC asks to approve each program's access to an entry and forgets the approval when the "
-                + "program exits: approve it with --interactive (or Vault.Configuration.prompting), or turn off "
-                + "\"Confirm when passwords are retrieved by clients\" in KeePassXC's Secret Service Integration "
-                + "settings"
+                + "program exits (\"Remember\" keeps it until then): approve it with --interactive (or "
+                + "Vault.Configuration.prompting), or turn off \"Confirm when passwords are retrieved by clients\" in "
+                + "KeePassXC's Secret Service Integration settings"
         case .gnomeKeyring, .kWallet, .other:
             return "the Secret Service approves access per item: approve it with --interactive (or "
                 + "Vault.Configuration.prompting) in the keyring app's prompt"

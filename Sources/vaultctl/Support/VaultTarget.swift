@@ -17,6 +17,27 @@ struct VaultOptions: ParsableArguments {
                 + "vault's key (KeePassXC), confirm deleting a key. Each waits up to 120 s. Without it nothing "
                 + "ever prompts: a locked keyring exits 75 at once."))
     var interactive = false
+
+    @Option(
+        name: .customLong("key-store"),
+        help: ArgumentHelp(
+            "Where the vault's master key lives: secret-service (the default), or keyring:session, "
+                + "keyring:user or keyring:persistent (the kernel's keyrings: gone at reboot).",
+            valueName: "store"))
+    var keyStore = "secret-service"
+
+    /// The key store `--key-store` names; a value it does not know is `usage` (exit 64).
+    func parsedKeyStore() throws -> KeyStore {
+        if keyStore == "secret-service" { return .secretService }
+        if keyStore.hasPrefix("keyring:"),
+            let keyring = KeyStore.KernelKeyring(rawValue: String(keyStore.dropFirst("keyring:".count)))
+        {
+            return .kernelKeyring(keyring)
+        }
+        throw CLIFailure.usage(
+            "--key-store \(shellQuoted(keyStore)) is not a key store: use secret-service, keyring:session, "
+                + "keyring:user or keyring:persistent")
+    }
 }
 
 /// The vault a `vault` command names: its service, directory and data file. Creating it opens nothing.
@@ -35,6 +56,7 @@ struct VaultTarget {
         // The command reports every failure itself; the library's log lines are diagnostics for --verbose.
         configuration.logger.logLevel = options.verbose ? .info : .critical
         if selection.interactive { configuration.prompting = .allowed(deadline: .seconds(120)) }
+        configuration.keyStore = try selection.parsedKeyStore()
         vault = try Vault(service: service, configuration: configuration)
     }
 

@@ -1,0 +1,102 @@
+// The only caller of the kernel key retention service (CKeyring: add_key(2), keyctl(2)). Keys are "user"
+// keys named `securevault:<service>:<vault id>:<key id>`: random ids and the vault's name, never material.
+internal import CKeyring
+import SystemLayer
+
+/// Typed access to the Linux kernel keyrings.
+enum KernelKeys {
+    /// The name of a vault's key in a keyring.
+    static func description(service: String, vaultIDHex: String, keyIDHex: String) -> String {
+        "securevault:\(service):\(vaultIDHex):\(keyIDHex)"
+    }
+
+    /// The serial of `keyring`. A session keyring is never created here (one made for this process would die
+    /// with it, and the key with it), nor replaced by the user-session keyring: `ENOKEY` then.
+    static func serial(of keyring: KeyStore.KernelKeyring) -> Result<Int32, Errno> {
+        let serial: Int32
+        switch keyring {
+        case .session:
+            serial = vault_keyring_id(VAULT_KEYRING_SESSION, 0)
+            // A process outside a login session has no session keyring: the kernel hands it the user-session
+            // keyring instead, which lives as long as the user's keyrings. Not what "session" promises.
+            if serial >= 0, serial == vault_keyring_id(VAULT_KEYRING_USER_SESSION, 0) {
+                return .failure(.noKey)
+            }
+        case .user: serial = vault_keyring_id(VAULT_KEYRING_USER, 1)
+        case .persistent: serial = vault_keyring_persistent()
+        }
+        return serial < 0 ? .failure(Errno(rawValue: -serial)) : .success(serial)
+    }
+
+    /// The key named `description` in `keyring` (searched recursively), nil when there is none.
+    ///
+    /// - Throws: the errno of a key that is there but unusable (`EKEYREVOKED`, `EKEYEXPIRED`), of a keyring
+    ///   that cannot be reached, or of a read that failed.
+    static func load(_ description: String, in keyring: Int32) -> Result<SecretBytes?, Errno> {
+        let key = vault_keyring_search(keyring, description)
+        if key < 0 {
+            return Errno(rawValue: -key) == .noKey ? .success(nil) : .failure(Errno(rawValue: -key))
+        }
+        // The payload's length first (a read into no buffer), then at most 64 bytes of it: a vault key is 32,
+        // and anything else planted under the name is refused by its length.
+        let length = vault_keyring_read(key, nil, 0)
+        guard length >= 0 else { return .failure(Errno(rawValue: Int32(-length))) }
+        let count = min(Int(length), 64)
+        var failure: Errno?
+        let bytes = SecretBytes(count: count) { buffer in
+            guard count > 0 else { return }
+            let read = vault_keyring_read(key, buffer.baseAddress, count)
+            if read < 0 { failure = Errno(rawValue: Int32(-read)) }
+        }
+        if let failure { return .failure(failure) }
+        return .success(bytes)
+    }
+
+    /// Adds the key (replacing one with the same name) to `keyring`.
+    static func store(_ secret: SecretBytes, as description: String, in keyring: Int32) -> Result<Void, Errno> {
+        let serial = secret.withUnsafeBytes { vault_keyring_add(description, $0.baseAddress, $0.count, keyring) }
+        return serial < 0 ? .failure(Errno(rawValue: -serial)) : .success(())
+    }
+
+    /// Invalidates the key named `description` (gone at once for every process). Returns whether there was one.
+    static func delete(_ description: String, in keyring: Int32) -> Result<Bool, Errno> {
+        let key = vault_keyring_search(keyring, description)
+        if key < 0 {
+            switch Errno(rawValue: -key) {
+            // Gone, or unusable (revoked, expired: the kernel reaps those itself).
+            case .noKey, .keyRevoked, .keyExpired: return .success(false)
+            default: return .failure(Errno(rawValue: -key))
+            }
+        }
+        let status = vault_keyring_invalidate(key)
+        return status < 0 ? .failure(Errno(rawValue: -status)) : .success(true)
+    }
+
+    /// For tests: revokes or sets the timeout of the key named `description`.
+    static func revoke(_ description: String, in keyring: Int32) -> Result<Void, Errno> {
+        let key = vault_keyring_search(keyring, description)
+        if key < 0 { return .failure(Errno(rawValue: -key)) }
+        let status = vault_keyring_revoke(key)
+        return status < 0 ? .failure(Errno(rawValue: -status)) : .success(())
+    }
+
+    static func expire(_ description: String, in keyring: Int32, afterSeconds seconds: UInt32) -> Result<Void, Errno> {
+        let key = vault_keyring_search(keyring, description)
+        if key < 0 { return .failure(Errno(rawValue: -key)) }
+        let status = vault_keyring_set_timeout(key, seconds)
+        return status < 0 ? .failure(Errno(rawValue: -status)) : .success(())
+    }
+
+    /// For tests: gives this process a new session keyring, which its children inherit (what a login does).
+    static func joinNewSession() -> Result<Int32, Errno> {
+        let serial = vault_keyring_join_new_session()
+        return serial < 0 ? .failure(Errno(rawValue: -serial)) : .success(serial)
+    }
+
+    /// The per-user byte quota of the keyrings (`/proc/sys/kernel/keys/maxbytes`, root's `root_maxbytes`).
+    static var quotaBytes: Int? {
+        let file = Sys.userID == 0 ? "/proc/sys/kernel/keys/root_maxbytes" : "/proc/sys/kernel/keys/maxbytes"
+        guard let bytes = Sys.readSmallFile(file) else { return nil }
+        return Int(String(decoding: bytes, as: UTF8.self).filter(\.isNumber))
+    }
+}

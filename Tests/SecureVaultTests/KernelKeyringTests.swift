@@ -1,0 +1,156 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// The kernel keyring key store (`KeyStore.kernelKeyring`) against the real keyrings of this machine: each
+/// step a fresh process (the test helper), every state (revoked, expired, a full quota) produced for real.
+@Suite(.serialized) struct KernelKeyringTests {
+    /// Shell prelude: `$H` the helper, a vault directory, `SHA` the vault file's checksum, `IDS` sets `$V` and
+    /// `$K` to the file's vault and key ids.
+    static let prelude = """
+        SHA() { sha256sum "$VAULT_TEST_DIR/app.prefs" 2>/dev/null | cut -c1-64 || echo none; }
+        IDS() { set -- $($H vault-identity "${1:-app}"); V=$1; K=$2; }
+        # The state of a key that is being removed: an invalidated key reads "revoked" until the kernel's
+        # garbage collector unlinks it, then "absent". Waits for that event (at most 60 s).
+        GONE() { for _ in $(seq 1 1200); do [ "$($H keyring-key "$1" "$2" "$3")" = absent ] && break; sleep 0.05; done
+          $H keyring-key "$1" "$2" "$3"; }
+
+        """
+
+    /// Runs `script` with bash, the vault's key store being the kernel's `keyring` keyring.
+    static func run(_ script: String, keyring: String = "user", user: UInt32? = nil) throws -> ChildResult {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("keyring-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var command = ["/bin/bash", "-c", prelude + script]
+        if let user {
+            // Another user's own keyrings and quota (root's quota is too large to fill).
+            chown(directory.path, user, user)
+            command = ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user)", "--clear-groups"] + command
+        }
+        return try ChildProcess.run(
+            command[0], Array(command.dropFirst()),
+            environment: [
+                "H": KeyringSession.helper, "VAULT_TEST_DIR": directory.path + "/vaults",
+                "VAULT_TEST_KEY_STORE": "keyring:\(keyring)", "DBUS_SESSION_BUS_ADDRESS": nil,
+            ])
+    }
+
+    @Test(arguments: ["user", "persistent"])
+    func anotherProcessReadsTheKeyAndRotationAndWipeRemoveIt(keyring: String) throws {
+        let result = try Self.run(
+            """
+            $H vault-token-set app tok-1 none
+            IDS; K1=$K
+            $H vault-token app
+            $H keyring-key app $V $K1
+            $H vault-status app
+            $H vault-rotate app
+            IDS; K2=$K
+            GONE app $V $K1
+            $H keyring-key app $V $K2
+            $H vault-token app
+            $H vault-wipe app
+            GONE app $V $K2
+            $H vault-token app
+            """, keyring: keyring)
+        let lines = result.lines
+        try #require(lines.count == 11, "\(result)")
+        #expect(lines[0] == "ok")
+        #expect(lines[1].hasPrefix("valid tok-1 "), "a fresh process reads it: \(result)")
+        #expect(lines[2] == "present")
+        #expect(lines[3].hasPrefix("file=true items=1 "), "\(result)")
+        #expect(lines[4] == "ok")
+        #expect(lines[5] == "absent", "the old key is gone after a rotation: \(result)")
+        #expect(lines[6] == "present")
+        #expect(lines[7].hasPrefix("valid tok-1 "), "\(result)")
+        #expect(lines[8] == "ok")
+        #expect(lines[9] == "absent", "wipe = key gone: \(result)")
+        #expect(lines[10].hasPrefix("absent "), "\(result)")
+    }
+
+    @Test func aRevokedOrExpiredKeyIsKeyMissingAndTheFileIsUntouched() throws {
+        let result = try Self.run(
+            """
+            $H vault-token-set app tok-1 none
+            BEFORE=$(SHA)
+            $H keyring-revoke app
+            $H vault-token app
+            echo v | $H vault-set app other
+            [ "$(SHA)" = "$BEFORE" ] && echo untouched || echo changed
+            $H vault-token-set b tok-b none >/dev/null
+            IDS b
+            $H keyring-expire b 1
+            for _ in $(seq 1 1200); do [ "$($H keyring-key b $V $K)" = expired ] && break; sleep 0.05; done
+            $H keyring-key b $V $K
+            $H vault-token b
+            $H vault-wipe b
+            $H vault-token b
+            """)
+        let lines = result.lines
+        try #require(lines.count == 10, "\(result)")
+        #expect(lines[1] == "ok")
+        #expect(lines[2].hasPrefix("unavailable keyMissing "), "\(result)")
+        #expect(lines[3].hasPrefix("error keyMissing "), "\(result)")
+        #expect(lines[4] == "untouched")
+        #expect(lines[5] == "ok")
+        #expect(lines[6] == "expired", "\(result)")
+        #expect(lines[7].hasPrefix("unavailable keyMissing "), "\(result)")
+        #expect(lines[8] == "ok", "a vault whose key expired can still be wiped: \(result)")
+        #expect(lines[9].hasPrefix("absent "), "\(result)")
+        #expect(result.standardError.contains("the key was revoked"), "\(result.standardError)")
+        #expect(result.standardError.contains("the key expired"), "\(result.standardError)")
+    }
+
+    /// Run as another user (nobody), whose kernel key quota (/proc/sys/kernel/keys/maxbytes) can be filled.
+    @Test func aFullKeyQuotaIsDiskFullAndLosesNothing() throws {
+        let result = try Self.run(
+            """
+            $H keyring-fill --clear >/dev/null
+            $H vault-token-set app tok-1 none
+            BEFORE=$(SHA)
+            $H keyring-fill
+            $H vault-rotate app
+            $H vault-token app
+            [ "$(SHA)" = "$BEFORE" ] && echo untouched || echo changed
+            $H vault-token-set other tok-2 none
+            $H keyring-fill --clear >/dev/null
+            $H vault-rotate app
+            $H vault-token app
+            $H vault-wipe app
+            $H keyring-fill --clear >/dev/null
+            """, user: 65534)
+        let lines = result.lines
+        try #require(lines.count == 9, "\(result)")
+        #expect(lines[0] == "ok", "\(result)")
+        #expect(lines[1].hasPrefix("full after "), "\(result)")
+        #expect(lines[2].hasPrefix("error diskFull "), "the new key does not fit: \(result)")
+        #expect(lines[3].hasPrefix("valid tok-1 "), "the vault is intact under its old key: \(result)")
+        #expect(lines[4] == "untouched")
+        #expect(lines[5].hasPrefix("error diskFull "), "a new vault's key does not fit either: \(result)")
+        #expect(lines[6] == "ok", "with room again, the rotation goes through: \(result)")
+        #expect(lines[7].hasPrefix("valid tok-1 "), "\(result)")
+        #expect(lines[8] == "ok")
+        #expect(result.standardError.contains("kernel key quota"), "\(result.standardError)")
+    }
+
+    /// The session keyring is what a login gives its processes (PAM's pam_keyinit): `keyring-session` gives
+    /// the script one. Its processes share the key; another session does not see it (the key goes with its
+    /// session). A process outside any session gets the user-session keyring from the kernel, which outlives
+    /// sessions: refused.
+    @Test func aSessionKeyIsSharedByTheSessionAndGoneWithIt() throws {
+        let result = try Self.run(
+            """
+            $H keyring-session '$H vault-token-set app tok-1 none; $H vault-token app'
+            $H keyring-session '$H vault-token app'
+            $H vault-token-set outside tok-2 none
+            """, keyring: "session")
+        let lines = result.lines
+        try #require(lines.count == 4, "\(result)")
+        #expect(lines[0] == "ok")
+        #expect(lines[1].hasPrefix("valid tok-1 "), "a process of the session reads it: \(result)")
+        #expect(lines[2].hasPrefix("unavailable keyMissing "), "another session has no such key: \(result)")
+        #expect(lines[3].hasPrefix("error unavailable "), "\(result)")
+        #expect(result.standardError.contains("no session keyring"), "\(result.standardError)")
+    }
+}
