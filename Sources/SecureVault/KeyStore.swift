@@ -110,6 +110,36 @@ public struct KeyStore: Sendable, CustomStringConvertible {
     }
 }
 
+/// A per-session cache of a vault's master key in a kernel keyring, in front of a slow or interactive key store:
+/// a passphrase is derived once per login instead of once per process, a Secret Service is asked once.
+///
+/// ```swift
+/// configuration.keyStore = .passphrase(SecretBytes(utf8: pw))
+/// configuration.keyCache = .kernelKeyring(.session, timeout: .seconds(8 * 3600))
+/// ```
+///
+/// Opt-in, because it is a trade: for `timeout` after a process read the key, any process that possesses the
+/// keyring (for `.session`, the processes of that login session; for `.user`, every process of the user) opens
+/// the vault without the key store, so without the passphrase (as ssh-agent does for a key). The cached key
+/// expires in the kernel after `timeout` (whole seconds, at least one), is named `securevault-cache:<service>:
+/// <vault id>:<key id>`, is checked against the file's key check before use (a key planted under the name is
+/// dropped and the key store asked), and is invalidated when the vault's key is rotated or wiped. A cache that
+/// cannot be used (no session keyring, a full quota) is skipped: the key store is asked as without one.
+public struct KeyCache: Sendable, Equatable {
+    let keyring: KeyStore.KernelKeyring
+    let timeout: Duration
+
+    /// A cache in the kernel's `keyring`, each entry kept for `timeout`.
+    public static func kernelKeyring(_ keyring: KeyStore.KernelKeyring = .session, timeout: Duration) -> KeyCache {
+        KeyCache(keyring: keyring, timeout: timeout)
+    }
+
+    /// The timeout in whole seconds, at least one.
+    var timeoutSeconds: UInt32 {
+        UInt32(clamping: max(timeout.components.seconds + (timeout.components.attoseconds > 0 ? 1 : 0), 1))
+    }
+}
+
 /// The cost of deriving a key from a passphrase with Argon2id: libsodium's three presets.
 ///
 /// ```swift

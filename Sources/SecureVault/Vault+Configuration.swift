@@ -28,6 +28,10 @@ extension Vault {
         /// within ``deadline``: KeePassXC deletes nothing without it, and shows a dialog from it only when its
         /// user asked to confirm deletes. An open never does.)
         public var prompting: Prompting = .never
+        /// A per-session cache of the master key in a kernel keyring, in front of a slow or interactive key
+        /// store (a passphrase derived once per login, not per process). Off (nil) by default: see ``KeyCache``
+        /// for what it trades.
+        public var keyCache: KeyCache?
         /// Where failures are logged (once each, at error level, never with a value). The default logs under
         /// the label "securevault" through whatever backend the app bootstrapped.
         public var logger: Logger = Logger(label: "securevault")

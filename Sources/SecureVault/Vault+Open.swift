@@ -67,7 +67,13 @@ extension Vault {
         let sealer: VaultSealer
         if let cached = Self.sealers.withLock({ $0[SealerCacheKey(path: path, identity: identity)] }) {
             sealer = cached
+        } else if let cachedKey = keys.cachedKey(identity),
+            VaultSealer(masterKey: cachedKey, identity: identity, service: service).keyCheck == inspection.keyCheck
+        {
+            // The per-session cache (Configuration.keyCache): a key that checks against this file.
+            sealer = VaultSealer(masterKey: cachedKey, identity: identity, service: service)
         } else {
+            keys.dropCached(identity)  // a miss, or a cached key that does not check: never used
             guard let masterKey = try keys.load(identity, file: path) else {
                 throw VaultError(
                     code: .keyMissing,
@@ -84,6 +90,7 @@ extension Vault {
                         + "renamed from another vault; the file was left untouched",
                     path: path)
             }
+            keys.cache(masterKey, for: identity)
         }
         return sealer
     }

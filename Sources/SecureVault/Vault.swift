@@ -56,7 +56,7 @@ public final class Vault: Sendable {
         self.logger = configuration.logger
         self.keys = MasterKeys(
             store: configuration.keyStore, service: service, deadline: configuration.deadline,
-            prompting: configuration.prompting)
+            prompting: configuration.prompting, cache: configuration.keyCache)
     }
 
     /// The vault's data file.

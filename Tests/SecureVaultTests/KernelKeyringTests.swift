@@ -134,6 +134,44 @@ import Testing
         #expect(result.standardError.contains("kernel key quota"), "\(result.standardError)")
     }
 
+    /// The per-session cache (`Configuration.keyCache`) in front of a passphrase: derived once per session. A
+    /// process configured with a wrong passphrase still opens the vault from the cache, which proves that no
+    /// derivation happened (one would have failed); without the cache the same process is refused. The entry
+    /// expires after its timeout, and a rotation drops it.
+    @Test func theSessionCacheSparesTheDerivationUntilItExpiresOrTheKeyIsRotated() throws {
+        let result = try Self.run(
+            """
+            $H keyring-session '
+              export VAULT_TEST_CACHE=session:600
+              VAULT_TEST_KEY_STORE=passphrase:right $H vault-token-set app tok-1 none
+              VAULT_TEST_KEY_STORE=passphrase:right $H vault-token app
+              VAULT_TEST_KEY_STORE=passphrase:right $H keyring-cache-key app
+              VAULT_TEST_KEY_STORE=passphrase:wrong $H vault-token app
+              VAULT_TEST_CACHE= VAULT_TEST_KEY_STORE=passphrase:wrong $H vault-token app
+              VAULT_TEST_KEY_STORE=passphrase:right $H vault-rotate app
+              VAULT_TEST_KEY_STORE=passphrase:wrong $H vault-token app
+              VAULT_TEST_KEY_STORE=passphrase:right VAULT_TEST_CACHE=session:1 $H vault-token app
+              for _ in $(seq 1 1200); do
+                [ "$(VAULT_TEST_KEY_STORE=passphrase:right $H keyring-cache-key app)" != present ] && break; sleep 0.05
+              done
+              VAULT_TEST_KEY_STORE=passphrase:right $H keyring-cache-key app
+              VAULT_TEST_KEY_STORE=passphrase:wrong $H vault-token app
+            '
+            """, keyring: "session")
+        let lines = result.lines
+        try #require(lines.count == 10, "\(result)")
+        #expect(lines[0] == "ok")
+        #expect(lines[1].hasPrefix("valid tok-1 "))
+        #expect(lines[2] == "present", "the key is cached: \(result)")
+        #expect(lines[3].hasPrefix("valid tok-1 "), "from the cache, no derivation: \(result)")
+        #expect(lines[4].hasPrefix("unavailable wrongKey "), "without the cache, the passphrase decides: \(result)")
+        #expect(lines[5] == "ok")
+        #expect(lines[6].hasPrefix("unavailable wrongKey "), "the new key is not cached yet: \(result)")
+        #expect(lines[7].hasPrefix("valid tok-1 "), "\(result)")
+        #expect(["expired", "absent"].contains(lines[8]), "the entry expired: \(result)")
+        #expect(lines[9].hasPrefix("unavailable wrongKey "), "an expired entry is not used: \(result)")
+    }
+
     /// The session keyring is what a login gives its processes (PAM's pam_keyinit): `keyring-session` gives
     /// the script one. Its processes share the key; another session does not see it (the key goes with its
     /// session). A process outside any session gets the user-session keyring from the kernel, which outlives

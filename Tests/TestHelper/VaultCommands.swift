@@ -22,6 +22,8 @@
 //   keyring-key SERVICE VAULTID KEYID  the kernel key of those ids: "present", "absent", "revoked", "expired"
 //   keyring-revoke SERVICE / keyring-expire SERVICE SECONDS   revokes the kernel key of the file's header, or
 //                                     sets it to expire; prints "ok"
+//   keyring-cache-key SERVICE         the per-session cache's entry for the file's key (VAULT_TEST_CACHE):
+//                                     "present", "absent", "revoked", "expired"
 //   keyring-fill [--clear]            adds "user" keys (4 KiB, then smaller) to the user keyring until the
 //                                     quota refuses a 1-byte one;
 //                                     prints "full after <n>" (--clear: removes them; prints "cleared")
@@ -34,7 +36,8 @@
 //
 // Environment: VAULT_TEST_DIR (vault directory), VAULT_TEST_DEADLINE_MS, VAULT_TEST_ACCESSIBILITY
 // (afterFirstUnlock | whenUnlocked), VAULT_TEST_PROMPT_MS (set: prompting allowed with that deadline),
-// VAULT_TEST_KEY_STORE (keyring:session | keyring:user | keyring:persistent; the Secret Service otherwise). A failure prints "error <code> <elapsed-ms>" and exits 1; the message goes
+// VAULT_TEST_KEY_STORE (keyring:session | keyring:user | keyring:persistent | passphrase:PASSPHRASE; the
+// Secret Service otherwise), VAULT_TEST_CACHE (KEYRING:SECONDS: Configuration.keyCache). A failure prints "error <code> <elapsed-ms>" and exits 1; the message goes
 // to stderr.
 import FoundationEssentials
 import Glibc
@@ -48,6 +51,19 @@ enum VaultCommands {
         var configuration = Vault.Configuration(directory: environment("VAULT_TEST_DIR") ?? Vault.defaultDirectory)
         configuration.deadline = .milliseconds(Int(environment("VAULT_TEST_DEADLINE_MS") ?? "") ?? 2000)
         if environment("VAULT_TEST_ACCESSIBILITY") == "whenUnlocked" { configuration.accessibility = .whenUnlocked }
+        if let store = environment("VAULT_TEST_KEY_STORE"), store.hasPrefix("passphrase:") {
+            // The cheapest cost libsodium allows: these tests are about where the key is, not its cost.
+            configuration.keyStore = .passphrase(
+                SecretBytes(utf8: String(store.dropFirst("passphrase:".count))),
+                cost: PassphraseCost(passes: 1, memoryKiB: 8))
+        }
+        if let cache = environment("VAULT_TEST_CACHE"), !cache.isEmpty {
+            let parts = cache.split(separator: ":")
+            guard parts.count == 2, let keyring = KeyStore.KernelKeyring(rawValue: String(parts[0])),
+                let seconds = Int(parts[1])
+            else { return 64 }
+            configuration.keyCache = .kernelKeyring(keyring, timeout: .seconds(seconds))
+        }
         if let store = environment("VAULT_TEST_KEY_STORE"), store.hasPrefix("keyring:") {
             guard let keyring = KeyStore.KernelKeyring(rawValue: String(store.dropFirst("keyring:".count))) else {
                 return 64
@@ -127,6 +143,18 @@ enum VaultCommands {
                         "hash " + Sodium.keyedHash(Array("vault-key-hash".utf8), key: $0, length: 16)
                             .map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
                     } ?? "absent"
+            case "keyring-cache-key":
+                guard let cache = configuration.keyCache, case .success(let serial) = KernelKeys.serial(of: cache.keyring),
+                    let identity = try vault.existingIdentity()
+                else { return 64 }
+                let keys = MasterKeys(
+                    store: configuration.keyStore, service: service, deadline: configuration.deadline, cache: cache)
+                switch KernelKeys.load(keys.cacheName(identity), in: serial) {
+                case .success(let key): line = key == nil ? "absent" : "present"
+                case .failure(.keyRevoked): line = "revoked"
+                case .failure(.keyExpired): line = "expired"
+                case .failure(let error): line = "error \(error.text)"
+                }
             case "keyring-key", "keyring-revoke", "keyring-expire":
                 guard case .kernelKeyring(let keyring) = configuration.keyStore.storage,
                     case .success(let serial) = KernelKeys.serial(of: keyring)

@@ -24,7 +24,8 @@ case "secret-store", "secret-lookup", "secret-clear", "secret-state", "secret-lo
 case "vault-set", "vault-get", "vault-token-set", "vault-token", "vault-read-lock-read", "vault-identity",
     "vault-rotate", "vault-wipe", "vault-status", "vault-crash-writer", "vault-dump", "vault-format",
     "vault-make-legacy", "vault-contract", "vault-key-hash", "vault-rotate-report",
-    "vault-wipe-report", "keyring-key", "keyring-revoke", "keyring-expire":
+    "vault-wipe-report", "keyring-key", "keyring-revoke", "keyring-expire",
+    "keyring-cache-key":
     exit(VaultCommands.run(arguments[0], rest))
 case "keyring-fill": exit(VaultCommands.fillKeyring(rest))
 case "keyring-session": exit(VaultCommands.keyringSession(rest))

@@ -52,10 +52,20 @@ enum KernelKeys {
         return .success(bytes)
     }
 
-    /// Adds the key (replacing one with the same name) to `keyring`.
-    static func store(_ secret: SecretBytes, as description: String, in keyring: Int32) -> Result<Void, Errno> {
+    /// Adds the key (replacing one with the same name) to `keyring`, expiring after `timeoutSeconds` when set.
+    static func store(
+        _ secret: SecretBytes, as description: String, in keyring: Int32, timeoutSeconds: UInt32? = nil
+    ) -> Result<Void, Errno> {
         let serial = secret.withUnsafeBytes { vault_keyring_add(description, $0.baseAddress, $0.count, keyring) }
-        return serial < 0 ? .failure(Errno(rawValue: -serial)) : .success(())
+        if serial < 0 { return .failure(Errno(rawValue: -serial)) }
+        if let timeoutSeconds {
+            let status = vault_keyring_set_timeout(serial, max(timeoutSeconds, 1))
+            if status < 0 {
+                _ = vault_keyring_invalidate(serial)  // never leave a cached key without its timeout
+                return .failure(Errno(rawValue: -status))
+            }
+        }
+        return .success(())
     }
 
     /// Invalidates the key named `description` (gone at once for every process). Returns whether there was one.

@@ -14,6 +14,8 @@ struct MasterKeys: Sendable {
     let deadline: Duration
     /// Whether the key store may prompt, and the deadline of a call that may.
     var prompting: Vault.Prompting = .never
+    /// The per-session cache in front of the key store, when the app opted in.
+    var cache: KeyCache?
 
     /// The Secret Service's prompting, and the deadline of each call under it.
     private var secretService: (prompting: LibSecret.Prompting, deadline: Duration) {
@@ -164,6 +166,7 @@ struct MasterKeys: Sendable {
     func delete(_ identity: KeyIdentity, deletePrompt: LibSecret.DeletePrompt = .perform) throws(VaultError)
         -> Deletion
     {
+        dropCached(identity)
         switch store.storage {
         case .secretService:
             let outcome: LibSecret.ClearOutcome
@@ -197,6 +200,33 @@ struct MasterKeys: Sendable {
         case .inMemory(let keys):
             return Deletion(removed: keys.delete(name(identity)))
         }
+    }
+
+    // MARK: The per-session cache
+
+    func cacheName(_ identity: KeyIdentity) -> String {
+        "securevault-cache:\(service):\(identity.vaultIDHex):\(identity.keyIDHex)"
+    }
+
+    /// The cached key for `identity`, nil without a cache, on a miss, or when the cache cannot be read (then
+    /// the key store is asked as without one). The caller checks it against the file's key check.
+    func cachedKey(_ identity: KeyIdentity) -> SecretBytes? {
+        guard let cache, case .success(let serial) = KernelKeys.serial(of: cache.keyring),
+            case .success(let key?) = KernelKeys.load(cacheName(identity), in: serial), key.count == Self.keyLength
+        else { return nil }
+        return key
+    }
+
+    /// Caches `key` for `identity` (best effort: a cache that cannot take it is skipped).
+    func cache(_ key: SecretBytes, for identity: KeyIdentity) {
+        guard let cache, case .success(let serial) = KernelKeys.serial(of: cache.keyring) else { return }
+        _ = KernelKeys.store(key, as: cacheName(identity), in: serial, timeoutSeconds: cache.timeoutSeconds)
+    }
+
+    /// Removes the cached key for `identity` (a rotation, a wipe, a cached key that does not check).
+    func dropCached(_ identity: KeyIdentity) {
+        guard let cache, case .success(let serial) = KernelKeys.serial(of: cache.keyring) else { return }
+        _ = KernelKeys.delete(cacheName(identity), in: serial)
     }
 
     /// The key's name in a kernel keyring (the service is always bound in: this key store is newer than
