@@ -22,6 +22,8 @@
 #   VAULT_TEST_KEEPASSXC_DB, _PASSWORD, _PID  the database, its password, and KeePassXC's process
 #   VAULT_TEST_KEEPASSXC_START                a command that starts KeePassXC again (after a test killed it)
 set -euo pipefail
+# shellcheck source=bare-bus.conf.sh
+. "$(dirname "$0")/bare-bus.conf.sh"
 
 mode=defaults
 case "${1:-}" in
@@ -93,20 +95,7 @@ UnlockBeforeSearch=$confirm
 INI
 
     # A session bus configuration without <servicedir>: nothing can be activated on it.
-    cat >"$home/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:tmpdir=$home</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-CONF
+    write_bare_bus_config "$home/bus.conf" "$home"
     status=0
     dbus-run-session --config-file="$home/bus.conf" -- "$0" "$@" 2> >(grep --line-buffered -v 'Failed to set fd limit' >&2) \
         || status=$?

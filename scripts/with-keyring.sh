@@ -15,6 +15,8 @@
 #   VAULT_TEST_KEYRING_PASSWORD     the login keyring's password (to unlock again after a test locks it)
 #   VAULT_TEST_KEYRING_HOME         the throwaway HOME (its keyrings live in .local/share/keyrings)
 set -euo pipefail
+# shellcheck source=bare-bus.conf.sh
+. "$(dirname "$0")/bare-bus.conf.sh"
 
 mode=keyring
 case "${1:-}" in
@@ -45,20 +47,7 @@ if [ -z "${_VAULT_IN_PRIVATE_BUS:-}" ]; then
     bus_options=()
     if [ "$mode" = bare ]; then
         # A session bus configuration without <servicedir>: nothing can be activated on it.
-        cat >"$home/bus.conf" <<CONF
-<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:tmpdir=$home</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-CONF
+        write_bare_bus_config "$home/bus.conf" "$home"
         bus_options=(--config-file="$home/bus.conf")
     fi
     # Services the bus activates (a gnome-keyring started on demand) inherit the bus daemon's stdout and print

@@ -9,6 +9,8 @@ enum {
     op_get_keyring_id = 0,
     op_join_session_keyring = 1,
     op_revoke = 3,
+    op_link = 8,
+    op_unlink = 9,
     op_search = 10,
     op_read = 11,
     op_set_timeout = 15,
@@ -23,8 +25,33 @@ int32_t vault_keyring_id(int32_t special, int create) {
 }
 
 int32_t vault_keyring_persistent(void) {
-    // uid -1: the caller's own; linked into the session keyring so that it is found by a search from there.
-    return (int32_t)result(syscall(SYS_keyctl, op_get_persistent, -1, VAULT_KEYRING_SESSION));
+    // uid -1: the caller's own; linked into the process keyring (created for this process when absent), so that
+    // its keys are possessed and found by a search from there. Not the session keyring: linking into a session
+    // keyring the process does not have would give the thread a new anonymous one.
+    return (int32_t)result(syscall(SYS_keyctl, op_get_persistent, -1, VAULT_KEYRING_PROCESS));
+}
+
+int vault_keyring_possess(int32_t keyring) {
+    // Linking a keyring into the process keyring makes this process possess it, and so its keys: a key's
+    // default permissions give the user only "view" and the possessor the rest (read, set its timeout, ...).
+    return (int)result(syscall(SYS_keyctl, op_link, keyring, VAULT_KEYRING_PROCESS));
+}
+
+int32_t vault_keyring_add_expiring(
+    const char *description, const void *payload, size_t length, int32_t keyring, uint32_t seconds) {
+    // Made in the thread keyring, given its timeout there, then linked into `keyring` (displacing a key of the
+    // same name, expired or not): at no instant does `keyring` hold the key without its timeout, and a stale
+    // expired key is replaced rather than updated (an update would clear its expiry).
+    long key = syscall(SYS_add_key, "user", description, payload, length, VAULT_KEYRING_THREAD);
+    if (key < 0) return -errno;
+    if (syscall(SYS_keyctl, op_set_timeout, key, seconds) < 0 ||
+        syscall(SYS_keyctl, op_link, key, keyring) < 0) {
+        int error = errno;
+        syscall(SYS_keyctl, op_invalidate, key);
+        return -error;
+    }
+    syscall(SYS_keyctl, op_unlink, key, VAULT_KEYRING_THREAD);
+    return (int32_t)key;
 }
 
 int32_t vault_keyring_add(const char *description, const void *payload, size_t length, int32_t keyring) {

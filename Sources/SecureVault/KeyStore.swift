@@ -77,6 +77,15 @@ public struct KeyStore: Sendable, CustomStringConvertible {
     /// configuration.keyStore = .kernelKeyring(.persistent)
     /// ```
     public enum KernelKeyring: String, Sendable, CaseIterable {
+        /// Its number in a vault header's key identity (see KeyIdentity).
+        var code: UInt16 {
+            switch self {
+            case .session: return 1
+            case .user: return 2
+            case .persistent: return 3
+            }
+        }
+
         /// The login session's keyring: gone at logout and at reboot. Needs a session keyring (a login made by
         /// PAM's `pam_keyinit`, or `keyctl session`); a process without one gets ``VaultError/Code/unavailable``.
         case session

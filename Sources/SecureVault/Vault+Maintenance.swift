@@ -29,6 +29,20 @@ extension Vault {
                 guard let store = try openStore(create: false), let old = opened.withLock({ $0?.sealer }) else {
                     return VaultRotationReport()
                 }
+                if keys.cache != nil {
+                    // The key may have come from the per-session cache: the key store itself must still yield it,
+                    // or a passphrase typed wrong would re-key the vault under the typo.
+                    guard let direct = try keys.load(old.identity, file: path),
+                        VaultSealer(masterKey: direct, identity: old.identity, service: service).keyCheck
+                            == old.keyCheck
+                    else {
+                        throw VaultError(
+                            code: .wrongKey,
+                            message: "vault '\(service)': the \(configuration.keyStore) key store does not yield the "
+                                + "vault's current key (a wrong passphrase?), which the per-session cache alone "
+                                + "cannot stand in for in a rotation; nothing was changed", path: path)
+                    }
+                }
                 var next = old.identity.rotated()
                 // Should we die before the re-key, the new key is garbage; after it, the old one is.
                 try recordIntents([VaultIntent(.drop, next)])
@@ -122,6 +136,7 @@ extension Vault {
                     report.remainingCopy = retried.compactMap(\.keptCopy).first
                 }
                 if let inspection, let identity = KeyIdentity(encoded: inspection.keyCheck) {
+                    keys.dropCached(identity)  // whatever happens to the key store's copy
                     switch try keys.ownership(of: identity, keyCheck: inspection.keyCheck, file: path) {
                     case .absent:
                         break

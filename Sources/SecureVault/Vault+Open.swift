@@ -64,6 +64,17 @@ extension Vault {
                 message: "vault '\(service)' was created with the \(identity.kind.name) key store, not "
                     + "\(configuration.keyStore.kind.name); the file was left untouched", path: path)
         }
+        // A kernel keyring vault names its keyring: a search from another keyring could find the key (a session
+        // keyring links the user keyring), and a rotation would then move it where it does not belong.
+        if case .kernelKeyring(let keyring) = configuration.keyStore.storage, identity.argonPasses != 0,
+            identity.argonPasses != keyring.code
+        {
+            let named = KeyStore.KernelKeyring.allCases.first { $0.code == identity.argonPasses }
+            throw VaultError(
+                code: .wrongKey,
+                message: "vault '\(service)' keeps its key in the kernel's \(named?.rawValue ?? "unknown") keyring, not "
+                    + "the \(keyring.rawValue) keyring; the file was left untouched", path: path)
+        }
         let sealer: VaultSealer
         if let cached = Self.sealers.withLock({ $0[SealerCacheKey(path: path, identity: identity)] }) {
             sealer = cached

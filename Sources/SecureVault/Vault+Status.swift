@@ -4,7 +4,8 @@ import PrefsKV
 public struct VaultStatus: Sendable {
     /// The vault's service name.
     public var service: String
-    /// The key store in use: `secretService`, `passphrase` or `inMemory`.
+    /// The key store in use: `secretService`, `passphrase`, `kernelKeyring:session` (`:user`, `:persistent`)
+    /// or `inMemory`.
     public var keyStore: String
     /// `afterFirstUnlock` or `whenUnlocked`.
     public var accessibility: String

@@ -156,10 +156,17 @@ import Testing
               done
               VAULT_TEST_KEY_STORE=passphrase:right $H keyring-cache-key app
               VAULT_TEST_KEY_STORE=passphrase:wrong $H vault-token app
+              VAULT_TEST_KEY_STORE=passphrase:right $H vault-token app
+              VAULT_TEST_KEY_STORE=passphrase:wrong $H vault-rotate app
+              VAULT_TEST_KEY_STORE=passphrase:right $H vault-token app
+              set -- $($H vault-identity app)
+              VAULT_TEST_KEY_STORE=passphrase:right $H keyring-cache-key app
+              VAULT_TEST_KEY_STORE=passphrase:right $H vault-wipe app
+              VAULT_TEST_KEY_STORE=passphrase:right $H keyring-cache-key app "$1" "$2"
             '
             """, keyring: "session")
         let lines = result.lines
-        try #require(lines.count == 10, "\(result)")
+        try #require(lines.count == 16, "\(result)")
         #expect(lines[0] == "ok")
         #expect(lines[1].hasPrefix("valid tok-1 "))
         #expect(lines[2] == "present", "the key is cached: \(result)")
@@ -170,6 +177,12 @@ import Testing
         #expect(lines[7].hasPrefix("valid tok-1 "), "\(result)")
         #expect(["expired", "absent"].contains(lines[8]), "the entry expired: \(result)")
         #expect(lines[9].hasPrefix("unavailable wrongKey "), "an expired entry is not used: \(result)")
+        #expect(lines[10].hasPrefix("valid tok-1 "), "cached again by a process with the passphrase: \(result)")
+        #expect(lines[11].hasPrefix("error wrongKey "), "no rotation on the cache alone: \(result)")
+        #expect(lines[12].hasPrefix("valid tok-1 "), "and the vault is as it was: \(result)")
+        #expect(lines[13] == "present")
+        #expect(lines[14] == "ok")
+        #expect(lines[15] == "absent", "a wipe removes the cached key too: \(result)")
     }
 
     /// The session keyring is what a login gives its processes (PAM's pam_keyinit): `keyring-session` gives
@@ -182,13 +195,26 @@ import Testing
             $H keyring-session '$H vault-token-set app tok-1 none; $H vault-token app'
             $H keyring-session '$H vault-token app'
             $H vault-token-set outside tok-2 none
+            $H keyring-session '
+              VAULT_TEST_KEY_STORE=keyring:user $H vault-token-set u tok-u none
+              VAULT_TEST_KEY_STORE=keyring:user $H vault-token u
+              $H vault-token u
+              VAULT_TEST_KEY_STORE=keyring:user $H vault-wipe u'
             """, keyring: "session")
         let lines = result.lines
-        try #require(lines.count == 4, "\(result)")
+        try #require(lines.count == 8, "\(result)")
         #expect(lines[0] == "ok")
         #expect(lines[1].hasPrefix("valid tok-1 "), "a process of the session reads it: \(result)")
         #expect(lines[2].hasPrefix("unavailable keyMissing "), "another session has no such key: \(result)")
         #expect(lines[3].hasPrefix("error unavailable "), "\(result)")
         #expect(result.standardError.contains("no session keyring"), "\(result.standardError)")
+        // The user keyring from inside a session that does not link it (as a systemd service's private keyring):
+        // its keys are still readable (this process possesses the keyring), and a vault that keeps its key
+        // there is not opened through the session keyring, which could find it by a recursive search.
+        #expect(lines[4] == "ok")
+        #expect(lines[5].hasPrefix("valid tok-u "), "\(result)")
+        #expect(lines[6].hasPrefix("unavailable wrongKey "), "\(result)")
+        #expect(lines[7] == "ok")
+        #expect(result.standardError.contains("keeps its key in the kernel's user keyring"), "\(result.standardError)")
     }
 }

@@ -22,7 +22,8 @@
 //   keyring-key SERVICE VAULTID KEYID  the kernel key of those ids: "present", "absent", "revoked", "expired"
 //   keyring-revoke SERVICE / keyring-expire SERVICE SECONDS   revokes the kernel key of the file's header, or
 //                                     sets it to expire; prints "ok"
-//   keyring-cache-key SERVICE         the per-session cache's entry for the file's key (VAULT_TEST_CACHE):
+//   keyring-cache-key SERVICE [VAULTID KEYID]   the per-session cache's entry for the file's key, or the
+//                                     key of those ids (VAULT_TEST_CACHE):
 //                                     "present", "absent", "revoked", "expired"
 //   keyring-fill [--clear]            adds "user" keys (4 KiB, then smaller) to the user keyring until the
 //                                     quota refuses a 1-byte one;
@@ -145,7 +146,11 @@ enum VaultCommands {
                     } ?? "absent"
             case "keyring-cache-key":
                 guard let cache = configuration.keyCache, case .success(let serial) = KernelKeys.serial(of: cache.keyring),
-                    let identity = try vault.existingIdentity()
+                    let identity = arguments.count == 3
+                        ? KeyIdentity(
+                            vaultIDHex: arguments[1], keyIDHex: arguments[2], kind: configuration.keyStore.kind,
+                            format: 2)
+                        : try vault.existingIdentity()
                 else { return 64 }
                 let keys = MasterKeys(
                     store: configuration.keyStore, service: service, deadline: configuration.deadline, cache: cache)

@@ -68,7 +68,7 @@ import TestSupport
     @Test func helpListsTheExitCodeTable() throws {
         let result = try ChildProcess.run(DoctorTests.vaultctl, ["--help"])
         #expect(result.status == 0)
-        for line in ["64  bad usage", "65  data damaged", "66  no such store", "69  Secret Service unavailable",
+        for line in ["64  bad usage", "65  data damaged", "66  no such store", "69  key store unavailable",
                      "74  I/O failure", "75  keyring locked", "77  permission denied", "78  master key missing"] {
             #expect(result.standardOutput.contains(line), "missing: \(line)")
         }

@@ -7,6 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/// The caller's thread keyring (KEY_SPEC_THREAD_KEYRING).
+#define VAULT_KEYRING_THREAD (-1)
+/// The caller's process keyring (KEY_SPEC_PROCESS_KEYRING).
+#define VAULT_KEYRING_PROCESS (-2)
 /// The caller's session keyring (KEY_SPEC_SESSION_KEYRING).
 #define VAULT_KEYRING_SESSION (-3)
 /// The caller's user keyring (KEY_SPEC_USER_KEYRING).
@@ -17,8 +21,13 @@
 
 /// The serial of a special keyring (`special`: one of the above), created when `create` and absent.
 int32_t vault_keyring_id(int32_t special, int create);
-/// The serial of the user's persistent keyring (keyctl KEYCTL_GET_PERSISTENT), linked into the session keyring.
+/// The serial of the user's persistent keyring (keyctl KEYCTL_GET_PERSISTENT), linked into the process keyring.
 int32_t vault_keyring_persistent(void);
+/// Links `keyring` into the process keyring, so that this process possesses its keys.
+int vault_keyring_possess(int32_t keyring);
+/// Adds a "user" key that expires `seconds` from now to `keyring`, never present there without its timeout.
+int32_t vault_keyring_add_expiring(
+    const char *description, const void *payload, size_t length, int32_t keyring, uint32_t seconds);
 /// Adds (or replaces) a "user" key named `description` holding `length` bytes to `keyring`; its serial.
 int32_t vault_keyring_add(const char *description, const void *payload, size_t length, int32_t keyring);
 /// Searches `keyring` (recursively) for a "user" key named `description`; its serial.

@@ -22,7 +22,14 @@ enum KernelKeys {
             if serial >= 0, serial == vault_keyring_id(VAULT_KEYRING_USER_SESSION, 0) {
                 return .failure(.noKey)
             }
-        case .user: serial = vault_keyring_id(VAULT_KEYRING_USER, 1)
+        case .user:
+            serial = vault_keyring_id(VAULT_KEYRING_USER, 1)
+            // A process whose keyrings do not link the user keyring (a systemd service's private keyring, a
+            // `keyctl session`) may add and find keys there but not read them: the default permissions give
+            // the user "view" only, the possessor the rest. Linking it into the process keyring possesses it.
+            // Best effort: where the user keyring is already linked (a login session) nothing is needed, and
+            // where the link cannot be made (the quota is full) a read that then fails says so (EACCES).
+            if serial >= 0 { _ = vault_keyring_possess(serial) }
         case .persistent: serial = vault_keyring_persistent()
         }
         return serial < 0 ? .failure(Errno(rawValue: -serial)) : .success(serial)
@@ -46,7 +53,11 @@ enum KernelKeys {
         let bytes = SecretBytes(count: count) { buffer in
             guard count > 0 else { return }
             let read = vault_keyring_read(key, buffer.baseAddress, count)
-            if read < 0 { failure = Errno(rawValue: Int32(-read)) }
+            if read < 0 {
+                failure = Errno(rawValue: Int32(-read))
+            } else if read != length {
+                failure = .interrupted  // replaced between the two reads: the caller may ask again
+            }
         }
         if let failure { return .failure(failure) }
         return .success(bytes)
@@ -56,16 +67,15 @@ enum KernelKeys {
     static func store(
         _ secret: SecretBytes, as description: String, in keyring: Int32, timeoutSeconds: UInt32? = nil
     ) -> Result<Void, Errno> {
-        let serial = secret.withUnsafeBytes { vault_keyring_add(description, $0.baseAddress, $0.count, keyring) }
-        if serial < 0 { return .failure(Errno(rawValue: -serial)) }
-        if let timeoutSeconds {
-            let status = vault_keyring_set_timeout(serial, max(timeoutSeconds, 1))
-            if status < 0 {
-                _ = vault_keyring_invalidate(serial)  // never leave a cached key without its timeout
-                return .failure(Errno(rawValue: -status))
+        let serial = secret.withUnsafeBytes { bytes in
+            if let timeoutSeconds {
+                // Never present in `keyring` without its timeout (CKeyring: made in the thread keyring first).
+                return vault_keyring_add_expiring(
+                    description, bytes.baseAddress, bytes.count, keyring, max(timeoutSeconds, 1))
             }
+            return vault_keyring_add(description, bytes.baseAddress, bytes.count, keyring)
         }
-        return .success(())
+        return serial < 0 ? .failure(Errno(rawValue: -serial)) : .success(())
     }
 
     /// Invalidates the key named `description` (gone at once for every process). Returns whether there was one.

@@ -7,7 +7,7 @@
 /// |---|---|---|
 /// | 0 | 1 | format: 1 (before record authentication), 2 |
 /// | 1 | 1 | key store kind: 1 Secret Service, 2 passphrase, 3 in-memory, 4 a vault item, 5 kernel keyring |
-/// | 2 | 2 | Argon2id passes (passphrase), else 0 |
+/// | 2 | 2 | Argon2id passes (passphrase); the kernel keyring (1 session, 2 user, 3 persistent); else 0 |
 /// | 4 | 4 | Argon2id memory in KiB (passphrase), else 0 |
 /// | 8 | 16 | vault id (random) |
 /// | 24 | 8 | key id (random, new on every rotation) |

@@ -126,6 +126,7 @@ struct MasterKeys: Sendable {
             identity.argonMemoryKiB = cost.memoryKiB
             return try derive(passphrase, identity)
         case .kernelKeyring(let keyring):
+            identity.argonPasses = keyring.code  // which keyring, in the header (authenticated by the key check)
             let key = SecretBytes.random(count: Self.keyLength)
             let serial = try kernelSerial(keyring, "saving")
             if case .failure(let error) = KernelKeys.store(key, as: kernelName(identity), in: serial) {
@@ -267,9 +268,9 @@ struct MasterKeys: Sendable {
         case .quotaExceeded:
             let quota = KernelKeys.quotaBytes.map { " of \($0) bytes" } ?? ""
             return VaultError(
-                code: .diskFull, message: "\(operation): this user's kernel key quota\(quota) is full "
-                    + "(/proc/sys/kernel/keys/maxbytes, maxkeys); remove unused keys or raise the quota",
-                cause: .errno(error.rawValue))
+                code: .diskFull, message: "\(operation): this user's kernel key quota is full: its bytes\(quota) "
+                    + "(/proc/sys/kernel/keys/maxbytes) or its number of keys (maxkeys); remove unused keys or "
+                    + "raise the quota", cause: .errno(error.rawValue))
         case .noKey where keyring == .session:
             return VaultError(
                 code: .unavailable, message: "\(operation): this process has no session keyring (it did not "
@@ -286,7 +287,8 @@ struct MasterKeys: Sendable {
                     + "seccomp profile)", cause: .errno(error.rawValue))
         case .accessDenied:
             return VaultError(
-                code: .permissionDenied, message: "\(operation): \(error.text)", cause: .errno(error.rawValue))
+                code: .permissionDenied, message: "\(operation): \(error.text) (the key's permissions, or a "
+                    + "keyring this process does not possess)", cause: .errno(error.rawValue))
         default:
             return VaultError(code: .io, message: "\(operation): \(error.text)", cause: .errno(error.rawValue))
         }

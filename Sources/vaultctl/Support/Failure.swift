@@ -53,7 +53,7 @@ enum ExitStatus {
           64  bad usage or invalid input (invalidKey, invalidValue, valueTooLarge, usage)
           65  data damaged, or verify found damage (corrupted, tampered)
           66  no such store or key (notFound)
-          69  Secret Service unavailable (unavailable)
+          69  key store unavailable: no Secret Service, no usable kernel keyring (unavailable)
           74  I/O failure: disk full, read-only (io, diskFull)
           75  keyring locked or access not approved, timed out, store busy or changed underneath: try again
               (locked, accessNotApproved, timeout, busy, changedUnderneath)
