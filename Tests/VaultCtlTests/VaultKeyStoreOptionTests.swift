@@ -42,3 +42,50 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: vault.vaultFile()))
     }
 }
+
+/// `--key-store passphrase`: the passphrase comes from `--passphrase-fd N` or the terminal, never from an
+/// argument or the environment; `status` never asks for it.
+@Suite struct VaultPassphraseOptionTests {
+    @Test func aPassphraseVaultOpensWithItsPassphraseFromADescriptorOnly() throws {
+        let vault = try VaultSandbox()
+        let token = VaultSandbox.secret("token")
+        let passphrase = VaultSandbox.secret("passphrase")
+        try vault.input("set", token, secret: token)
+        try vault.input("right", passphrase + "\n", secret: passphrase)
+        try vault.input("wrong", "not-" + passphrase)
+        try vault.run(
+            .noSecretService, revealing: ["get", "get-after"],
+            script: """
+                P() {
+                  local name=$1 file=$2; shift 2
+                  local input=/dev/null; [ -e "$IO/$name.in" ] && input="$IO/$name.in"
+                  setsid "$VAULTCTL" --dir "$VDIR" "$@" <"$input" 3<"$IO/$file.in" >"$IO/$name.out" 2>"$IO/$name.err"
+                  echo $? >"$IO/$name.rc"; echo 0 >"$IO/$name.ms"
+                }
+                P set right vault set --key-store passphrase --passphrase-fd 3 --service app session
+                P get right vault get --key-store passphrase --passphrase-fd 3 --service app session --reveal
+                P wrong wrong vault get --key-store passphrase --passphrase-fd 3 --service app session
+                P status right vault status --key-store passphrase --service app
+                P no-terminal right vault get --key-store passphrase --service app session
+                P rotate right vault rotate-key --key-store passphrase --passphrase-fd 3 --service app
+                P get-after right vault get --key-store passphrase --passphrase-fd 3 --service app session --reveal
+                P wipe right vault wipe --key-store passphrase --passphrase-fd 3 --service app --yes
+                """)
+        #expect(try vault.step("set").status == 0)
+        let get = try vault.step("get")
+        #expect(get.status == 0 && get.standardOutput == token + "\n", "\(get)")
+        let wrong = try vault.step("wrong")
+        #expect(wrong.status == 78 && wrong.standardError.hasPrefix("vaultctl: wrongKey: "), "\(wrong)")
+        let status = try vault.step("status")
+        #expect(status.status == 0 && status.standardOutput.contains("passphrase"), "\(status)")
+        // No terminal (setsid) and no descriptor: refused, nothing asked for anywhere else.
+        let noTerminal = try vault.step("no-terminal")
+        #expect(noTerminal.status == 64, "\(noTerminal)")
+        #expect(noTerminal.standardError.contains("--passphrase-fd"), "\(noTerminal)")
+        #expect(try vault.step("rotate").status == 0)
+        let after = try vault.step("get-after")
+        #expect(after.status == 0 && after.standardOutput == token + "\n", "\(after)")
+        #expect(try vault.step("wipe").status == 0)
+        #expect(!FileManager.default.fileExists(atPath: vault.vaultFile()))
+    }
+}

@@ -68,13 +68,19 @@ protocol VaultCommand: VaultCtlCommand {
     func check(_ target: VaultTarget) throws
 
     func answer(vault target: VaultTarget, console: Console) throws -> Answer
+
+    /// Whether the command may need the master key (a passphrase is asked for only then).
+    static var needsKey: Bool { get }
 }
 
 extension VaultCommand {
     func check(_ target: VaultTarget) throws {}
 
+    /// Every command but `status` may need the master key.
+    static var needsKey: Bool { true }
+
     func answer(console: Console) throws -> Answer {
-        let target = try VaultTarget(selection, options: options)
+        let target = try VaultTarget(selection, options: options, needsKey: Self.needsKey)
         try check(target)
         return try answer(vault: target, console: console)
     }

@@ -17,9 +17,12 @@ enum Terminal {
     /// Ctrl-C), so an interrupted prompt never leaves the terminal without echo. The previous handlers are put
     /// back once echo is on again.
     // See: man 3 isatty, man 3 tcsetattr, man 2 sigaction
-    static func withoutEcho<R>(onTerminal: () -> Void, afterTerminal: () -> Void, _ body: () -> R) -> R {
+    static func withoutEcho<R>(
+        on descriptor: Int32 = Sys.standardInput, onTerminal: () -> Void, afterTerminal: () -> Void, _ body: () -> R
+    ) -> R {
         let saved = savedSettings
-        let terminal = isatty(Sys.standardInput) != 0 && tcgetattr(Sys.standardInput, saved) == 0
+        promptDescriptor.pointee = descriptor  // before any handler is installed: the handler reads it
+        let terminal = isatty(descriptor) != 0 && tcgetattr(descriptor, saved) == 0
         var previous: [sigaction] = []
         if terminal {
             onTerminal()
@@ -36,11 +39,11 @@ enum Terminal {
             }
             var quiet = saved.pointee
             quiet.c_lflag &= ~tcflag_t(ECHO)
-            _ = tcsetattr(Sys.standardInput, TCSAFLUSH, &quiet)
+            _ = tcsetattr(descriptor, TCSAFLUSH, &quiet)
         }
         defer {
             if terminal {
-                _ = tcsetattr(Sys.standardInput, TCSAFLUSH, saved)
+                _ = tcsetattr(descriptor, TCSAFLUSH, saved)
                 for (signal, old) in zip(endingSignals, previous) {
                     var old = old
                     _ = sigaction(signal, &old, nil)
@@ -50,6 +53,29 @@ enum Terminal {
         }
         return body()
     }
+
+    /// Asks for a passphrase on the controlling terminal (/dev/tty, not standard input, which may carry a value),
+    /// with echo off: the bytes typed before Enter, or nil when the process has no terminal.
+    static func readPassphrase(prompt: String) -> [UInt8]? {
+        let tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC)
+        guard tty >= 0 else { return nil }
+        defer { close(tty) }
+        var text = prompt
+        text.withUTF8 { _ = write(tty, $0.baseAddress, $0.count) }
+        return withoutEcho(on: tty, onTerminal: {}, afterTerminal: { _ = write(tty, "\n", 1) }) {
+            var bytes: [UInt8] = []
+            var byte: UInt8 = 0
+            while bytes.count < 4096, read(tty, &byte, 1) == 1, byte != 0x0A { bytes.append(byte) }
+            return bytes
+        }
+    }
+
+    /// The descriptor whose echo a prompt turned off, where the signal handler finds it.
+    nonisolated(unsafe) fileprivate static let promptDescriptor: UnsafeMutablePointer<Int32> = {
+        let descriptor = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+        descriptor.initialize(to: 0)
+        return descriptor
+    }()
 
     /// The terminal settings before the prompt, where the signal handler finds them. Allocated once, before any
     /// handler is installed, and only read by the handler: no Swift runtime call happens in it.
@@ -64,7 +90,7 @@ enum Terminal {
 /// raise). SA_RESETHAND has already made the action the default one; the raised signal is blocked until the
 /// handler returns and then ends the process.
 private let restoreAndEnd: @convention(c) (Int32) -> Void = { signal in
-    _ = tcsetattr(0, TCSAFLUSH, Terminal.savedSettings)
+    _ = tcsetattr(Terminal.promptDescriptor.pointee, TCSAFLUSH, Terminal.savedSettings)
     var newline: UInt8 = 0x0A
     _ = write(2, &newline, 1)
     _ = raise(signal)

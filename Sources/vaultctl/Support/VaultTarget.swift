@@ -21,22 +21,65 @@ struct VaultOptions: ParsableArguments {
     @Option(
         name: .customLong("key-store"),
         help: ArgumentHelp(
-            "Where the vault's master key lives: secret-service (the default), or keyring:session, "
-                + "keyring:user or keyring:persistent (the kernel's keyrings: gone at reboot).",
+            "Where the vault's master key lives: secret-service (the default), passphrase (typed at the terminal "
+                + "with echo off, or read from --passphrase-fd), or keyring:session, keyring:user or "
+                + "keyring:persistent (the kernel's keyrings: gone at reboot).",
             valueName: "store"))
     var keyStore = "secret-service"
 
-    /// The key store `--key-store` names; a value it does not know is `usage` (exit 64).
-    func parsedKeyStore() throws -> KeyStore {
+    @Option(
+        name: .customLong("passphrase-fd"),
+        help: ArgumentHelp(
+            "With --key-store passphrase: read the passphrase from this open file descriptor (up to a newline or "
+                + "its end) instead of the terminal. Never from arguments or the environment.",
+            valueName: "n"))
+    var passphraseFD: Int32?
+
+    /// The key store `--key-store` names; a value it does not know is `usage` (exit 64). A passphrase is read
+    /// only when `needsKey` (`status` never derives a key).
+    func parsedKeyStore(needsKey: Bool = true) throws -> KeyStore {
         if keyStore == "secret-service" { return .secretService }
+        if keyStore == "passphrase" {
+            guard needsKey else { return .passphrase(SecretBytes([])) }
+            return .passphrase(try readPassphrase())
+        }
         if keyStore.hasPrefix("keyring:"),
             let keyring = KeyStore.KernelKeyring(rawValue: String(keyStore.dropFirst("keyring:".count)))
         {
             return .kernelKeyring(keyring)
         }
         throw CLIFailure.usage(
-            "--key-store \(shellQuoted(keyStore)) is not a key store: use secret-service, keyring:session, "
-                + "keyring:user or keyring:persistent")
+            "--key-store \(shellQuoted(keyStore)) is not a key store: use secret-service, passphrase, "
+                + "keyring:session, keyring:user or keyring:persistent")
+    }
+
+    /// The passphrase: from `--passphrase-fd`, else typed at the controlling terminal with echo off.
+    private func readPassphrase() throws -> SecretBytes {
+        var bytes: [UInt8]
+        if let descriptor = passphraseFD {
+            var buffer = [UInt8](repeating: 0, count: 4097)
+            let read = buffer.withUnsafeMutableBytes { Sys.read(descriptor, into: $0) }
+            guard case .success(let count) = read else {
+                throw CLIFailure.usage("--passphrase-fd \(descriptor): the descriptor cannot be read (is it open?)")
+            }
+            guard count <= 4096 else {
+                wipe(&buffer)
+                throw CLIFailure.usage("--passphrase-fd \(descriptor): the passphrase is longer than 4096 bytes")
+            }
+            bytes = Array(buffer[0..<count])
+            wipe(&buffer)
+            if bytes.last == 0x0A { bytes.removeLast() }
+        } else {
+            guard let typed = Terminal.readPassphrase(prompt: "Passphrase of vault \(service): ") else {
+                throw CLIFailure.usage(
+                    "--key-store passphrase needs the passphrase: run at a terminal, or give --passphrase-fd N "
+                        + "(never an argument or an environment variable)")
+            }
+            bytes = typed
+        }
+        defer { wipe(&bytes) }
+        guard !bytes.isEmpty else { throw CLIFailure.usage("the passphrase is empty; nothing was done") }
+        return SecretBytes(bytes)
     }
 }
 
@@ -48,7 +91,7 @@ struct VaultTarget {
     var options: GlobalOptions
 
     /// An invalid service name is `invalidKey` (exit 64).
-    init(_ selection: VaultOptions, options: GlobalOptions) throws {
+    init(_ selection: VaultOptions, options: GlobalOptions, needsKey: Bool = true) throws {
         service = selection.service
         directory = options.dir ?? Vault.defaultDirectory
         self.options = options
@@ -56,7 +99,7 @@ struct VaultTarget {
         // The command reports every failure itself; the library's log lines are diagnostics for --verbose.
         configuration.logger.logLevel = options.verbose ? .info : .critical
         if selection.interactive { configuration.prompting = .allowed(deadline: .seconds(120)) }
-        configuration.keyStore = try selection.parsedKeyStore()
+        configuration.keyStore = try selection.parsedKeyStore(needsKey: needsKey)
         vault = try Vault(service: service, configuration: configuration)
     }
 

@@ -27,6 +27,8 @@ extension VaultGroup {
         @OptionGroup var options: GlobalOptions
         @OptionGroup var selection: VaultOptions
 
+        static var needsKey: Bool { false }
+
         func answer(vault target: VaultTarget, console: Console) throws -> Answer {
             let report = VaultStatusReport.gather(target)
             return Answer(json: report.json, human: report.human)
