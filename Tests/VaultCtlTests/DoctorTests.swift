@@ -18,11 +18,38 @@ import TestSupport
         #expect(result.lines.first?.hasPrefix("libsodium        1.0.") == true)
     }
 
+    /// Where no Secret Service runs, doctor still finds what works (the kernel keyrings are tried for real) and
+    /// recommends it; the exit code stays the default key store's.
+    @Test func withoutASecretServiceItListsTheKeyStoresThatWorkAndRecommendsOne() throws {
+        let result = try KeyringSession.scenario(
+            .noSecretService, script: "$VAULTCTL doctor; echo \"exit $?\"; $VAULTCTL --json doctor")
+        #expect(result.lines.contains { $0.hasPrefix("key store secret-service") && $0.contains("unavailable: ") })
+        #expect(
+            result.lines.contains("key store keyring:user        ready: every process of the user; gone at reboot"),
+            "\(result)")
+        #expect(result.lines.contains { $0.hasPrefix("key store passphrase          ready: ") })
+        // A test run outside a login session has no session keyring of its own.
+        #expect(
+            result.lines.contains(
+                "key store keyring:session     unavailable: no session keyring: this is not a login session"),
+            "\(result)")
+        #expect(result.lines.contains("recommended      --key-store keyring:user"), "\(result)")
+        #expect(result.lines.contains("exit 69"))
+        let json = try #require(result.standardOutput.range(of: "{").map { String(result.standardOutput[$0.lowerBound...]) })
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        #expect(object["recommendedKeyStore"] as? String == "keyring:user", "\(json)")
+        let stores = try #require(object["keyStores"] as? [[String: Any]])
+        #expect(stores.map { $0["name"] as? String } == [
+            "secret-service", "keyring:session", "keyring:user", "keyring:persistent", "passphrase",
+        ])
+    }
+
     @Test func inAnUnlockedKeyringSessionItIsReady() throws {
         let result = try KeyringSession.scenario(script: "$VAULTCTL doctor; echo \"exit $?\"")
         #expect(result.lines.last == "exit 0", "\(result)")
         #expect(result.lines.contains("Ready: the Secret Service is reachable and the default keyring is unlocked."))
         #expect(result.lines.contains("keyring          Login (default): unlocked"), "\(result)")
+        #expect(result.lines.contains("recommended      --key-store secret-service"), "\(result)")
     }
 
     @Test func aLockedKeyringExits75WithTheUnlockFix() throws {

@@ -8,9 +8,12 @@ struct Doctor: VaultCtlCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check libraries, the session bus, the Secret Service, keyrings and store directories.",
         discussion: """
-            Never prompts and works with a locked keyring. Ends with a one-line diagnosis and its fix.
-            Exits 0 when vaults can be used, 69 when no Secret Service is reachable, 75 when the default \
-            keyring is locked or the service hangs, 77 when a store directory has insecure permissions.
+            Never prompts and works with a locked keyring. Lists the key stores that work here (the kernel \
+            keyrings are tried with a 1-byte probe key) and why the others do not, and recommends one. Ends \
+            with a one-line diagnosis of the default key store (the Secret Service) and its fix.
+            Exits 0 when vaults can be used with the Secret Service, 69 when no Secret Service is reachable \
+            (see the recommended key store), 75 when the default keyring is locked or the service hangs, 77 \
+            when a store directory has insecure permissions.
             """)
 
     @OptionGroup var options: GlobalOptions
@@ -42,6 +45,8 @@ struct DoctorReport {
     var diagnosis: String
     var fix: String?
     var exitCode: Int32
+    /// Every key store of this version, probed, and the one recommended here.
+    var keyStores: [KeyStoreProbe] = []
 
     /// What the provider found does that gnome-keyring does not, and the settings that avoid it.
     var notes: [String] {
@@ -70,6 +75,7 @@ struct DoctorReport {
             libsodium: Sodium.versionString, libsecret: LibSecret.versionString, busAddress: busAddress,
             probe: probe, failure: failure, directories: directories, diagnosis: "", fix: nil, exitCode: 0)
         report.diagnose()
+        report.keyStores = KeyStoreProbe.all(secretServiceProblem: report.exitCode == ExitStatus.success ? nil : report.diagnosis)
         return report
     }
 
@@ -183,6 +189,12 @@ struct DoctorReport {
             var `default`: Bool
         }
 
+        struct KeyStore: Encodable {
+            var name: String
+            var ready: Bool
+            var detail: String
+        }
+
         struct Provider: Encodable {
             var name: String
             var program: String
@@ -205,6 +217,8 @@ struct DoctorReport {
         @Nullable var defaultCollection: String?
         @Nullable var provider: Provider?
         var notes: [String]
+        var keyStores: [KeyStore]
+        @Nullable var recommendedKeyStore: String?
         var directories: [Directory]
         var diagnosis: String
         @Nullable var fix: String?
@@ -233,6 +247,8 @@ struct DoctorReport {
                 JSON.Provider(name: $0.name, program: $0.program, pid: $0.pid)
             },
             notes: notes,
+            keyStores: keyStores.map { JSON.KeyStore(name: $0.name, ready: $0.ready, detail: $0.detail) },
+            recommendedKeyStore: KeyStoreProbe.recommended(keyStores)?.name,
             directories: directories.map { directory in
                 JSON.Directory(
                     kind: directory.kind, path: directory.path, exists: directory.exists,
@@ -276,6 +292,14 @@ struct DoctorReport {
             let label = "\(directory.kind) directory"
             lines.append(
                 label + String(repeating: " ", count: max(1, 17 - label.count)) + "\(directory.path) (\(state))")
+        }
+        for store in keyStores {
+            let label = "key store " + store.name
+            let padding = String(repeating: " ", count: max(1, 30 - label.count))
+            lines.append(label + padding + (store.ready ? "ready: " : "unavailable: ") + store.detail)
+        }
+        if let recommended = KeyStoreProbe.recommended(keyStores) {
+            lines.append("recommended      --key-store \(recommended.name)")
         }
         lines.append("")
         lines.append(diagnosis)
