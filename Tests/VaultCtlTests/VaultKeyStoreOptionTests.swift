@@ -70,6 +70,7 @@ import Testing
                 P rotate right vault rotate-key --key-store passphrase --passphrase-fd 3 --service app
                 P get-after right vault get --key-store passphrase --passphrase-fd 3 --service app session --reveal
                 P wipe right vault wipe --key-store passphrase --passphrase-fd 3 --service app --yes
+                P stdin right vault get --key-store passphrase --passphrase-fd 0 --service app session
                 """)
         #expect(try vault.step("set").status == 0)
         let get = try vault.step("get")
@@ -87,5 +88,7 @@ import Testing
         #expect(after.status == 0 && after.standardOutput == token + "\n", "\(after)")
         #expect(try vault.step("wipe").status == 0)
         #expect(!FileManager.default.fileExists(atPath: vault.vaultFile()))
+        let stdin = try vault.step("stdin")
+        #expect(stdin.status == 64 && stdin.standardError.contains("standard input carries"), "\(stdin)")
     }
 }

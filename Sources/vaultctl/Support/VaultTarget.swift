@@ -57,6 +57,11 @@ struct VaultOptions: ParsableArguments {
     private func readPassphrase() throws -> SecretBytes {
         var bytes: [UInt8]
         if let descriptor = passphraseFD {
+            guard descriptor != Sys.standardInput else {
+                throw CLIFailure.usage(
+                    "--passphrase-fd 0: standard input carries the values of `vault set`; open the passphrase on "
+                        + "another descriptor (e.g. --passphrase-fd 3 3<passphrase-file)")
+            }
             var buffer = [UInt8](repeating: 0, count: 4097)
             let read = buffer.withUnsafeMutableBytes { Sys.read(descriptor, into: $0) }
             guard case .success(let count) = read else {
