@@ -27,6 +27,11 @@ public struct VaultStatus: Sendable {
     public var keyringLocked: Bool?
     /// Whether this process already holds the vault's master key.
     public var keyLoaded: Bool
+    /// For a kernel keyring key store: whether the keyring can be reached; nil for other key stores.
+    public var kernelKeyringReachable: Bool? = nil
+    /// For a kernel keyring key store: the state of the key the file names ("present", "absent", "revoked",
+    /// "expired"), found by a search that never reads the key; nil for other key stores and without a file.
+    public var kernelKeyState: String? = nil
     /// The first failure met while gathering this status.
     public var problem: VaultError?
 }
@@ -81,6 +86,17 @@ extension Vault {
                 }
                 status.problem =
                     status.problem ?? VaultError(error, operation: "checking the keyring of vault '\(service)'")
+            }
+        }
+        if case .kernelKeyring(let keyring) = configuration.keyStore.storage {
+            switch KernelKeys.serial(of: keyring) {
+            case .success(let serial):
+                status.kernelKeyringReachable = true
+                if let identity = (try? existingIdentity()) ?? nil {
+                    status.kernelKeyState = KernelKeys.state(keys.kernelName(identity), in: serial)
+                }
+            case .failure:
+                status.kernelKeyringReachable = false
             }
         }
         return status

@@ -27,6 +27,7 @@ import Testing
         #expect(get.status == 0 && get.standardOutput == token + "\n", "\(get)")
         let status = try vault.step("status")
         #expect(status.status == 0 && status.standardOutput.contains("kernelKeyring:user"), "\(status)")
+        #expect(status.standardOutput.contains("kernel keyring  reachable, key present"), "\(status)")
         // The file says which key store it needs: another one is refused, never asked for a key.
         let other = try vault.step("secret-service")
         #expect(other.status == 78, "\(other)")

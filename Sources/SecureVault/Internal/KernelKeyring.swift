@@ -63,6 +63,19 @@ enum KernelKeys {
         return .success(bytes)
     }
 
+    /// Whether the key named `description` is there, without reading it: "present", "absent", "revoked",
+    /// "expired", or the errno's text.
+    static func state(_ description: String, in keyring: Int32) -> String {
+        let key = vault_keyring_search(keyring, description)
+        guard key < 0 else { return "present" }
+        switch Errno(rawValue: -key) {
+        case .noKey: return "absent"
+        case .keyRevoked: return "revoked"
+        case .keyExpired: return "expired"
+        case let error: return error.text
+        }
+    }
+
     /// Adds the key (replacing one with the same name) to `keyring`, expiring after `timeoutSeconds` when set.
     static func store(
         _ secret: SecretBytes, as description: String, in keyring: Int32, timeoutSeconds: UInt32? = nil

@@ -17,7 +17,8 @@ extension VaultGroup {
                 JSON: {"service": "app", "keyStore": "secretService", "accessibility": "afterFirstUnlock", \
                 "sessionBus": true, "secretService": true, "defaultCollection": {"path": \
                 "/org/freedesktop/secrets/collection/login", "label": "Login", "locked": false}, \
-                "locked": false, "directory": {"path": "...", "exists": true, "mode": "0700", "owner": 1000}, \
+                "locked": false, "kernelKeyring": null, "directory": {"path": "...", "exists": true, "mode": \
+                "0700", "owner": 1000}, \
                 "file": {"path": ".../app.prefs", "exists": true, "mode": "0600", "owner": 1000, \
                 "size": 8192}, "itemCount": 2, "vaultId": "<32 hex digits>", "keyId": "<16 hex digits>", \
                 "permissionProblem": null, "problem": null}. What could not be learnt is null; problem is \
@@ -115,6 +116,11 @@ struct VaultStatusReport {
             var locked: Bool
         }
 
+        struct KernelKeyring: Encodable {
+            var reachable: Bool
+            @Nullable var key: String?
+        }
+
         var service: String
         var keyStore: String
         var accessibility: String
@@ -122,6 +128,8 @@ struct VaultStatusReport {
         @Nullable var secretService: Bool?
         @Nullable var defaultCollection: Collection?
         @Nullable var locked: Bool?
+        /// For a kernel keyring key store: `{"reachable": true, "key": "present"}` (key null without a file).
+        @Nullable var kernelKeyring: KernelKeyring?
         var directory: FileFacts.JSON
         var file: FileFacts.JSON
         @Nullable var itemCount: Int?
@@ -138,7 +146,9 @@ struct VaultStatusReport {
             defaultCollection: defaultCollection.map {
                 JSON.Collection(path: $0.path, label: $0.label, locked: $0.locked)
             },
-            locked: status.keyringLocked, directory: directory.json(withSize: false),
+            locked: status.keyringLocked,
+            kernelKeyring: status.kernelKeyringReachable.map { JSON.KernelKeyring(reachable: $0, key: status.kernelKeyState) },
+            directory: directory.json(withSize: false),
             file: file.json(withSize: true), itemCount: status.itemCount, vaultId: identity?.vaultIDHex,
             keyId: identity?.keyIDHex, permissionProblem: status.permissionProblem,
             problem: problem.map { ErrorReport.Body(code: $0.code.description, message: $0.message) })
@@ -157,12 +167,15 @@ struct VaultStatusReport {
         default: keyring = "unknown"
         }
         if status.keyStore != "secretService" { keyring = "not used by this key store" }
+        if let reachable = status.kernelKeyringReachable {
+            keyring = reachable ? "reachable, key " + (status.kernelKeyState ?? "- (no file)") : "not reachable"
+        }
         var lines: [(String, String)] = [
             ("service", status.service),
             ("key store", "\(status.keyStore) (\(status.accessibility))"),
             ("session bus", known(status.sessionBusReachable, "reachable", "unreachable")),
             ("secret service", known(status.secretServiceReachable, "reachable", "not reachable")),
-            ("default keyring", keyring),
+            (status.kernelKeyringReachable == nil ? "default keyring" : "kernel keyring", keyring),
             ("directory", directory.text()),
             ("file", file.text(extra: file.size.map { "\($0) bytes" })),
             ("items", status.itemCount.map(String.init) ?? "-"),
