@@ -185,6 +185,19 @@ extension Vault {
         }
     }
 
+    /// Creates the vault now (its file, and its master key in the key store) instead of at its first write:
+    /// for `vaultctl vault init`, which provisions a vault before an app runs.
+    ///
+    /// - Returns: true when it was created, false when it already existed (then it is opened, which checks
+    ///   that its key is there).
+    package func initialize() throws -> Bool {
+        try perform("creating vault '\(service)'") { () throws(VaultError) -> Bool in
+            if try openStore(create: false) != nil { return false }
+            _ = try openStore(create: true)
+            return true
+        }
+    }
+
     /// Asks the key store, through its prompts, for what this vault needs: the default keyring unlocked and,
     /// when the vault has a file, this program's access to its key (KeePassXC approves per item and per
     /// program, until the program exits). For `vaultctl vault unlock`; an app sets

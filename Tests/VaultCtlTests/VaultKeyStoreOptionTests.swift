@@ -12,6 +12,8 @@ import Testing
         try vault.run(
             .noSecretService, revealing: ["get"],
             script: """
+                V init vault init --key-store keyring:user --service app
+                V init-again vault init --key-store keyring:user --service app
                 V set vault set --key-store keyring:user --service app session
                 V get vault get --key-store keyring:user --service app session --reveal
                 V status vault status --key-store keyring:user --service app
@@ -22,6 +24,11 @@ import Testing
                 V unknown vault get --key-store keyring:nowhere --service app session
                 V unlock vault unlock --key-store keyring:user --service app
                 """)
+        let initialized = try vault.step("init")
+        #expect(initialized.status == 0, "\(initialized)")
+        #expect(initialized.standardOutput.hasPrefix("created vault app (key store kernelKeyring:user, vault id "))
+        let again = try vault.step("init-again")
+        #expect(again.status == 0 && again.standardOutput.hasPrefix("vault app exists ("), "\(again)")
         #expect(try vault.step("set").status == 0)
         let get = try vault.step("get")
         #expect(get.status == 0 && get.standardOutput == token + "\n", "\(get)")

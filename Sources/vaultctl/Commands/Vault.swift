@@ -17,12 +17,12 @@ struct VaultGroup: ParsableCommand {
             `vault get --reveal`. No command prompts unless given --interactive (or it is `unlock`): a locked \
             keyring, or a key the keyring has not approved for this program (KeePassXC), answers 75 at once, a \
             missing Secret Service 69, a master key that is gone while the data remains 78, a damaged or tampered file 65. \
-            Only `set` creates a vault: `list`, `get`, `delete`, `verify`, `rotate-key` and `wipe` on a vault \
+            Only `set` and `init` create a vault: `list`, `get`, `delete`, `verify`, `rotate-key` and `wipe` on a vault \
             with no file exit 66. `wipe` needs --yes. Human tables go to stdout and diagnostics to stderr; \
             with --json every answer, errors included, is one JSON document on stdout with sorted keys.
             """,
         subcommands: [
-            StatusCommand.self, ListCommand.self, GetCommand.self, SetCommand.self, DeleteCommand.self,
+            StatusCommand.self, InitCommand.self, ListCommand.self, GetCommand.self, SetCommand.self, DeleteCommand.self,
             VerifyCommand.self, RotateKeyCommand.self, WipeCommand.self, LockCommand.self, UnlockCommand.self,
         ]
     )
