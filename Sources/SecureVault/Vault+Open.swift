@@ -78,11 +78,10 @@ extension Vault {
         let sealer: VaultSealer
         if let cached = Self.sealers.withLock({ $0[SealerCacheKey(path: path, identity: identity)] }) {
             sealer = cached
-        } else if let cachedKey = keys.cachedKey(identity),
-            VaultSealer(masterKey: cachedKey, identity: identity, service: service).keyCheck == inspection.keyCheck
-        {
-            // The per-session cache (Configuration.keyCache): a key that checks against this file.
-            sealer = VaultSealer(masterKey: cachedKey, identity: identity, service: service)
+        } else if let fromCache = keys.cachedKey(identity).map({
+            VaultSealer(masterKey: $0, identity: identity, service: service)
+        }), fromCache.keyCheck == inspection.keyCheck {
+            sealer = fromCache  // the per-session cache (Configuration.keyCache): a key that checks against this file
         } else {
             keys.dropCached(identity)  // a miss, or a cached key that does not check: never used
             guard let masterKey = try keys.load(identity, file: path) else {

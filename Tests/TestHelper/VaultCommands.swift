@@ -154,12 +154,7 @@ enum VaultCommands {
                 else { return 64 }
                 let keys = MasterKeys(
                     store: configuration.keyStore, service: service, deadline: configuration.deadline, cache: cache)
-                switch KernelKeys.load(keys.cacheName(identity), in: serial) {
-                case .success(let key): line = key == nil ? "absent" : "present"
-                case .failure(.keyRevoked): line = "revoked"
-                case .failure(.keyExpired): line = "expired"
-                case .failure(let error): line = "error \(error.text)"
-                }
+                line = KernelKeys.state(keys.cacheName(identity), in: serial)
             case "keyring-key", "keyring-revoke", "keyring-expire":
                 guard case .kernelKeyring(let keyring) = configuration.keyStore.storage,
                     case .success(let serial) = KernelKeys.serial(of: keyring)
@@ -179,12 +174,7 @@ enum VaultCommands {
                 let name = keys.kernelName(identity)
                 switch command {
                 case "keyring-key":
-                    switch KernelKeys.load(name, in: serial) {
-                    case .success(let key): line = key == nil ? "absent" : "present"
-                    case .failure(.keyRevoked): line = "revoked"
-                    case .failure(.keyExpired): line = "expired"
-                    case .failure(let error): line = "error \(error.text)"
-                    }
+                    line = KernelKeys.state(name, in: serial)
                 case "keyring-revoke":
                     guard case .success = KernelKeys.revoke(name, in: serial) else { return 70 }
                     line = "ok"

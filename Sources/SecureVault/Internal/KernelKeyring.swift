@@ -40,9 +40,11 @@ enum KernelKeys {
     /// - Throws: the errno of a key that is there but unusable (`EKEYREVOKED`, `EKEYEXPIRED`), of a keyring
     ///   that cannot be reached, or of a read that failed.
     static func load(_ description: String, in keyring: Int32) -> Result<SecretBytes?, Errno> {
-        let key = vault_keyring_search(keyring, description)
-        if key < 0 {
-            return Errno(rawValue: -key) == .noKey ? .success(nil) : .failure(Errno(rawValue: -key))
+        let key: Int32
+        switch search(description, in: keyring) {
+        case .success(let found): key = found
+        case .failure(.noKey): return .success(nil)
+        case .failure(let error): return .failure(error)
         }
         // The payload's length first (a read into no buffer), then at most 64 bytes of it: a vault key is 32,
         // and anything else planted under the name is refused by its length.
@@ -66,13 +68,12 @@ enum KernelKeys {
     /// Whether the key named `description` is there, without reading it: "present", "absent", "revoked",
     /// "expired", or the errno's text.
     static func state(_ description: String, in keyring: Int32) -> String {
-        let key = vault_keyring_search(keyring, description)
-        guard key < 0 else { return "present" }
-        switch Errno(rawValue: -key) {
-        case .noKey: return "absent"
-        case .keyRevoked: return "revoked"
-        case .keyExpired: return "expired"
-        case let error: return error.text
+        switch search(description, in: keyring) {
+        case .success: return "present"
+        case .failure(.noKey): return "absent"
+        case .failure(.keyRevoked): return "revoked"
+        case .failure(.keyExpired): return "expired"
+        case .failure(let error): return error.text
         }
     }
 
@@ -93,31 +94,44 @@ enum KernelKeys {
 
     /// Invalidates the key named `description` (gone at once for every process). Returns whether there was one.
     static func delete(_ description: String, in keyring: Int32) -> Result<Bool, Errno> {
-        let key = vault_keyring_search(keyring, description)
-        if key < 0 {
-            switch Errno(rawValue: -key) {
-            // Gone, or unusable (revoked, expired: the kernel reaps those itself).
-            case .noKey, .keyRevoked, .keyExpired: return .success(false)
-            default: return .failure(Errno(rawValue: -key))
-            }
+        switch search(description, in: keyring) {
+        case .success(let key): return status(vault_keyring_invalidate(key)).map { true }
+        // Gone, or unusable (revoked, expired: the kernel reaps those itself).
+        case .failure(.noKey), .failure(.keyRevoked), .failure(.keyExpired): return .success(false)
+        case .failure(let error): return .failure(error)
         }
-        let status = vault_keyring_invalidate(key)
-        return status < 0 ? .failure(Errno(rawValue: -status)) : .success(true)
     }
 
     /// For tests: revokes or sets the timeout of the key named `description`.
     static func revoke(_ description: String, in keyring: Int32) -> Result<Void, Errno> {
-        let key = vault_keyring_search(keyring, description)
-        if key < 0 { return .failure(Errno(rawValue: -key)) }
-        let status = vault_keyring_revoke(key)
-        return status < 0 ? .failure(Errno(rawValue: -status)) : .success(())
+        search(description, in: keyring).flatMap { status(vault_keyring_revoke($0)) }
     }
 
     static func expire(_ description: String, in keyring: Int32, afterSeconds seconds: UInt32) -> Result<Void, Errno> {
+        search(description, in: keyring).flatMap { status(vault_keyring_set_timeout($0, seconds)) }
+    }
+
+    /// The serial of the "user" key named `description` in `keyring` (searched recursively).
+    private static func search(_ description: String, in keyring: Int32) -> Result<Int32, Errno> {
         let key = vault_keyring_search(keyring, description)
-        if key < 0 { return .failure(Errno(rawValue: -key)) }
-        let status = vault_keyring_set_timeout(key, seconds)
-        return status < 0 ? .failure(Errno(rawValue: -status)) : .success(())
+        return key < 0 ? .failure(Errno(rawValue: -key)) : .success(key)
+    }
+
+    /// A keyctl status (0, or -errno) as a result.
+    private static func status(_ value: Int32) -> Result<Void, Errno> {
+        value < 0 ? .failure(Errno(rawValue: -value)) : .success(())
+    }
+
+    /// Why a keyring cannot be used, in a few words (the messages of MasterKeys and of doctor's probe); nil
+    /// for an errno that is not about the keyring's availability.
+    static func unavailability(_ error: Errno, _ keyring: KeyStore.KernelKeyring) -> String? {
+        switch error {
+        case .noKey where keyring == .session: return "no session keyring: this is not a login session"
+        case .notSupported: return "this kernel has no persistent keyrings"
+        case .noSystemCall, .notPermitted:
+            return "the key system calls are blocked (a container's seccomp profile?): \(error.text)"
+        default: return nil
+        }
     }
 
     /// For tests: gives this process a new session keyring, which its children inherit (what a login does).

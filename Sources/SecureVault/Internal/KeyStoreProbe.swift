@@ -66,13 +66,7 @@ package struct KeyStoreProbe: Sendable, Equatable {
     }
 
     private static func reason(_ error: Errno, _ keyring: KeyStore.KernelKeyring) -> String {
-        switch error {
-        case .noKey where keyring == .session: return "no session keyring: this is not a login session"
-        case .notSupported: return "this kernel has no persistent keyrings"
-        case .quotaExceeded: return "this user's kernel key quota is full"
-        case .noSystemCall, .notPermitted:
-            return "the key system calls are blocked (a container's seccomp profile?): \(error.text)"
-        default: return error.text
-        }
+        if error == .quotaExceeded { return "this user's kernel key quota is full" }
+        return KernelKeys.unavailability(error, keyring) ?? error.text
     }
 }

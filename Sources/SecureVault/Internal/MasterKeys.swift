@@ -271,20 +271,11 @@ struct MasterKeys: Sendable {
                 code: .diskFull, message: "\(operation): this user's kernel key quota is full: its bytes\(quota) "
                     + "(/proc/sys/kernel/keys/maxbytes) or its number of keys (maxkeys); remove unused keys or "
                     + "raise the quota", cause: .errno(error.rawValue))
-        case .noKey where keyring == .session:
+        case .noKey where keyring == .session, .notSupported, .noSystemCall, .notPermitted:
+            let reason = KernelKeys.unavailability(error, keyring) ?? error.text
+            let advice = keyring == .persistent ? "use the user keyring" : "use the user or persistent keyring"
             return VaultError(
-                code: .unavailable, message: "\(operation): this process has no session keyring (it did not "
-                    + "start from a login session); use the user or persistent keyring, or start it with "
-                    + "`keyctl session`", cause: .errno(error.rawValue))
-        case .notSupported:
-            return VaultError(
-                code: .unavailable, message: "\(operation): this kernel has no persistent keyrings "
-                    + "(CONFIG_PERSISTENT_KEYRINGS); use the user keyring", cause: .errno(error.rawValue))
-        case .noSystemCall, .notPermitted:
-            return VaultError(
-                code: .unavailable, message: "\(operation): the kernel keyring is not available to this process "
-                    + "(\(error.text): keyrings disabled, or the key system calls blocked by a container's "
-                    + "seccomp profile)", cause: .errno(error.rawValue))
+                code: .unavailable, message: "\(operation): \(reason); \(advice)", cause: .errno(error.rawValue))
         case .accessDenied:
             return VaultError(
                 code: .permissionDenied, message: "\(operation): \(error.text) (the key's permissions, or a "
