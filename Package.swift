@@ -92,7 +92,7 @@ let package = Package(
         ),
         // Shared by the test targets: running child processes, finding build products and scripts.
         .target(
-            name: "TestSupport", dependencies: [.product(name: "Logging", package: "swift-log")],
+            name: "TestSupport", dependencies: ["SystemLayer", .product(name: "Logging", package: "swift-log")],
             path: "Tests/TestSupport", swiftSettings: swiftSettings),
         // libFuzzer targets (`make fuzz` builds them with -sanitize=fuzzer,address; a normal build just compiles
         // them): the log scanner on arbitrary bytes, and opening arbitrary bytes as a store file.

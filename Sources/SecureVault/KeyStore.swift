@@ -10,6 +10,8 @@ import SystemLayer
 /// configuration.keyStore = .secretService                       // the default: gnome-keyring, KeePassXC...
 /// configuration.keyStore = .passphrase(SecretBytes(utf8: pw))   // headless servers that choose it
 /// configuration.keyStore = .kernelKeyring(.user)                // servers, SSH sessions: gone at reboot
+/// configuration.keyStore = .keyFile("/run/secrets/vault-key")    // containers with a mounted secret
+/// configuration.keyStore = .systemdCredential(name: "app-vault") // services: sealed by the host key / TPM2
 /// configuration.keyStore = .inMemory(InMemoryKeys())            // tests
 /// ```
 public struct KeyStore: Sendable, CustomStringConvertible {
@@ -19,6 +21,9 @@ public struct KeyStore: Sendable, CustomStringConvertible {
         case passphrase(SecretBytes, PassphraseCost, maximum: PassphraseCost)
         case inMemory(InMemoryKeys)
         case kernelKeyring(KernelKeyring)
+        case keyFile(path: String)
+        /// The credential's name, and its sealed file (nil: `<name>.cred` in the vault's directory).
+        case systemdCredential(name: String, file: String?)
     }
 
     let storage: Storage
@@ -71,6 +76,65 @@ public struct KeyStore: Sendable, CustomStringConvertible {
         KeyStore(storage: .kernelKeyring(keyring))
     }
 
+    /// A key file a deployment provides (a Kubernetes or Docker secret mounted into a container): exactly 32
+    /// random bytes, a regular file of this user that no other user may read or write (mode 0400 or 0600, the
+    /// ssh rule; a symbolic link to one is followed, as Kubernetes mounts secrets through links).
+    ///
+    /// ```swift
+    /// configuration.keyStore = .keyFile("/run/secrets/vault-key")
+    /// ```
+    ///
+    /// The key file is the root secret: it is only read, never changed or deleted (a mounted secret is
+    /// read-only; several vaults may share one). Each master key is random and kept wrapped under it in
+    /// `<service>.<key id>.vaultkey` beside the vault file, so ``Vault/rotateKey()`` and ``Vault/wipe()`` work as
+    /// with a keyring: a wipe deletes the wrapped key, and a copy of the vault file made before cannot be opened
+    /// afterwards, key file or not. A missing key file is ``VaultError/Code/keyMissing`` (a key file is never
+    /// created silently: ``createKeyFile(at:)``, or `vaultctl vault init --key-store key-file:PATH`), one of
+    /// another user or open to others ``VaultError/Code/permissionDenied``, one of another length or that does not
+    /// open the vault's wrapped key ``VaultError/Code/wrongKey``. Whoever can read the key file and the vault's
+    /// directory can read the vault.
+    public static func keyFile(_ path: String) -> KeyStore {
+        KeyStore(storage: .keyFile(path: path))
+    }
+
+    /// Creates a key file for ``keyFile(_:)`` at `path`: 32 random bytes, mode 0600, flushed to disk. An existing
+    /// file is left as it is (neither read nor checked).
+    ///
+    /// ```swift
+    /// try KeyStore.createKeyFile(at: "/etc/myapp/vault.key")
+    /// ```
+    ///
+    /// - Returns: true when it was created, false when a file was already there.
+    /// - Throws: ``VaultError`` when the file cannot be created (its directory missing or not writable).
+    @discardableResult
+    public static func createKeyFile(at path: String) throws -> Bool {
+        try FileKeys.createKeyFile(at: path)
+    }
+
+    /// A systemd credential (systemd-creds(1)): the root secret is sealed by `systemd-creds encrypt` with the
+    /// machine's host key (`/var/lib/systemd/credential.secret`, root's), and with its TPM2 too where the
+    /// machine has one, so the sealed file is useless on another machine.
+    ///
+    /// ```swift
+    /// configuration.keyStore = .systemdCredential(name: "app-vault")
+    /// ```
+    ///
+    /// Read from `$CREDENTIALS_DIRECTORY/<name>` when the process runs as a service whose unit has
+    /// `LoadCredentialEncrypted=<name>:<file>` (systemd decrypts it: the service may run as any user), else by
+    /// running `systemd-creds decrypt` on `file` (as root: the host key is root's). A vault created where neither
+    /// exists seals a new one into `file` (mode 0600). Each master key is kept wrapped under it as for
+    /// ``keyFile(_:)``; the credential itself is never changed or deleted. No `systemd-creds`, or one that cannot
+    /// use the host key as this user, is ``VaultError/Code/unavailable``; a credential sealed for another name or
+    /// machine ``VaultError/Code/wrongKey``; one that does not answer within the deadline
+    /// ``VaultError/Code/timeout``.
+    ///
+    /// - Parameters:
+    ///   - name: the credential's name (`[A-Za-z0-9._-]`), sealed into it and checked when it is unsealed.
+    ///   - file: the sealed credential file; nil: `<name>.cred` in the vault's directory.
+    public static func systemdCredential(name: String, file: String? = nil) -> KeyStore {
+        KeyStore(storage: .systemdCredential(name: name, file: file))
+    }
+
     /// Which kernel keyring holds a vault's key (keyrings(7)).
     ///
     /// ```swift
@@ -103,10 +167,21 @@ public struct KeyStore: Sendable, CustomStringConvertible {
         KeyStore(storage: .inMemory(keys))
     }
 
-    /// `secretService`, `passphrase`, `kernelKeyring:user` (`:session`, `:persistent`) or `inMemory`.
+    /// `secretService`, `passphrase`, `kernelKeyring:user` (`:session`, `:persistent`), `keyFile:<path>`,
+    /// `systemdCredential:<name>` or `inMemory`.
     public var description: String {
-        if case .kernelKeyring(let keyring) = storage { return "kernelKeyring:\(keyring.rawValue)" }
-        return kind.name
+        switch storage {
+        case .kernelKeyring(let keyring): return "kernelKeyring:\(keyring.rawValue)"
+        case .keyFile(let path): return "keyFile:\(path)"
+        case .systemdCredential(let name, _): return "systemdCredential:\(name)"
+        default: return kind.name
+        }
+    }
+
+    /// The key file's path, for ``keyFile(_:)``; nil for other key stores.
+    package var keyFilePath: String? {
+        if case .keyFile(let path) = storage { return path }
+        return nil
     }
 
     var kind: KeyIdentity.Kind {
@@ -115,6 +190,8 @@ public struct KeyStore: Sendable, CustomStringConvertible {
         case .passphrase: return .passphrase
         case .inMemory: return .inMemory
         case .kernelKeyring: return .kernelKeyring
+        case .keyFile: return .keyFile
+        case .systemdCredential: return .systemdCredential
         }
     }
 }

@@ -179,6 +179,7 @@ extension Vault {
                 }
                 forgetKey()
                 _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
+                keys.fileKeys?.removeStrays()
                 clearIntents()  // deferred deletes stay for the next maintenance call
                 return report
             }

@@ -185,18 +185,7 @@ extension Vault {
     /// Throws `permissionDenied` unless `info` (the `fstat` or `lstat` of `path`) shows a file of this user
     /// that other users cannot read or write.
     func checkOwnership(_ info: FileStatus, _ path: String, what: String) throws(VaultError) {
-        guard info.owner == Sys.userID else {
-            throw VaultError(
-                code: .permissionDenied,
-                message: "\(what) \(path) belongs to uid \(info.owner), not to this user (uid \(Sys.userID)); "
-                    + "refusing to use it", path: path)
-        }
-        guard info.permissions & 0o077 == 0 else {
-            throw VaultError(
-                code: .permissionDenied,
-                message: "\(what) \(path) has mode 0\(String(info.permissions, radix: 8)): other users may read it; "
-                    + "refusing to use it (chmod go= \(path))", path: path)
-        }
+        try VaultError.requirePrivate(info, path, what: what)
     }
 }
 

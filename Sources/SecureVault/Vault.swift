@@ -54,8 +54,12 @@ public final class Vault: Sendable {
         self.service = service
         self.configuration = configuration
         self.logger = configuration.logger
+        if case .systemdCredential(let name, _) = configuration.keyStore.storage {
+            try Self.validate(name: name, what: "systemd credential name", as: .fileName)
+        }
         self.keys = MasterKeys(
-            store: configuration.keyStore, service: service, deadline: configuration.deadline,
+            store: configuration.keyStore, service: service, directory: Self.directory(of: configuration),
+            deadline: configuration.deadline,
             prompting: configuration.prompting, cache: configuration.keyCache)
     }
 
@@ -64,7 +68,9 @@ public final class Vault: Sendable {
 
     /// The configured directory without a trailing `/`; `.` (the working directory) for an empty one. A relative
     /// directory stays relative: it names a directory under the working directory of each call.
-    var storeDirectory: String {
+    var storeDirectory: String { Self.directory(of: configuration) }
+
+    static func directory(of configuration: Configuration) -> String {
         let directory = configuration.directory
         if directory.isEmpty { return "." }
         return directory.hasSuffix("/") && directory.count > 1 ? String(directory.dropLast()) : directory

@@ -40,7 +40,7 @@ import TestSupport
         }
     }
 
-    @Test(arguments: ["secretService", "keyring:session"])
+    @Test(arguments: ["secretService", "keyring:session", "key-file", "systemd-creds"])
     func killedWritersLoseNoAcknowledgedWriteAndResurrectNothing(keyStore: String) throws {
         let rounds = Int(ProcessInfo.processInfo.environment["VAULT_CRASH_ROUNDS"] ?? "") ?? 40
         let work = "/dev/shm/vault-crash-\(UUID().uuidString)"
@@ -54,6 +54,8 @@ import TestSupport
             H=\(KeyringSession.shellQuote(KeyringSession.helper))
             export VAULT_TEST_DIR=\(work)/vaults
             \(keyStore == "secretService" ? "" : "export VAULT_TEST_KEY_STORE=\(keyStore)")
+            \(keyStore == "key-file" ? "export VAULT_TEST_KEY_STORE=key-file:\(work)/key; head -c 32 /dev/urandom > \(work)/key; chmod 600 \(work)/key" : "")
+            \(keyStore == "systemd-creds" ? "export VAULT_TEST_KEY_STORE=systemd-creds:crash" : "")
             for r in $(seq 1 \(rounds)); do
               $H vault-crash-writer app > \(work)/acks.$r 2>/dev/null &
               pid=$!

@@ -37,7 +37,8 @@
 //
 // Environment: VAULT_TEST_DIR (vault directory), VAULT_TEST_DEADLINE_MS, VAULT_TEST_ACCESSIBILITY
 // (afterFirstUnlock | whenUnlocked), VAULT_TEST_PROMPT_MS (set: prompting allowed with that deadline),
-// VAULT_TEST_KEY_STORE (keyring:session | keyring:user | keyring:persistent | passphrase:PASSPHRASE; the
+// VAULT_TEST_KEY_STORE (keyring:session | keyring:user | keyring:persistent | passphrase:PASSPHRASE |
+// key-file:PATH | systemd-creds:NAME[:FILE]; the
 // Secret Service otherwise), VAULT_TEST_CACHE (KEYRING:SECONDS: Configuration.keyCache). A failure prints "error <code> <elapsed-ms>" and exits 1; the message goes
 // to stderr.
 import FoundationEssentials
@@ -70,6 +71,13 @@ enum VaultCommands {
                 return 64
             }
             configuration.keyStore = .kernelKeyring(keyring)
+        }
+        if let store = environment("VAULT_TEST_KEY_STORE"), store.hasPrefix("key-file:") {
+            configuration.keyStore = .keyFile(String(store.dropFirst("key-file:".count)))
+        }
+        if let store = environment("VAULT_TEST_KEY_STORE"), store.hasPrefix("systemd-creds:") {
+            let parts = store.dropFirst("systemd-creds:".count).split(separator: ":", maxSplits: 1).map(String.init)
+            configuration.keyStore = .systemdCredential(name: parts[0], file: parts.count == 2 ? parts[1] : nil)
         }
         if let prompt = environment("VAULT_TEST_PROMPT_MS").flatMap({ Int($0) }) {
             configuration.prompting = .allowed(deadline: .milliseconds(prompt))
@@ -111,7 +119,7 @@ enum VaultCommands {
             case "vault-make-legacy":
                 var identity = KeyIdentity.random(kind: configuration.keyStore.kind)
                 identity.format = 1
-                let keys = MasterKeys(store: configuration.keyStore, service: service, deadline: configuration.deadline)
+                let keys = vault.keys
                 let masterKey = try keys.create(&identity)
                 var storeConfiguration = PrefsStore.Configuration()
                 storeConfiguration.sealer = VaultSealer(masterKey: masterKey, identity: identity, service: service)
@@ -138,7 +146,7 @@ enum VaultCommands {
                     let identity = KeyIdentity(
                         vaultIDHex: arguments[1], keyIDHex: arguments[2], kind: configuration.keyStore.kind, format: 2)
                 else { return 64 }
-                let keys = MasterKeys(store: configuration.keyStore, service: service, deadline: configuration.deadline)
+                let keys = vault.keys
                 line =
                     try keys.load(identity, file: "-").map {
                         "hash " + Sodium.keyedHash(Array("vault-key-hash".utf8), key: $0, length: 16)
@@ -152,14 +160,13 @@ enum VaultCommands {
                             format: 2)
                         : try vault.existingIdentity()
                 else { return 64 }
-                let keys = MasterKeys(
-                    store: configuration.keyStore, service: service, deadline: configuration.deadline, cache: cache)
+                let keys = vault.keys
                 line = KernelKeys.state(keys.cacheName(identity), in: serial)
             case "keyring-key", "keyring-revoke", "keyring-expire":
                 guard case .kernelKeyring(let keyring) = configuration.keyStore.storage,
                     case .success(let serial) = KernelKeys.serial(of: keyring)
                 else { return 64 }
-                let keys = MasterKeys(store: configuration.keyStore, service: service, deadline: configuration.deadline)
+                let keys = vault.keys
                 let identity: KeyIdentity
                 if command == "keyring-key" {
                     guard

@@ -1,5 +1,6 @@
 public import Foundation
 import Glibc
+import SystemLayer
 
 /// What a finished child process left behind.
 public struct ChildResult: Sendable, CustomStringConvertible {
@@ -22,7 +23,7 @@ public struct ChildResult: Sendable, CustomStringConvertible {
 
 /// Runs child processes for tests: the built helper and `vaultctl`, the repository's scripts, system tools.
 ///
-/// Spawned with `posix_spawn` and an empty signal mask with default dispositions: test threads block most
+/// Spawned by `Sys.spawn`, with an empty signal mask and default dispositions: test threads block most
 /// signals, and a child that inherited that mask (as Foundation's `Process` lets it) cannot be stopped by
 /// SIGTERM, so a `dbus-run-session` could never shut its bus down.
 public enum ChildProcess {
@@ -53,42 +54,19 @@ public enum ChildProcess {
         }
         for fd in stdinPipe + stdoutPipe + stderrPipe { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
 
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, stdinPipe[0], 0)
-        posix_spawn_file_actions_adddup2(&actions, stdoutPipe[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, stderrPipe[1], 2)
-
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var emptyMask = sigset_t()
-        sigemptyset(&emptyMask)
-        var allSignals = sigset_t()
-        sigfillset(&allSignals)
-        posix_spawnattr_setsigmask(&attributes, &emptyMask)
-        posix_spawnattr_setsigdefault(&attributes, &allSignals)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
-        let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer {
-            argv.forEach { free($0) }
-            envp.forEach { free($0) }
-        }
         let start = ContinuousClock.now
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        let spawned = Sys.spawn(
+            executable, arguments, environment: env.map { "\($0.key)=\($0.value)" }, input: stdinPipe[0],
+            output: stdoutPipe[1], errorOutput: stderrPipe[1])
         spawnLock.unlock()
         close(stdinPipe[0])
         close(stdoutPipe[1])
         close(stderrPipe[1])
-        guard spawned == 0 else {
+        guard case .success(let pid) = spawned else {
             close(stdinPipe[1])
             close(stdoutPipe[0])
             close(stderrPipe[0])
-            throw SpawnError(description: "posix_spawn \(executable) failed: errno \(spawned)")
+            throw SpawnError(description: "posix_spawn \(executable) failed: \(spawned)")
         }
 
         // Feed stdin on its own thread so a child that writes before it reads cannot deadlock with us.

@@ -33,15 +33,36 @@ import TestSupport
             result.lines.contains(
                 "key store keyring:session     unavailable: no session keyring: this is not a login session"),
             "\(result)")
-        #expect(result.lines.contains("recommended      --key-store keyring:user"), "\(result)")
+        // Root can use the host key: a systemd credential survives reboots, so it comes first.
+        #expect(
+            result.lines.contains { $0.hasPrefix("key store systemd-creds:NAME  ready: ") && $0.contains("host key") },
+            "\(result)")
+        #expect(result.lines.contains { $0.hasPrefix("key store key-file:PATH       ready: ") })
+        #expect(result.lines.contains("recommended      --key-store systemd-creds:NAME"), "\(result)")
         #expect(result.lines.contains("exit 69"))
         let json = try #require(result.standardOutput.range(of: "{").map { String(result.standardOutput[$0.lowerBound...]) })
         let object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
-        #expect(object["recommendedKeyStore"] as? String == "keyring:user", "\(json)")
+        #expect(object["recommendedKeyStore"] as? String == "systemd-creds:NAME", "\(json)")
         let stores = try #require(object["keyStores"] as? [[String: Any]])
         #expect(stores.map { $0["name"] as? String } == [
-            "secret-service", "keyring:session", "keyring:user", "keyring:persistent", "passphrase",
+            "secret-service", "keyring:session", "keyring:user", "keyring:persistent", "systemd-creds:NAME",
+            "key-file:PATH", "passphrase",
         ])
+    }
+
+    /// Another user cannot use the host key: systemd-creds is listed as unavailable with the reason, and the
+    /// user keyring is recommended.
+    @Test func asAUserWithoutTheHostKeyItRecommendsTheUserKeyring() throws {
+        let result = try ChildProcess.run(
+            "/usr/bin/setpriv",
+            ["--reuid=65534", "--regid=65534", "--clear-groups", Self.vaultctl, "--dir", "/nonexistent/vaults", "doctor"],
+            environment: ["DBUS_SESSION_BUS_ADDRESS": nil, "HOME": "/nonexistent"])
+        #expect(
+            result.lines.contains {
+                $0.hasPrefix("key store systemd-creds:NAME  unavailable: systemd-creds cannot seal as uid 65534: ")
+                    && $0.contains("the host key is root's")
+            }, "\(result)")
+        #expect(result.lines.contains("recommended      --key-store keyring:user"), "\(result)")
     }
 
     @Test func inAnUnlockedKeyringSessionItIsReady() throws {

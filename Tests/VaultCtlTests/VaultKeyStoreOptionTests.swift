@@ -51,6 +51,57 @@ import Testing
     }
 }
 
+extension VaultKeyStoreOptionTests {
+    /// `key-file:PATH`: only `vault init` creates the key file (0600); every other command refuses a missing
+    /// one with the way to make it. `systemd-creds:NAME`: the first vault seals its credential.
+    @Test func keyFileAndSystemdCredentialVaultsWorkWhereNoBusRuns() throws {
+        let vault = try VaultSandbox()
+        let token = VaultSandbox.secret("token")
+        try vault.input("set", token, secret: token)
+        try vault.input("set-creds", token, secret: token)
+        try vault.input("no-key", token, secret: token)
+        let keyFile = vault.sandbox.path("vault.key")
+        try vault.run(
+            .noSecretService, revealing: ["get", "get-creds"],
+            script: """
+                V no-key vault set --key-store key-file:\(keyFile) --service app session
+                ls \(keyFile) 2>/dev/null > "$IO/no-key.ls"
+                V init vault init --key-store key-file:\(keyFile) --service app
+                stat -c %a \(keyFile) > "$IO/mode"
+                V set vault set --key-store key-file:\(keyFile) --service app session
+                V get vault get --key-store key-file:\(keyFile) --service app session --reveal
+                V status vault status --key-store key-file:\(keyFile) --service app
+                V rotate vault rotate-key --key-store key-file:\(keyFile) --service app
+                V wipe vault wipe --key-store key-file:\(keyFile) --service app --yes
+                V set-creds vault set --key-store systemd-creds:app-vault --service creds session
+                V get-creds vault get --key-store systemd-creds:app-vault --service creds session --reveal
+                V bad vault get --key-store systemd-creds: --service creds session
+                """)
+        let noKey = try vault.step("no-key")
+        #expect(noKey.status == 78, "\(noKey)")
+        #expect(noKey.standardError.contains("vaultctl vault init --key-store key-file:\(keyFile)"), "\(noKey)")
+        #expect(vault.output("no-key.ls") == "", "no key file was created")
+        let initialized = try vault.step("init")
+        #expect(initialized.status == 0, "\(initialized)")
+        #expect(initialized.standardOutput.hasPrefix("created key file \(keyFile)\ncreated vault app (key store keyFile:"))
+        #expect(vault.output("mode") == "600")
+        #expect(try vault.step("set").status == 0)
+        let get = try vault.step("get")
+        #expect(get.status == 0 && get.standardOutput == token + "\n", "\(get)")
+        let status = try vault.step("status")
+        #expect(status.standardOutput.contains("keyFile:\(keyFile)"), "\(status)")
+        #expect(try vault.step("rotate").status == 0)
+        let wipe = try vault.step("wipe")
+        #expect(wipe.status == 0, "\(wipe)")
+        #expect(FileManager.default.fileExists(atPath: keyFile), "the key file is the deployment's: never deleted")
+        #expect(try vault.step("set-creds").status == 0)
+        #expect(FileManager.default.fileExists(atPath: vault.vaultDirectory + "/app-vault.cred"))
+        let getCreds = try vault.step("get-creds")
+        #expect(getCreds.status == 0 && getCreds.standardOutput == token + "\n", "\(getCreds)")
+        #expect(try vault.step("bad").status == 64)
+    }
+}
+
 /// `--key-store passphrase`: the passphrase comes from `--passphrase-fd N` or the terminal, never from an
 /// argument or the environment; `status` never asks for it.
 @Suite struct VaultPassphraseOptionTests {

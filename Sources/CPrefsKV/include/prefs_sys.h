@@ -32,6 +32,11 @@ static inline int prefs_fcntl_lock(int fd, int command, struct flock *lock) { re
 
 // Not on the read path: vaultctl, for a process that holds secrets (Sys.disableCoreDumps).
 
+int pipe2(int pipefd[2], int flags);  // <unistd.h> declares it only under _GNU_SOURCE
+
+/// pipe2(2) with O_CLOEXEC: a pipe no child spawned meanwhile by another thread inherits (Sys.runChild).
+static inline int prefs_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
 /// prctl(2) PR_SET_DUMPABLE 0 (variadic, so not callable from Swift): the process is not dumpable.
 static inline int prefs_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L); }
 

@@ -6,7 +6,7 @@
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 1 | format: 1 (before record authentication), 2 |
-/// | 1 | 1 | key store kind: 1 Secret Service, 2 passphrase, 3 in-memory, 4 a vault item, 5 kernel keyring |
+/// | 1 | 1 | key store kind: 1 Secret Service, 2 passphrase, 3 in-memory, 4 a vault item, 5 kernel keyring, 6 key file, 7 systemd credential |
 /// | 2 | 2 | Argon2id passes (passphrase); the kernel keyring (1 session, 2 user, 3 persistent); else 0 |
 /// | 4 | 4 | Argon2id memory in KiB (passphrase), else 0 |
 /// | 8 | 16 | vault id (random) |
@@ -25,6 +25,8 @@ package struct KeyIdentity: Equatable, Sendable {
         case inMemory = 3
         case vaultItem = 4
         case kernelKeyring = 5
+        case keyFile = 6
+        case systemdCredential = 7
 
         var name: String {
             switch self {
@@ -33,6 +35,8 @@ package struct KeyIdentity: Equatable, Sendable {
             case .inMemory: return "inMemory"
             case .vaultItem: return "vaultItem"
             case .kernelKeyring: return "kernelKeyring"
+            case .keyFile: return "keyFile"
+            case .systemdCredential: return "systemdCredential"
             }
         }
     }

@@ -12,7 +12,7 @@ package struct KeyStoreProbe: Sendable, Equatable {
 
     /// Every key store this version has, probed. `secretService` is the Secret Service's state as the caller
     /// already found it (nil: ready; else why not).
-    package static func all(secretServiceProblem: String?) -> [KeyStoreProbe] {
+    package static func all(secretServiceProblem: String?, deadline: Duration = .seconds(5)) -> [KeyStoreProbe] {
         var probes = [
             KeyStoreProbe(
                 name: "secret-service", ready: secretServiceProblem == nil,
@@ -21,6 +21,14 @@ package struct KeyStoreProbe: Sendable, Equatable {
         for keyring in KeyStore.KernelKeyring.allCases {
             probes.append(probe(keyring))
         }
+        let credentials = FileKeys.probe(deadline: deadline)
+        probes.append(
+            KeyStoreProbe(name: "systemd-creds:NAME", ready: credentials.problem == nil, detail: credentials.problem ?? credentials.detail))
+        probes.append(
+            KeyStoreProbe(
+                name: "key-file:PATH", ready: true,
+                detail: "always, given a 32-byte key file of the user's, mode 0600 or 0400 (a mounted secret; "
+                    + "vaultctl vault init --key-store key-file:PATH makes one); whoever reads it reads the vault"))
         probes.append(
             KeyStoreProbe(
                 name: "passphrase", ready: true,
@@ -28,10 +36,10 @@ package struct KeyStoreProbe: Sendable, Equatable {
         return probes
     }
 
-    /// The one to use here: the Secret Service where it works, else the user keyring (gone at reboot), else a
-    /// passphrase.
+    /// The one to use here: the Secret Service where it works, else a systemd credential (survives reboots,
+    /// sealed to this machine), else the user keyring (gone at reboot), else a passphrase.
     package static func recommended(_ probes: [KeyStoreProbe]) -> KeyStoreProbe? {
-        for name in ["secret-service", "keyring:user", "passphrase"] {
+        for name in ["secret-service", "systemd-creds:NAME", "keyring:user", "passphrase"] {
             if let probe = probes.first(where: { $0.name == name && $0.ready }) { return probe }
         }
         return nil

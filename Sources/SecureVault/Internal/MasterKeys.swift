@@ -10,6 +10,8 @@ import SystemLayer
 struct MasterKeys: Sendable {
     let store: KeyStore
     let service: String
+    /// The vault's directory (a key file's or systemd credential's wrapped keys live there).
+    let directory: String
     /// The deadline of a call that may not prompt.
     let deadline: Duration
     /// Whether the key store may prompt, and the deadline of a call that may.
@@ -89,6 +91,9 @@ struct MasterKeys: Sendable {
             // `keyMissing`, not `wrongKey` (the key check, bound to the service, would refuse it all the same).
             guard let found = try kernelKey(identity, in: keyring) else { return nil }
             key = found
+        case .keyFile, .systemdCredential:
+            guard let found = try fileKeys!.load(identity) else { return nil }
+            key = found
         case .inMemory(let keys):
             guard let found = keys.load(name(identity)) else {
                 if identity.format >= 2, keys.contains(prefix: identity.vaultIDHex + "/" + identity.keyIDHex + "/") {
@@ -133,6 +138,8 @@ struct MasterKeys: Sendable {
                 throw kernelError(error, "saving", keyring)
             }
             return key
+        case .keyFile, .systemdCredential:
+            return try fileKeys!.create(identity)
         case .inMemory(let keys):
             let key = SecretBytes.random(count: Self.keyLength)
             keys.save(key, as: name(identity))
@@ -198,8 +205,25 @@ struct MasterKeys: Sendable {
             case .success(let removed): return Deletion(removed: removed)
             case .failure(let error): throw kernelError(error, "deleting", keyring)
             }
+        case .keyFile, .systemdCredential:
+            return Deletion(removed: try fileKeys!.delete(identity))
         case .inMemory(let keys):
             return Deletion(removed: keys.delete(name(identity)))
+        }
+    }
+
+    /// The key file's or systemd credential's wrapped keys; nil for other key stores.
+    var fileKeys: FileKeys? {
+        switch store.storage {
+        case .keyFile(let path):
+            return FileKeys(
+                root: .keyFile(path: path), kind: .keyFile, service: service, directory: directory, deadline: deadline)
+        case .systemdCredential(let name, let file):
+            return FileKeys(
+                root: .systemdCredential(name: name, file: file ?? Sys.joinPath(directory, name + ".cred")),
+                kind: .systemdCredential, service: service, directory: directory, deadline: deadline)
+        default:
+            return nil
         }
     }
 

@@ -1,12 +1,11 @@
-// The one factory that maps a failed system call (an `Errno` from the system layer) to a VaultError.
+// The one factory that maps a failed system call (an `Errno` from the system layer) to a VaultError, and the
+// one check that a file the vault trusts is private to this user.
 import SystemLayer
 
-extension Vault {
-    /// A `VaultError` for a system call that failed with `error` while doing `what` on `path` (the vault's
-    /// directory, file, lock file or intent journal).
-    ///
-    /// `what` reads as the start of a sentence: "cannot lock".
-    func fileError(_ error: Errno, _ what: String, _ path: String) -> VaultError {
+extension VaultError {
+    /// A `VaultError` for a system call that failed with `error`; `message` reads as the start of a sentence
+    /// ("vault 'app': cannot lock /path"), the error's text follows.
+    static func syscall(_ error: Errno, _ message: String, path: String) -> VaultError {
         let code: VaultError.Code
         switch error {
         // See: man 2 open: EACCES (mode bits, a directory without search permission), EPERM (ownership rules).
@@ -15,8 +14,33 @@ extension Vault {
         case .noSpace, .quotaExceeded: code = .diskFull
         default: code = .io
         }
-        return VaultError(
-            code: code, message: "vault '\(service)': \(what) \(path): \(error.text)", path: path,
-            cause: .errno(error.rawValue))
+        return VaultError(code: code, message: "\(message): \(error.text)", path: path, cause: .errno(error.rawValue))
+    }
+
+    /// Throws `permissionDenied` unless `info` (the `fstat` or `lstat` of `path`) shows a file of this user
+    /// that other users cannot read or write. `what` names the file ("vault file", "key file").
+    static func requirePrivate(_ info: FileStatus, _ path: String, what: String) throws(VaultError) {
+        guard info.owner == Sys.userID else {
+            throw VaultError(
+                code: .permissionDenied,
+                message: "\(what) \(path) belongs to uid \(info.owner), not to this user (uid \(Sys.userID)); "
+                    + "refusing to use it", path: path)
+        }
+        guard info.permissions & 0o077 == 0 else {
+            throw VaultError(
+                code: .permissionDenied,
+                message: "\(what) \(path) has mode 0\(String(info.permissions, radix: 8)): other users may read it; "
+                    + "refusing to use it (chmod go= \(path))", path: path)
+        }
+    }
+}
+
+extension Vault {
+    /// A `VaultError` for a system call that failed with `error` while doing `what` on `path` (the vault's
+    /// directory, file, lock file or intent journal).
+    ///
+    /// `what` reads as the start of a sentence: "cannot lock".
+    func fileError(_ error: Errno, _ what: String, _ path: String) -> VaultError {
+        VaultError.syscall(error, "vault '\(service)': \(what) \(path)", path: path)
     }
 }

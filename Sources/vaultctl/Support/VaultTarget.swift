@@ -22,8 +22,10 @@ struct VaultOptions: ParsableArguments {
         name: .customLong("key-store"),
         help: ArgumentHelp(
             "Where the vault's master key lives: secret-service (the default), passphrase (typed at the terminal "
-                + "with echo off, or read from --passphrase-fd), or keyring:session, keyring:user or "
-                + "keyring:persistent (the kernel's keyrings: gone at reboot).",
+                + "with echo off, or read from --passphrase-fd), keyring:session, keyring:user or "
+                + "keyring:persistent (the kernel's keyrings: gone at reboot), key-file:PATH (a 32-byte key file, "
+                + "mode 0600 or 0400), or systemd-creds:NAME[:FILE] (a systemd credential; FILE defaults to "
+                + "NAME.cred in the vault's directory).",
             valueName: "store"))
     var keyStore = "secret-service"
 
@@ -48,9 +50,19 @@ struct VaultOptions: ParsableArguments {
         {
             return .kernelKeyring(keyring)
         }
+        if keyStore.hasPrefix("key-file:"), keyStore.count > "key-file:".count {
+            return .keyFile(String(keyStore.dropFirst("key-file:".count)))
+        }
+        if keyStore.hasPrefix("systemd-creds:") {
+            let parts = keyStore.dropFirst("systemd-creds:".count).split(
+                separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            if let name = parts.first, !name.isEmpty, parts.count == 1 || !parts[1].isEmpty {
+                return .systemdCredential(name: String(name), file: parts.count == 2 ? String(parts[1]) : nil)
+            }
+        }
         throw CLIFailure.usage(
             "--key-store \(shellQuoted(keyStore)) is not a key store: use secret-service, passphrase, "
-                + "keyring:session, keyring:user or keyring:persistent")
+                + "keyring:session, keyring:user, keyring:persistent, key-file:PATH or systemd-creds:NAME[:FILE]")
     }
 
     /// The passphrase: from `--passphrase-fd`, else typed at the controlling terminal with echo off.

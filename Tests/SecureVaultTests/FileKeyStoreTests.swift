@@ -1,0 +1,224 @@
+import Foundation
+import Testing
+import TestSupport
+
+@_spi(Testing) @testable import SecureVault
+
+/// The key file and systemd credential key stores beyond the common contract (VaultContractTests): what is
+/// refused and why, that the root secret is only ever read, and a service reading its credential from
+/// `$CREDENTIALS_DIRECTORY`. Real files, the real `systemd-creds` with the host key.
+@Suite struct FileKeyStoreTests {
+    /// A private scratch directory: `vaults/` for the vaults, the rest for key files.
+    final class Scratch {
+        let root: String
+        var vaults: String { root + "/vaults" }
+
+        init() throws {
+            root = "/dev/shm/file-keys-" + UUID().uuidString
+            try FileManager.default.createDirectory(
+                atPath: vaults, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            chmod(root, 0o700)
+        }
+
+        deinit { try? FileManager.default.removeItem(atPath: root) }
+
+        func vault(_ keyStore: KeyStore) throws -> Vault { try vault("app", keyStore) }
+
+        func vault(_ service: String, _ keyStore: KeyStore) throws -> Vault {
+            var configuration = Vault.Configuration(directory: vaults)
+            configuration.keyStore = keyStore
+            let vault = try Vault(service: service, configuration: configuration)
+            vault.forgetKey()
+            return vault
+        }
+
+        func write(_ bytes: [UInt8], to name: String, mode: Int = 0o600) throws -> String {
+            let path = root + "/" + name
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            chmod(path, mode_t(mode))
+            return path
+        }
+
+        func bytes(_ path: String) throws -> [UInt8] { [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))) }
+
+        /// Runs `script` with bash, `$H` being the test helper and the vault directory this one's.
+        func run(_ script: String) throws -> ChildResult {
+            try ChildProcess.run(
+                "/bin/bash", ["-c", script],
+                environment: ["H": KeyringSession.helper, "VAULT_TEST_DIR": vaults, "S": root, "CREDENTIALS_DIRECTORY": nil])
+        }
+    }
+
+    static func failure(_ body: () throws -> Void) -> VaultError? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return error as? VaultError
+        }
+    }
+
+    // MARK: Key files
+
+    @Test func aKeyFileIsNeverCreatedSilently() throws {
+        let scratch = try Scratch()
+        let path = scratch.root + "/vault.key"
+        let error = Self.failure { try scratch.vault(.keyFile(path)).set("tok", for: "token") }
+        #expect(error?.code == .keyMissing)
+        #expect(error?.message.contains("vaultctl vault init --key-store key-file:\(path)") == true, "\(String(describing: error))")
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(!FileManager.default.fileExists(atPath: scratch.vaults + "/app.prefs"), "no vault without its key")
+        #expect(try KeyStore.createKeyFile(at: path))
+        let attributes = try FileManager.default.attributesOfItem(atPath: path)
+        #expect(attributes[.posixPermissions] as? Int == 0o600 && attributes[.size] as? Int == 32)
+        let created = try scratch.bytes(path)
+        #expect(try !KeyStore.createKeyFile(at: path), "an existing key file is left as it is")
+        #expect(try scratch.bytes(path) == created)
+        try scratch.vault(.keyFile(path)).set("tok", for: "token")
+        #expect(try scratch.vault(.keyFile(path)).string(for: "token") == "tok")
+    }
+
+    @Test func aKeyFileOthersMayReadOrThatIsNotOursIsRefused() throws {
+        let scratch = try Scratch()
+        let path = scratch.root + "/vault.key"
+        try KeyStore.createKeyFile(at: path)
+        try scratch.vault(.keyFile(path)).set("tok", for: "token")
+        let before = try scratch.bytes(scratch.vaults + "/app.prefs")
+        for mode in [0o640, 0o604, 0o660] {
+            chmod(path, mode_t(mode))
+            let error = Self.failure { _ = try scratch.vault(.keyFile(path)).string(for: "token") }
+            #expect(error?.code == .permissionDenied, "mode \(String(mode, radix: 8))")
+            #expect(error?.message.contains("has mode 0\(String(mode, radix: 8))") == true)
+        }
+        chmod(path, 0o400)
+        #expect(try scratch.vault(.keyFile(path)).string(for: "token") == "tok", "0400 is fine")
+        chown(path, 65534, 65534)
+        let error = Self.failure { _ = try scratch.vault(.keyFile(path)).string(for: "token") }
+        #expect(error?.code == .permissionDenied)
+        #expect(error?.message.contains("belongs to uid 65534") == true)
+        #expect(try scratch.bytes(scratch.vaults + "/app.prefs") == before)
+    }
+
+    @Test(arguments: [0, 16, 31, 33, 64])
+    func aKeyFileOfAnotherLengthIsWrongKey(length: Int) throws {
+        let scratch = try Scratch()
+        let path = try scratch.write([UInt8](repeating: 7, count: length), to: "vault.key")
+        let error = Self.failure { try scratch.vault(.keyFile(path)).set("tok", for: "token") }
+        #expect(error?.code == .wrongKey)
+        #expect(error?.message.contains("holds \(length) bytes, not a 32-byte key") == true)
+        #expect(!FileManager.default.fileExists(atPath: scratch.vaults + "/app.prefs"))
+    }
+
+    /// Kubernetes mounts a secret as `key -> ..data/key`, `..data -> ..2026_11_25_...`.
+    @Test func aKeyFileMountedThroughSymbolicLinksIsFollowed() throws {
+        let scratch = try Scratch()
+        try FileManager.default.createDirectory(atPath: scratch.root + "/..2026_11_25", withIntermediateDirectories: true)
+        try KeyStore.createKeyFile(at: scratch.root + "/..2026_11_25/key")
+        try FileManager.default.createSymbolicLink(atPath: scratch.root + "/..data", withDestinationPath: "..2026_11_25")
+        try FileManager.default.createSymbolicLink(atPath: scratch.root + "/key", withDestinationPath: "..data/key")
+        try scratch.vault(.keyFile(scratch.root + "/key")).set("tok", for: "token")
+        #expect(try scratch.vault(.keyFile(scratch.root + "/key")).string(for: "token") == "tok")
+    }
+
+    /// The root secret is only read: a read-only key file stays byte for byte through rotations and wipes, and
+    /// vaults sharing it stay independent.
+    @Test func theKeyFileIsNeverWrittenAndVaultsSharingItAreIndependent() throws {
+        let scratch = try Scratch()
+        let path = scratch.root + "/vault.key"
+        try KeyStore.createKeyFile(at: path)
+        chmod(path, 0o400)
+        let key = try scratch.bytes(path)
+        try scratch.vault("a", .keyFile(path)).set("tok-a", for: "token")
+        try scratch.vault("b", .keyFile(path)).set("tok-b", for: "token")
+        try scratch.vault("a", .keyFile(path)).rotateKey()
+        let report = try scratch.vault("a", .keyFile(path)).wipe()
+        #expect(report.removedKey && report.keptKeyReason == nil)
+        #expect(try scratch.bytes(path) == key)
+        #expect(try scratch.vault("b", .keyFile(path)).string(for: "token") == "tok-b")
+        #expect(try scratch.vault("a", .keyFile(path)).string(for: "token") == nil)
+        let left = try FileManager.default.contentsOfDirectory(atPath: scratch.vaults).filter { $0.hasSuffix(".vaultkey") }
+        #expect(left.count == 1 && left[0].hasPrefix("b."), "\(left)")
+    }
+
+    @Test func aWrappedKeyAlteredOrTakenFromAnotherVaultDoesNotOpen() throws {
+        let scratch = try Scratch()
+        let path = scratch.root + "/vault.key"
+        try KeyStore.createKeyFile(at: path)
+        try scratch.vault("a", .keyFile(path)).set("tok-a", for: "token")
+        try scratch.vault("b", .keyFile(path)).set("tok-b", for: "token")
+        let a = try #require(try scratch.vault("a", .keyFile(path)).existingIdentity())
+        let b = try #require(try scratch.vault("b", .keyFile(path)).existingIdentity())
+        let aPath = scratch.vaults + "/a.\(a.keyIDHex).vaultkey"
+        let original = try scratch.bytes(aPath)
+        let before = try scratch.bytes(scratch.vaults + "/a.prefs")
+        for offset in [0, 1, 30, 72] {
+            var altered = original
+            altered[offset] ^= 0x01
+            try Data(altered).write(to: URL(fileURLWithPath: aPath))
+            let error = Self.failure { _ = try scratch.vault("a", .keyFile(path)).string(for: "token") }
+            #expect(error?.code == (offset == 0 ? .corrupted : .wrongKey), "byte \(offset): \(String(describing: error))")
+        }
+        // b's wrapped key under a's name: bound to b's service and key id, it does not open as a's.
+        try FileManager.default.removeItem(atPath: aPath)
+        try FileManager.default.copyItem(atPath: scratch.vaults + "/b.\(b.keyIDHex).vaultkey", toPath: aPath)
+        #expect(Self.failure { _ = try scratch.vault("a", .keyFile(path)).string(for: "token") }?.code == .wrongKey)
+        #expect(try scratch.bytes(scratch.vaults + "/a.prefs") == before)
+        try FileManager.default.removeItem(atPath: aPath)
+        try Data(original).write(to: URL(fileURLWithPath: aPath))
+        chmod(aPath, 0o600)
+        #expect(try scratch.vault("a", .keyFile(path)).string(for: "token") == "tok-a")
+    }
+
+    // MARK: systemd credentials
+
+    @Test func aNewVaultSealsItsCredentialAndAnotherNameOrAnOpenModeIsRefused() throws {
+        let scratch = try Scratch()
+        let name = "sv-" + UUID().uuidString.prefix(8).lowercased()
+        try scratch.vault(.systemdCredential(name: name)).set("tok", for: "token")
+        let credential = scratch.vaults + "/\(name).cred"
+        let attributes = try FileManager.default.attributesOfItem(atPath: credential)
+        #expect(attributes[.posixPermissions] as? Int == 0o600)
+        let sealed = try scratch.bytes(credential)
+        #expect(try scratch.vault(.systemdCredential(name: name)).string(for: "token") == "tok")
+        try scratch.vault(.systemdCredential(name: name)).rotateKey()
+        #expect(try scratch.bytes(credential) == sealed, "the credential is never rewritten")
+        // The name is sealed into the credential: under another name systemd-creds refuses it.
+        let other = Self.failure {
+            _ = try scratch.vault(.systemdCredential(name: "other", file: credential)).string(for: "token")
+        }
+        #expect(other?.code == .wrongKey)
+        #expect(other?.message.contains("does not match") == true, "\(String(describing: other))")
+        chmod(credential, 0o644)
+        #expect(Self.failure { _ = try scratch.vault(.systemdCredential(name: name)).string(for: "token") }?.code
+            == .permissionDenied)
+    }
+
+    /// A service with `LoadCredentialEncrypted=` finds the credential decrypted in `$CREDENTIALS_DIRECTORY`:
+    /// it needs neither the sealed file nor the host key, so it may run as any user. Without the host key, and
+    /// without that directory, the key store is unavailable, with the reason.
+    @Test func aServiceReadsItsCredentialFromItsCredentialsDirectoryAsAnyUser() throws {
+        let scratch = try Scratch()
+        let name = "sv-" + UUID().uuidString.prefix(8).lowercased()
+        let result = try scratch.run(
+            """
+            export VAULT_TEST_KEY_STORE=systemd-creds:\(name)
+            NOBODY() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+            chmod 0755 $S; mkdir -m 0700 $S/nobody; chown 65534:65534 $S/nobody
+            VAULT_TEST_DIR=$S/nobody NOBODY $H vault-set app token <<< tok-nobody
+            $H vault-set app token <<< tok-root
+            chown -R 65534:65534 $VAULT_TEST_DIR
+            mkdir -m 0755 $S/credentials
+            systemd-creds decrypt --name=\(name) $VAULT_TEST_DIR/\(name).cred $S/credentials/\(name)
+            chown 65534 $S/credentials/\(name); chmod 0400 $S/credentials/\(name)
+            mv $VAULT_TEST_DIR/\(name).cred $S/sealed-away
+            NOBODY env CREDENTIALS_DIRECTORY=$S/credentials $H vault-get app token
+            NOBODY $H vault-get app token 2>/dev/null | cut -d' ' -f1,2
+            """)
+        #expect(result.lines.count == 4, "\(result)")
+        #expect(result.lines.first?.hasPrefix("error unavailable") == true, "\(result)")
+        #expect(result.standardError.contains("host key is root's"), "\(result)")
+        #expect(result.lines.dropFirst().first == "ok")
+        #expect(result.lines.dropFirst(2).first == "value tok-root", "nobody read it from the directory: \(result)")
+        #expect(result.lines.last == "error keyMissing", "without the directory or the sealed file: \(result)")
+    }
+}
