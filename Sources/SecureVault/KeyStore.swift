@@ -178,6 +178,19 @@ public struct KeyStore: Sendable, CustomStringConvertible {
         }
     }
 
+    /// How `vaultctl --key-store` spells it: `secret-service`, `passphrase`, `keyring:user`, `key-file:PATH`,
+    /// `systemd-creds:NAME[:FILE]`; `in-memory` (which names no object, so cannot be parsed back).
+    package var spelling: String {
+        switch storage {
+        case .secretService: return "secret-service"
+        case .passphrase: return "passphrase"
+        case .kernelKeyring(let keyring): return "keyring:\(keyring.rawValue)"
+        case .keyFile(let path): return "key-file:\(path)"
+        case .systemdCredential(let name, let file): return "systemd-creds:\(name)" + (file.map { ":\($0)" } ?? "")
+        case .inMemory: return "in-memory"
+        }
+    }
+
     /// The key file's path, for ``keyFile(_:)``; nil for other key stores.
     package var keyFilePath: String? {
         if case .keyFile(let path) = storage { return path }
@@ -192,6 +205,33 @@ public struct KeyStore: Sendable, CustomStringConvertible {
         case .kernelKeyring: return .kernelKeyring
         case .keyFile: return .keyFile
         case .systemdCredential: return .systemdCredential
+        }
+    }
+}
+
+extension KeyStore {
+    /// The key store `spelling` names (see ``spelling``); nil when it names none. A passphrase is spelled
+    /// without one: the key store returned holds an empty passphrase, enough to delete (nothing) but not to
+    /// derive a key.
+    package init?(spelling: String) {
+        switch spelling {
+        case "secret-service": self = .secretService
+        case "passphrase": self = .passphrase(SecretBytes([]))
+        default:
+            if spelling.hasPrefix("keyring:"),
+                let keyring = KernelKeyring(rawValue: String(spelling.dropFirst("keyring:".count)))
+            {
+                self = .kernelKeyring(keyring)
+            } else if spelling.hasPrefix("key-file:"), spelling.count > "key-file:".count {
+                self = .keyFile(String(spelling.dropFirst("key-file:".count)))
+            } else if spelling.hasPrefix("systemd-creds:") {
+                let parts = spelling.dropFirst("systemd-creds:".count).split(
+                    separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+                guard let name = parts.first, !name.isEmpty, parts.count == 1 || !parts[1].isEmpty else { return nil }
+                self = .systemdCredential(name: String(name), file: parts.count == 2 ? String(parts[1]) : nil)
+            } else {
+                return nil
+            }
         }
     }
 }

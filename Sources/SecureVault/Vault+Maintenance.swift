@@ -24,74 +24,119 @@ extension Vault {
     @discardableResult
     public func rotateKey() throws -> VaultRotationReport {
         try perform("rotating the master key of vault '\(service)'") { () throws(VaultError) -> VaultRotationReport in
-            try withVaultLock { () throws(VaultError) -> VaultRotationReport in
-                try finishIntents(retryingDeferred: true)
-                guard let store = try openStore(create: false), let old = opened.withLock({ $0?.sealer }) else {
-                    return VaultRotationReport()
+            try rekey(to: keys)
+        }
+    }
+
+    /// Moves the vault to another key store: every item is re-encrypted under a new master key made in `target`
+    /// (atomically, as ``rotateKey()`` does), then the old key is deleted from this vault's key store. Crash-safe
+    /// like a rotation: the vault always opens under exactly one of the two keys, and the journal deletes the
+    /// other whichever key store it is in. Afterwards open the vault with a configuration naming `target`: this
+    /// handle's key store no longer opens it (``VaultError/Code/wrongKey``).
+    ///
+    /// ```swift
+    /// try vault.migrateKey(to: .systemdCredential(name: "app-vault"))
+    /// var configuration = vault.configuration
+    /// configuration.keyStore = .systemdCredential(name: "app-vault")
+    /// let migrated = try Vault(service: vault.service, configuration: configuration)
+    /// ```
+    ///
+    /// A vault with no file has nothing to move and returns at once. `target` may be the key store the vault
+    /// is in (a rotation). The report says what happened to the old key, as for a rotation.
+    @discardableResult
+    public func migrateKey(to target: KeyStore) throws -> VaultRotationReport {
+        try perform("moving the master key of vault '\(service)' to the \(target) key store") {
+            () throws(VaultError) -> VaultRotationReport in
+            if case .systemdCredential(let name, _) = target.storage {
+                try Self.validate(name: name, what: "systemd credential name", as: .fileName)
+            }
+            var targetKeys = keys
+            targetKeys.store = target
+            targetKeys.cache = nil
+            return try rekey(to: targetKeys)
+        }
+    }
+
+    /// Re-encrypts every item under a new key made by `targetKeys` (this vault's own for a rotation), then
+    /// deletes the old key. Both keys are journaled before the new one is made: whichever one the file does not
+    /// use after a crash is garbage, and the next open deletes it from its own key store.
+    private func rekey(to targetKeys: MasterKeys) throws(VaultError) -> VaultRotationReport {
+        try withVaultLock { () throws(VaultError) -> VaultRotationReport in
+            try finishIntents(retryingDeferred: true)
+            guard let store = try openStore(create: false), let old = opened.withLock({ $0?.sealer }) else {
+                return VaultRotationReport()
+            }
+            if keys.cache != nil {
+                // The key may have come from the per-session cache: the key store itself must still yield it,
+                // or a passphrase typed wrong would re-key the vault under the typo.
+                guard let direct = try keys.load(old.identity, file: path),
+                    VaultSealer(masterKey: direct, identity: old.identity, service: service).keyCheck
+                        == old.keyCheck
+                else {
+                    throw VaultError(
+                        code: .wrongKey,
+                        message: "vault '\(service)': the \(configuration.keyStore) key store does not yield the "
+                            + "vault's current key (a wrong passphrase?), which the per-session cache alone "
+                            + "cannot stand in for in a rotation; nothing was changed", path: path)
                 }
-                if keys.cache != nil {
-                    // The key may have come from the per-session cache: the key store itself must still yield it,
-                    // or a passphrase typed wrong would re-key the vault under the typo.
-                    guard let direct = try keys.load(old.identity, file: path),
-                        VaultSealer(masterKey: direct, identity: old.identity, service: service).keyCheck
-                            == old.keyCheck
-                    else {
-                        throw VaultError(
-                            code: .wrongKey,
-                            message: "vault '\(service)': the \(configuration.keyStore) key store does not yield the "
-                                + "vault's current key (a wrong passphrase?), which the per-session cache alone "
-                                + "cannot stand in for in a rotation; nothing was changed", path: path)
-                    }
-                }
-                var next = old.identity.rotated()
-                // Should we die before the re-key, the new key is garbage; after it, the old one is.
-                try recordIntents([VaultIntent(.drop, next)])
-                let masterKey = try keys.create(&next)
-                let sealer = VaultSealer(masterKey: masterKey, identity: next, service: service)
-                do throws(VaultError) {
-                    try prefs { try store.rekey(to: sealer) }
-                } catch {
-                    _ = try? keys.delete(next)
-                    clearIntents()
-                    throw error
-                }
-                try recordIntents([VaultIntent(.drop, old.identity)])
-                forgetKey()
+            }
+            let moving = targetKeys.store.description != keys.store.description
+            var next = KeyIdentity.random(kind: targetKeys.store.kind, vaultID: old.identity.vaultID)
+            // Should we die before the re-key, the new key is garbage; after it, the old one is.
+            try recordIntents([
+                VaultIntent(.drop, next, store: moving ? targetKeys.store.spelling : nil),
+                VaultIntent(.drop, old.identity, store: moving ? keys.store.spelling : nil),
+            ])
+            let masterKey = try targetKeys.create(&next)
+            let sealer = VaultSealer(masterKey: masterKey, identity: next, service: service)
+            do throws(VaultError) {
+                try prefs { try store.rekey(to: sealer) }
+            } catch {
+                _ = try? targetKeys.delete(next)
+                clearIntents()
+                throw error
+            }
+            forgetKey()
+            if moving {
+                opened.withLock { $0 = nil }  // this handle's key store no longer opens the file
+            } else {
                 remember(sealer)
                 opened.withLock { $0 = OpenVault(store: store, sealer: sealer) }
-                // The open above proved the file owns the old key (its key check verified for this service); a
-                // legacy item labelled for another vault is still left (MasterKeys.delete).
-                var report = VaultRotationReport()
-                let deletion: MasterKeys.Deletion
-                do throws(VaultError) {
-                    deletion = try keys.delete(old.identity)
-                } catch {
-                    deletion = MasterKeys.Deletion(removed: false, leftReason: error.message)
-                }
-                report.removedOldKey = deletion.removed
-                report.remainingCopy = deletion.keptCopy
-                if let reason = deletion.leftReason {
-                    // The data is safe under the new key; the old one is retried by the next rotation or wipe.
-                    try recordIntents([VaultIntent(.drop, old.identity, deferred: true)])
-                    report.keptKeyReason = reason
-                    logger.warning(
-                        "SecureVault: vault '\(service)' was re-keyed, but its old master key was not deleted yet (the next rotation or wipe retries): \(reason)"
-                    )
-                } else {
-                    clearIntents()
-                    if !deletion.removed, old.identity.format < 2, case .secretService = configuration.keyStore.storage {
-                        report.keptKeyReason =
-                            "its old (legacy) keyring item is not labelled \"\(keys.label)\", so it was left"
-                        logger.notice(
-                            "SecureVault: vault '\(service)' was re-keyed; its old (legacy) keyring item is not labelled \"\(keys.label)\", so it was left"
-                        )
-                    }
-                }
-                if let copy = report.remainingCopy {
-                    logger.notice("SecureVault: vault '\(service)' was re-keyed; the key store may keep a copy of the old key: \(copy)")
-                }
-                return report
             }
+            // The open above proved the file owns the old key (its key check verified for this service); a
+            // legacy item labelled for another vault is still left (MasterKeys.delete).
+            var report = VaultRotationReport()
+            let deletion: MasterKeys.Deletion
+            do throws(VaultError) {
+                deletion = try keys.delete(old.identity)
+            } catch {
+                deletion = MasterKeys.Deletion(removed: false, leftReason: error.message)
+            }
+            report.removedOldKey = deletion.removed
+            report.remainingCopy = deletion.keptCopy
+            if let reason = deletion.leftReason {
+                // The data is safe under the new key; the old one is retried by the next rotation or wipe.
+                try recordIntents([
+                    VaultIntent(.drop, old.identity, deferred: true, store: moving ? keys.store.spelling : nil)
+                ])
+                report.keptKeyReason = reason
+                logger.warning(
+                    "SecureVault: vault '\(service)' was re-keyed, but its old master key was not deleted yet (the next rotation or wipe retries): \(reason)"
+                )
+            } else {
+                clearIntents()
+                if !deletion.removed, old.identity.format < 2, case .secretService = configuration.keyStore.storage {
+                    report.keptKeyReason =
+                        "its old (legacy) keyring item is not labelled \"\(keys.label)\", so it was left"
+                    logger.notice(
+                        "SecureVault: vault '\(service)' was re-keyed; its old (legacy) keyring item is not labelled \"\(keys.label)\", so it was left"
+                    )
+                }
+            }
+            if let copy = report.remainingCopy {
+                logger.notice("SecureVault: vault '\(service)' was re-keyed; the key store may keep a copy of the old key: \(copy)")
+            }
+            return report
         }
     }
 

@@ -13,12 +13,16 @@ import TestSupport
         case set(key: String, value: String)
         case rotate
         case wipe
+        case migrate
 
-        /// The writer's deterministic schedule (see `vault-crash-writer` in Tests/TestHelper).
-        init(_ i: Int) {
-            switch i % 20 {
-            case 7: self = .rotate
-            case 19: self = .wipe
+        /// The writer's deterministic schedule (see `vault-crash-writer` in Tests/TestHelper); when `migrating`
+        /// between two key stores, ops 7 and 13 migrate and 19 rotates.
+        init(_ i: Int, migrating: Bool = false) {
+            switch (i % 20, migrating) {
+            case (7, false): self = .rotate
+            case (19, false): self = .wipe
+            case (7, true), (13, true): self = .migrate
+            case (19, true): self = .rotate
             default: self = .set(key: "k\(i % 5)", value: "v\(i)")
             }
         }
@@ -26,7 +30,7 @@ import TestSupport
         func apply(to state: inout [String: String]) {
             switch self {
             case .set(let key, let value): state[key] = value
-            case .rotate: break
+            case .rotate, .migrate: break
             case .wipe: state = [:]
             }
         }
@@ -36,12 +40,18 @@ import TestSupport
             case .set: return "set"
             case .rotate: return "rotate"
             case .wipe: return "wipe"
+            case .migrate: return "migrate"
             }
         }
     }
 
-    @Test(arguments: ["secretService", "keyring:session", "key-file", "systemd-creds"])
+    /// `migrate`: writers migrating the vault back and forth between a key file and the session keyring
+    /// (`vault migrate-key`), rotating and setting; after every kill, besides the state, exactly one key of the
+    /// vault is left in the two key stores together (the journal deleted the other, whichever store it was in).
+    @Test(arguments: ["secretService", "keyring:session", "key-file", "systemd-creds", "migrate"])
     func killedWritersLoseNoAcknowledgedWriteAndResurrectNothing(keyStore: String) throws {
+        let migrating = keyStore == "migrate"
+        let service = migrating ? "mig-\(UUID().uuidString.prefix(8).lowercased())" : "app"
         let rounds = Int(ProcessInfo.processInfo.environment["VAULT_CRASH_ROUNDS"] ?? "") ?? 40
         let work = "/dev/shm/vault-crash-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
@@ -56,12 +66,19 @@ import TestSupport
             \(keyStore == "secretService" ? "" : "export VAULT_TEST_KEY_STORE=\(keyStore)")
             \(keyStore == "key-file" ? "export VAULT_TEST_KEY_STORE=key-file:\(work)/key; head -c 32 /dev/urandom > \(work)/key; chmod 600 \(work)/key" : "")
             \(keyStore == "systemd-creds" ? "export VAULT_TEST_KEY_STORE=systemd-creds:crash" : "")
+            SVC=\(service)
+            if \(migrating); then
+              export VAULT_TEST_KEY_STORE=key-file:\(work)/key VAULT_TEST_MIGRATE_TO=keyring:session
+              head -c 32 /dev/urandom > \(work)/key; chmod 600 \(work)/key
+              echo v0 | $H vault-set $SVC k0 > /dev/null
+            fi
             for r in $(seq 1 \(rounds)); do
-              $H vault-crash-writer app > \(work)/acks.$r 2>/dev/null &
+              $H vault-crash-writer $SVC > \(work)/acks.$r 2>/dev/null &
               pid=$!
               sleep "0.$(printf '%03d' $((RANDOM % 380 + 20)))"
               kill -9 "$pid"; wait "$pid" 2>/dev/null
-              $H vault-dump app > \(work)/dump.$r 2>\(work)/dump-err.$r
+              $H vault-dump $SVC > \(work)/dump.$r 2>\(work)/dump-err.$r
+              echo "$(ls \(work)/vaults/$SVC.*.vaultkey 2>/dev/null | wc -l) $(grep " securevault:$SVC:" /proc/keys | awk '$2 !~ /[iRD]/' | wc -l)" > \(work)/left.$r
             done
             echo done
             """.write(toFile: "\(work)/rounds.sh", atomically: true, encoding: .utf8)
@@ -70,7 +87,8 @@ import TestSupport
                 ? "bash \(work)/rounds.sh" : "$H keyring-session 'bash \(work)/rounds.sh'")
         try #require(result.lines.last == "done", "\(result)")
 
-        var state: [String: String] = [:]
+        var state: [String: String] = migrating ? ["k0": "v0"] : [:]
+        var leftKeys = 0
         var killedIn: [String: Int] = [:]
         var acknowledged = 0
         var unopened = 0
@@ -86,11 +104,11 @@ import TestSupport
                 let fields = line.split(separator: " ", maxSplits: 1)
                 let i = try #require(Int(fields[0]), "round \(round): bad ack \(line)")
                 try #require(i == last + 1, "round \(round): ack \(i) after \(last)")
-                Operation(i).apply(to: &state)
+                Operation(i, migrating: migrating).apply(to: &state)
                 last = i
             }
             acknowledged += last
-            let inFlight = Operation(last + 1)
+            let inFlight = Operation(last + 1, migrating: migrating)
             killedIn[inFlight.phase, default: 0] += 1
             var withInFlight = state
             inFlight.apply(to: &withInFlight)
@@ -107,13 +125,23 @@ import TestSupport
                 Issue.record(
                     "round \(round), killed in \(inFlight.phase) after ack \(last): found \(found), acknowledged \(state)")
             }
+            if migrating {
+                // Wrapped key files and live kernel keys of the vault: exactly one, in the store the file names.
+                let left = try String(contentsOfFile: "\(work)/left.\(round)", encoding: .utf8)
+                    .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+                if left.reduce(0, +) != 1 {
+                    leftKeys += 1
+                    Issue.record("round \(round), killed in \(inFlight.phase): keys left (files, kernel) \(left)")
+                }
+            }
             state = found  // the next round starts from what is really there
         }
         TortureReport.line(
             "vault crash (\(keyStore)): \(rounds) kills of writers setting, rotating and wiping against the real key store, "
                 + "\(acknowledged) acknowledged operations, in flight at the kill: \(killedIn.sorted { $0.key < $1.key }); "
                 + "vaults that did not open: \(unopened), states neither acknowledged nor acknowledged plus the "
-                + "operation in flight (a lost or resurrected write): \(wrong)")
+                + "operation in flight (a lost or resurrected write): \(wrong)"
+                + (migrating ? "; rounds leaving other than exactly one key across both key stores: \(leftKeys)" : ""))
     }
 
     /// Parses `vault-dump` output: nil when the vault could not be read.

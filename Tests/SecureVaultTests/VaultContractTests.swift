@@ -30,28 +30,33 @@ import TestSupport
             directory = try VaultDirectory()
             try FileManager.default.createDirectory(
                 atPath: directory.path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            if store == .keyFile { try KeyStore.createKeyFile(at: keyFilePath) }
+            try KeyStore.createKeyFile(at: keyFilePath)
         }
 
         var keyFilePath: String { directory.path + "/../vault.key" }
         var credentialPath: String { directory.path + "/\(service).cred" }
 
-        var configuration: Vault.Configuration {
+        var configuration: Vault.Configuration { configuration(store) }
+
+        func configuration(_ store: Store) -> Vault.Configuration {
             var configuration = Vault.Configuration(directory: directory.path)
-            switch store {
-            case .keyFile: configuration.keyStore = .keyFile(keyFilePath)
-            case .systemdCredential: configuration.keyStore = .systemdCredential(name: service)
-            case .kernelKeyring: configuration.keyStore = .kernelKeyring(.user)
-            case .passphrase:
-                configuration.keyStore = .passphrase(SecretBytes(utf8: passphrase), cost: .insecureForTesting)
-            case .inMemory: configuration.keyStore = .inMemory(keys)
-            }
+            configuration.keyStore = keyStore(store)
             return configuration
         }
 
+        func keyStore(_ store: Store) -> KeyStore {
+            switch store {
+            case .keyFile: return .keyFile(keyFilePath)
+            case .systemdCredential: return .systemdCredential(name: service)
+            case .kernelKeyring: return .kernelKeyring(.user)
+            case .passphrase: return .passphrase(SecretBytes(utf8: passphrase), cost: .insecureForTesting)
+            case .inMemory: return .inMemory(keys)
+            }
+        }
+
         /// A fresh handle, as a new process has: no key cached.
-        func vault() throws -> Vault {
-            let vault = try Vault(service: service, configuration: configuration)
+        func vault(_ other: Store? = nil) throws -> Vault {
+            let vault = try Vault(service: service, configuration: configuration(other ?? store))
             vault.forgetKey()
             return vault
         }
@@ -198,5 +203,30 @@ import TestSupport
         #expect(Self.code { _ = try subject.vault().string(for: "token") } == .wrongKey)
         #expect(Self.code { try subject.vault().rotateKey() } == .wrongKey)
         #expect(try subject.fileBytes() == before)
+    }
+
+    /// `migrateKey(to:)` from every key store to another: the items move, the old key is gone from the old key
+    /// store, and the old key store no longer opens the file.
+    @Test(arguments: Store.allCases)
+    func migrationMovesTheVaultAndLeavesTheOldKeyNowhere(store: Store) throws {
+        let subject = try Subject(store)
+        let target: Store = store == .keyFile ? .kernelKeyring : .keyFile
+        defer {
+            _ = try? subject.vault(target).wipe()
+            subject.cleanUp()
+        }
+        try subject.vault().set("tok-1", for: "token")
+        let old = try #require(try subject.vault().existingIdentity())
+        let report = try subject.vault().migrateKey(to: subject.keyStore(target))
+        let new = try #require(try subject.vault(target).existingIdentity())
+        #expect(new.kind == subject.keyStore(target).kind && new.vaultIDHex == old.vaultIDHex)
+        #expect(try subject.vault(target).string(for: "token") == "tok-1")
+        #expect(Self.code { _ = try subject.vault().string(for: "token") } == .wrongKey)
+        #expect(report.keptKeyReason == nil)
+        if let held = try subject.holds(old) {
+            #expect(!held, "the old key is gone from the old key store")
+            #expect(report.removedOldKey)
+        }
+        #expect(!FileManager.default.fileExists(atPath: subject.directory.path + "/\(subject.service).vault.intent"))
     }
 }

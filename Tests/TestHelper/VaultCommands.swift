@@ -39,7 +39,8 @@
 // (afterFirstUnlock | whenUnlocked), VAULT_TEST_PROMPT_MS (set: prompting allowed with that deadline),
 // VAULT_TEST_KEY_STORE (keyring:session | keyring:user | keyring:persistent | passphrase:PASSPHRASE |
 // key-file:PATH | systemd-creds:NAME[:FILE]; the
-// Secret Service otherwise), VAULT_TEST_CACHE (KEYRING:SECONDS: Configuration.keyCache). A failure prints "error <code> <elapsed-ms>" and exits 1; the message goes
+// Secret Service otherwise), VAULT_TEST_MIGRATE_TO (a second key store, spelled the same way: vault-dump opens
+// the vault with whichever the header names, and vault-crash-writer migrates between them), VAULT_TEST_CACHE (KEYRING:SECONDS: Configuration.keyCache). A failure prints "error <code> <elapsed-ms>" and exits 1; the message goes
 // to stderr.
 import FoundationEssentials
 import Glibc
@@ -88,6 +89,18 @@ enum VaultCommands {
             return Int(d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000)
         }
         guard let service = arguments.first else { return 64 }
+        // VAULT_TEST_MIGRATE_TO: a second key store; the vault is opened with whichever one its header names.
+        let migratingTo = environment("VAULT_TEST_MIGRATE_TO").flatMap { KeyStore(spelling: $0) }
+        let configured = configuration
+        func current() throws -> (vault: Vault, other: KeyStore) {
+            let first = try Vault(service: service, configuration: configured)
+            guard let second = migratingTo, let identity = try first.existingIdentity(),
+                identity.kind == second.kind
+            else { return (first, migratingTo ?? configured.keyStore) }
+            var moved = configured
+            moved.keyStore = second
+            return (try Vault(service: service, configuration: moved), configured.keyStore)
+        }
         do {
             let vault = try Vault(service: service, configuration: configuration)
             let line: String
@@ -204,6 +217,24 @@ enum VaultCommands {
                 lines.append(describe("wiped", removed: wiped.removedKey, kept: wiped.keptKeyReason, copy: wiped.remainingCopy))
                 lines.append(describe(vault.sessionToken()))
                 line = lines.joined(separator: "\n")
+            case "vault-crash-writer" where migratingTo != nil:
+                // Migrations back and forth between the two key stores, rotations and sets; never a creation.
+                var i = 0
+                while true {
+                    i += 1
+                    let (vault, other) = try current()
+                    switch i % 20 {
+                    case 7, 13:
+                        try vault.migrateKey(to: other)
+                        acknowledge("\(i) migrate\n")
+                    case 19:
+                        try vault.rotateKey()
+                        acknowledge("\(i) rotate\n")
+                    default:
+                        try vault.set("v\(i)", for: "k\(i % 5)")
+                        acknowledge("\(i) set k\(i % 5) v\(i)\n")
+                    }
+                }
             case "vault-crash-writer":
                 var i = 0
                 while true {
@@ -221,6 +252,7 @@ enum VaultCommands {
                     }
                 }
             case "vault-dump":
+                let vault = migratingTo == nil ? vault : try current().vault
                 let keys = try vault.allKeys()
                 line = try keys.map { "\($0) \(try vault.string(for: $0) ?? "<absent>")" }.joined(separator: "\n")
                 if keys.isEmpty {

@@ -102,6 +102,53 @@ extension VaultKeyStoreOptionTests {
     }
 }
 
+extension VaultKeyStoreOptionTests {
+    /// `vault migrate-key --to`: the vault moves from one key store to another, each step opened only with the
+    /// key store it is in; a new passphrase comes from `--to-passphrase-fd`.
+    @Test func migrateKeyMovesAVaultBetweenKeyStores() throws {
+        let vault = try VaultSandbox()
+        let token = VaultSandbox.secret("token")
+        let passphrase = VaultSandbox.secret("passphrase")
+        try vault.input("set", token, secret: token)
+        try Data((passphrase + "\n").utf8).write(to: URL(fileURLWithPath: vault.io + "/passphrase"))
+        let keyFile = vault.sandbox.path("vault.key")
+        try vault.run(
+            .noSecretService, revealing: ["get-file", "get-passphrase"],
+            script: """
+                V set vault set --key-store keyring:user --service app session
+                V to-file vault --json migrate-key --key-store keyring:user --to key-file:\(keyFile) --service app
+                head -c 32 /dev/urandom > \(keyFile); chmod 600 \(keyFile)
+                V to-file-again vault --json migrate-key --key-store keyring:user --to key-file:\(keyFile) --service app
+                V get-file vault get --key-store key-file:\(keyFile) --service app session --reveal
+                V get-keyring vault get --key-store keyring:user --service app session
+                V to-passphrase vault migrate-key --key-store key-file:\(keyFile) --to passphrase --to-passphrase-fd 3 --service app 3<"$IO/passphrase"
+                V get-passphrase vault get --key-store passphrase --passphrase-fd 3 --service app session --reveal 3<"$IO/passphrase"
+                V bad-target vault migrate-key --key-store passphrase --passphrase-fd 3 --to keyring:nowhere --service app 3<"$IO/passphrase"
+                V no-vault vault migrate-key --key-store keyring:user --to key-file:\(keyFile) --service other
+                ls "$VDIR" > "$IO/files"
+                """)
+        #expect(try vault.step("set").status == 0)
+        let missing = try vault.step("to-file")
+        #expect(missing.status == 78, "no key file yet: nothing moved: \(missing)")
+        let moved = try vault.step("to-file-again")
+        #expect(moved.status == 0, "\(moved)")
+        let report = try #require(try JSONSerialization.jsonObject(with: Data(moved.standardOutput.utf8)) as? [String: Any])
+        #expect(report["from"] as? String == "keyring:user" && report["to"] as? String == "key-file:\(keyFile)")
+        #expect(report["oldKey"] as? String == "removed", "\(report)")
+        let getFile = try vault.step("get-file")
+        #expect(getFile.status == 0 && getFile.standardOutput == token + "\n", "\(getFile)")
+        #expect(try vault.step("get-keyring").status == 78)
+        let toPassphrase = try vault.step("to-passphrase")
+        #expect(toPassphrase.status == 0, "\(toPassphrase)")
+        #expect(toPassphrase.standardOutput.hasPrefix("moved the master key of vault app from key-file:\(keyFile) to passphrase: key id "))
+        let getPassphrase = try vault.step("get-passphrase")
+        #expect(getPassphrase.status == 0 && getPassphrase.standardOutput == token + "\n", "\(getPassphrase)")
+        #expect(try vault.step("bad-target").status == 64)
+        #expect(try vault.step("no-vault").status == 66)
+        #expect(vault.output("files")?.contains(".vaultkey") == false, "the key file's wrapped key went with it")
+    }
+}
+
 /// `--key-store passphrase`: the passphrase comes from `--passphrase-fd N` or the terminal, never from an
 /// argument or the environment; `status` never asks for it.
 @Suite struct VaultPassphraseOptionTests {

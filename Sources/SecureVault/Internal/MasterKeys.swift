@@ -8,7 +8,7 @@ import SystemLayer
 /// `vault`, `key`, `format` "2" and `service`; in-memory name `<vault id>/<key id>/<service>`. Format 1 (legacy)
 /// keeps exactly the old names: attributes `vault`, `key`, `format` "1"; in-memory `<vault id>/<key id>`.
 struct MasterKeys: Sendable {
-    let store: KeyStore
+    var store: KeyStore
     let service: String
     /// The vault's directory (a key file's or systemd credential's wrapped keys live there).
     let directory: String

@@ -8,7 +8,10 @@ import SystemLayer
 /// - `drop <vault id> <key id> <format>`: that key is garbage (the unused half of a rotation): delete it,
 ///   unless the vault file turns out to use it.
 /// `<format>` is the identity format, which decides how the key is named in the key store (a line without it,
-/// from before format 2, is format 1). Only keys the vault proved it owns are journaled, and a replay deletes
+/// from before format 2, is format 1). A line may end with `store=<hex>`: the key is in that key store (the
+/// hex of its `KeyStore.spelling`, as `vaultctl --key-store` spells it), not the configured one: the two keys
+/// of a migration (``Vault/migrateKey(to:)``) are in two key stores, and the next open may be configured with
+/// either. Only keys the vault proved it owns are journaled, and a replay deletes
 /// with the same rules as the first attempt (the service attribute for format 2, the label for format 1).
 /// The next process to open the vault (under the vault lock) finishes what the journal says, then removes the
 /// lines it finished. An open never performs a delete prompt (KeePassXC returns one for every delete): such a
@@ -28,17 +31,25 @@ struct VaultIntent: Equatable {
     var format: UInt8
     /// A delete the key store could not complete: retried by maintenance calls only, never by an open.
     var deferred = false
+    /// The key store holding the key (its spelling), when it is not the configured one.
+    var store: String?
 
-    init(_ kind: Kind, _ identity: KeyIdentity, deferred: Bool = false) {
+    init(_ kind: Kind, _ identity: KeyIdentity, deferred: Bool = false, store: String? = nil) {
         self.kind = kind
         vaultIDHex = identity.vaultIDHex
         keyIDHex = identity.keyIDHex
         format = identity.format
         self.deferred = deferred
+        self.store = store
     }
 
     init?(line: Substring) {
         var parts = line.split(separator: " ")
+        if let last = parts.last, last.hasPrefix("store=") {
+            guard let bytes = KeyIdentity.bytes(hex: String(last.dropFirst("store=".count))) else { return nil }
+            store = String(decoding: bytes, as: UTF8.self)
+            parts.removeLast()
+        }
         if parts.count == 5, parts[4] == "deferred" {
             deferred = true
             parts.removeLast()
@@ -51,7 +62,10 @@ struct VaultIntent: Equatable {
         self.format = format
     }
 
-    var line: String { "\(kind.rawValue) \(vaultIDHex) \(keyIDHex) \(format)" + (deferred ? " deferred" : "") }
+    var line: String {
+        "\(kind.rawValue) \(vaultIDHex) \(keyIDHex) \(format)" + (deferred ? " deferred" : "")
+            + (store.map { " store=" + hex($0.utf8) } ?? "")
+    }
 
     func matches(_ identity: KeyIdentity) -> Bool {
         identity.vaultIDHex == vaultIDHex && identity.keyIDHex == keyIDHex && identity.format == format
@@ -129,7 +143,7 @@ extension Vault {
         var kept: [VaultIntent] = []
         var attempted: [MasterKeys.Deletion] = []
         /// Deletes the key, or keeps a deferred line for it (a delete the key store could not complete).
-        func drop(_ identity: KeyIdentity, _ intent: VaultIntent) {
+        func drop(_ identity: KeyIdentity, _ intent: VaultIntent, from keys: MasterKeys) {
             let deletion: MasterKeys.Deletion
             do throws(VaultError) {
                 // An open never shows the provider's delete prompt; a maintenance call performs it.
@@ -139,7 +153,7 @@ extension Vault {
             }
             attempted.append(deletion)
             if let reason = deletion.leftReason {
-                let line = VaultIntent(.drop, identity, deferred: true)
+                let line = VaultIntent(.drop, identity, deferred: true, store: intent.store)
                 if !kept.contains(line) { kept.append(line) }
                 logger.warning(
                     "SecureVault: vault '\(service)': a master key that is no longer used (key id \(intent.keyIDHex)) was not deleted yet; the next rotation or wipe retries: \(reason)"
@@ -147,9 +161,19 @@ extension Vault {
             }
         }
         for intent in intents {
+            // The key store the line names (a migration's other key store), else the configured one.
+            var keys = self.keys
+            if let spelling = intent.store, spelling != keys.store.spelling {
+                guard let store = KeyStore(spelling: spelling) else {
+                    if !kept.contains(intent) { kept.append(intent) }  // a key store only the app can name
+                    continue
+                }
+                keys.store = store
+                keys.cache = nil
+            }
             guard
                 let identity = KeyIdentity(
-                    vaultIDHex: intent.vaultIDHex, keyIDHex: intent.keyIDHex, kind: configuration.keyStore.kind,
+                    vaultIDHex: intent.vaultIDHex, keyIDHex: intent.keyIDHex, kind: keys.store.kind,
                     format: intent.format)
             else { continue }
             if intent.deferred && !retryingDeferred {
@@ -159,7 +183,7 @@ extension Vault {
             switch intent.kind {
             case .wipe:
                 // The wipe goes on even when its key cannot be deleted now: the file goes, the key is retried.
-                drop(identity, intent)
+                drop(identity, intent, from: keys)
                 forgetKey()
                 if let identity = current ?? nil, identity.vaultIDHex == intent.vaultIDHex {
                     _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
@@ -173,8 +197,8 @@ extension Vault {
                     if intent.deferred, !kept.contains(intent) { kept.append(intent) }
                     continue
                 }
-                if kept.contains(VaultIntent(.drop, identity, deferred: true)) { continue }  // just attempted
-                drop(identity, intent)
+                if kept.contains(VaultIntent(.drop, identity, deferred: true, store: intent.store)) { continue }
+                drop(identity, intent, from: keys)
             }
         }
         if kept.isEmpty {
@@ -196,7 +220,7 @@ extension KeyIdentity {
         self.format = format
     }
 
-    private static func bytes(hex text: String) -> [UInt8]? {
+    static func bytes(hex text: String) -> [UInt8]? {
         let utf8 = Array(text.utf8)
         guard utf8.count % 2 == 0 else { return nil }
         var bytes: [UInt8] = []

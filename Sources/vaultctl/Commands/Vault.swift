@@ -23,7 +23,8 @@ struct VaultGroup: ParsableCommand {
             """,
         subcommands: [
             StatusCommand.self, InitCommand.self, ListCommand.self, GetCommand.self, SetCommand.self, DeleteCommand.self,
-            VerifyCommand.self, RotateKeyCommand.self, WipeCommand.self, LockCommand.self, UnlockCommand.self,
+            VerifyCommand.self, RotateKeyCommand.self, MigrateKeyCommand.self, WipeCommand.self, LockCommand.self,
+            UnlockCommand.self,
         ]
     )
 

@@ -40,56 +40,52 @@ struct VaultOptions: ParsableArguments {
     /// The key store `--key-store` names; a value it does not know is `usage` (exit 64). A passphrase is read
     /// only when `needsKey` (`status` never derives a key).
     func parsedKeyStore(needsKey: Bool = true) throws -> KeyStore {
-        if keyStore == "secret-service" { return .secretService }
-        if keyStore == "passphrase" {
-            guard needsKey else { return .passphrase(SecretBytes([])) }
-            return .passphrase(try readPassphrase())
+        try Self.parse(keyStore, option: "--key-store") { needsKey ? try readPassphrase() : SecretBytes([]) }
+    }
+
+    /// The key store `spelling` names; `passphrase` asks `passphrase` for it. Anything else is `usage`.
+    static func parse(_ spelling: String, option: String, passphrase: () throws -> SecretBytes) throws -> KeyStore {
+        if spelling == "passphrase" { return .passphrase(try passphrase()) }
+        guard let store = KeyStore(spelling: spelling), spelling != "in-memory" else {
+            throw CLIFailure.usage(
+                "\(option) \(shellQuoted(spelling)) is not a key store: use secret-service, passphrase, "
+                    + "keyring:session, keyring:user, keyring:persistent, key-file:PATH or systemd-creds:NAME[:FILE]")
         }
-        if keyStore.hasPrefix("keyring:"),
-            let keyring = KeyStore.KernelKeyring(rawValue: String(keyStore.dropFirst("keyring:".count)))
-        {
-            return .kernelKeyring(keyring)
-        }
-        if keyStore.hasPrefix("key-file:"), keyStore.count > "key-file:".count {
-            return .keyFile(String(keyStore.dropFirst("key-file:".count)))
-        }
-        if keyStore.hasPrefix("systemd-creds:") {
-            let parts = keyStore.dropFirst("systemd-creds:".count).split(
-                separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
-            if let name = parts.first, !name.isEmpty, parts.count == 1 || !parts[1].isEmpty {
-                return .systemdCredential(name: String(name), file: parts.count == 2 ? String(parts[1]) : nil)
-            }
-        }
-        throw CLIFailure.usage(
-            "--key-store \(shellQuoted(keyStore)) is not a key store: use secret-service, passphrase, "
-                + "keyring:session, keyring:user, keyring:persistent, key-file:PATH or systemd-creds:NAME[:FILE]")
+        return store
     }
 
     /// The passphrase: from `--passphrase-fd`, else typed at the controlling terminal with echo off.
     private func readPassphrase() throws -> SecretBytes {
+        try Self.readPassphrase(from: passphraseFD, option: "--passphrase-fd", prompt: "Passphrase of vault \(service): ")
+    }
+
+    /// A passphrase from `descriptor` (up to a newline or its end), else typed at the controlling terminal with
+    /// echo off after `prompt`. Never from arguments or the environment; never from standard input (it carries
+    /// the values of `vault set`).
+    static func readPassphrase(from descriptor: Int32?, option: String, prompt: String) throws -> SecretBytes {
         var bytes: [UInt8]
-        if let descriptor = passphraseFD {
+        if let descriptor {
             guard descriptor != Sys.standardInput else {
                 throw CLIFailure.usage(
-                    "--passphrase-fd 0: standard input carries the values of `vault set`; open the passphrase on "
-                        + "another descriptor (e.g. --passphrase-fd 3 3<passphrase-file)")
+                    "\(option) 0: standard input carries the values of `vault set`; open the passphrase on "
+                        + "another descriptor (e.g. \(option) 3 3<passphrase-file)")
             }
             var buffer = [UInt8](repeating: 0, count: 4097)
             let read = buffer.withUnsafeMutableBytes { Sys.read(descriptor, into: $0) }
             guard case .success(let count) = read else {
-                throw CLIFailure.usage("--passphrase-fd \(descriptor): the descriptor cannot be read (is it open?)")
+                throw CLIFailure.usage("\(option) \(descriptor): the descriptor cannot be read (is it open?)")
             }
             guard count <= 4096 else {
                 wipe(&buffer)
-                throw CLIFailure.usage("--passphrase-fd \(descriptor): the passphrase is longer than 4096 bytes")
+                throw CLIFailure.usage("\(option) \(descriptor): the passphrase is longer than 4096 bytes")
             }
             bytes = Array(buffer[0..<count])
             wipe(&buffer)
             if bytes.last == 0x0A { bytes.removeLast() }
         } else {
-            guard let typed = Terminal.readPassphrase(prompt: "Passphrase of vault \(service): ") else {
+            guard let typed = Terminal.readPassphrase(prompt: prompt) else {
                 throw CLIFailure.usage(
-                    "--key-store passphrase needs the passphrase: run at a terminal, or give --passphrase-fd N "
+                    "a passphrase key store needs the passphrase: run at a terminal, or give \(option) N "
                         + "(never an argument or an environment variable)")
             }
             bytes = typed
