@@ -37,9 +37,20 @@ enum AppLaunch {
     static let service = "com.example.launch-demo"
 
     static func run(_ command: String, _ arguments: [String]) -> Int32 {
-        guard arguments.count == 2, arguments[0] == "--dir" else {
-            Console.error("launch-demo \(command): expected --dir DIR")
+        guard arguments.count == 2 || arguments.count == 4, arguments[0] == "--dir",
+            arguments.count == 2 || arguments[2] == "--key-store"
+        else {
+            Console.error("launch-demo \(command): expected --dir DIR [--key-store STORE]")
             return 64
+        }
+        // The Secret Service by default; a server passes the key store it has (`--key-store systemd-creds:NAME`).
+        var keyStore = KeyStore.secretService
+        if arguments.count == 4 {
+            guard let named = KeyStore(spelling: arguments[3]) else {
+                Console.error("launch-demo \(command): \(arguments[3]) is not a key store")
+                return 64
+            }
+            keyStore = named
         }
         let prefsDirectory = arguments[1] + "/prefs"
         let errors = ErrorLog()
@@ -61,6 +72,7 @@ enum AppLaunch {
             atPath: arguments[1] + "/vault/" + service + ".prefs")
         let tokenStart = clock.now
         var configuration = Vault.Configuration(directory: arguments[1] + "/vault")
+        configuration.keyStore = keyStore
         configuration.logger = errors.logger
         let router: SessionRouter
         do {

@@ -47,7 +47,8 @@ struct Demo {
         #else
         let build = "release build"
         #endif
-        print("launch-demo: one client app, launched seven times, each launch a new process (\(build))")
+        print("launch-demo: one client app, launched seven times, each launch a new process (\(build)), then three")
+        print("  times more as a server's app")
         print("  app data in \(root) (removed at the end), keys in a private gnome-keyring session")
         print()
 
@@ -127,7 +128,49 @@ struct Demo {
         if let after = launch(7, "relaunch after logout") {
             expect(after, route: "signIn(absent)", theme: "light", sidebar: (true, 280), errors: 0)
         }
+        serverLaunches()
         return finish()
+    }
+
+    /// The same app on a server: no session bus, no Secret Service; the vault's key is a systemd credential
+    /// (sealed with the host key), read by `systemd-creds decrypt`, then, as a service started with
+    /// `LoadCredentialEncrypted=` finds it, from `$CREDENTIALS_DIRECTORY`.
+    mutating func serverLaunches() {
+        print()
+        print("the same app on a server: no session bus, the vault's key in a systemd credential")
+        let server = root + "/server"
+        let store = "systemd-creds:launch-demo"
+        let noBus: [String: String?] = ["DBUS_SESSION_BUS_ADDRESS": nil, "DISPLAY": nil]
+        guard let first = launch(8, "server: launch, sign-in", command: "sign-in", directory: server, keyStore: store, environment: noBus) else { return }
+        if first.actionFailed {
+            // systemd-creds needs root for the host key: a demo run as another user shows why and goes on.
+            detail("skipped: \(first.action ?? "sign-in failed") (run make demo as root to see these launches)")
+            return
+        }
+        expect(first, route: "signIn(absent)", theme: "light", sidebar: (false, 240), errors: 0)
+        if let again = launch(9, "server: relaunch", directory: server, keyStore: store, environment: noBus) {
+            expect(again, route: "dashboard", theme: "dark", sidebar: (true, 280), errors: 0)
+            detail("the token read ran systemd-creds decrypt (a child process) for the credential")
+        }
+        // What systemd does for a unit with LoadCredentialEncrypted=launch-demo:<file>, before the service starts.
+        let credentials = server + "/credentials"
+        let sealed = server + "/vault/launch-demo.cred"
+        do {
+            try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+            let decrypted = try Files.run(
+                "/usr/bin/systemd-creds", ["decrypt", "--name=launch-demo", sealed, credentials + "/launch-demo"],
+                quiet: true)
+            guard decrypted.status == 0 else { throw DemoError("systemd-creds decrypt exited \(decrypted.status)") }
+        } catch {
+            problems.append("step 10: \(error)")
+            return
+        }
+        var service = noBus
+        service["CREDENTIALS_DIRECTORY"] = credentials
+        if let asService = launch(10, "server: as a service", directory: server, keyStore: store, environment: service) {
+            expect(asService, route: "dashboard", theme: "dark", sidebar: (true, 280), errors: 0)
+            detail("the token read took the credential systemd decrypted into $CREDENTIALS_DIRECTORY: no child process")
+        }
     }
 
     // MARK: Steps
@@ -135,13 +178,16 @@ struct Demo {
     /// Runs the app once as a new process and prints what it reported: where it went, the state it hydrated,
     /// the times it measured, what it logged, and what its sign-in or logout did.
     mutating func launch(
-        _ step: Int, _ title: String, command: String = "launch", note: String? = nil
+        _ step: Int, _ title: String, command: String = "launch", note: String? = nil, directory: String? = nil,
+        keyStore: String? = nil, environment: [String: String?] = [:]
     ) -> LaunchReport? {
         if step > 1 { print() }
         let started = ContinuousClock.now
         let result: (status: Int32, output: Data)
         do {
-            result = try Files.run(executable, [command, "--dir", root])
+            result = try Files.run(
+                executable, [command, "--dir", directory ?? root] + (keyStore.map { ["--key-store", $0] } ?? []),
+                environment: environment)
         } catch {
             problems.append("step \(step): cannot run the app: \(error)")
             return nil

@@ -30,7 +30,8 @@ enum Files {
     /// posix_spawn and waitpid rather than Foundation's `Process`, whose wait here never returned after
     /// gnome-keyring-daemon forked.
     static func run(
-        _ path: String, _ arguments: [String], input: String? = nil, quiet: Bool = false
+        _ path: String, _ arguments: [String], input: String? = nil, quiet: Bool = false,
+        environment: [String: String?] = [:]
     ) throws -> (status: Int32, output: Data) {
         var inPipe: [Int32] = [-1, -1]
         var outPipe: [Int32] = [-1, -1]
@@ -49,8 +50,12 @@ enum Files {
         }
         let argv = ([path] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
+        var variables = ProcessInfo.processInfo.environment
+        for (name, value) in environment { variables[name] = value }
+        let envp = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
         var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        let spawned = posix_spawn(&pid, path, &actions, nil, argv, envp)
         close(inPipe[0])
         if !quiet { close(outPipe[1]) }
         guard spawned == 0 else {

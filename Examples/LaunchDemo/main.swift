@@ -6,6 +6,8 @@
 //   launch-demo sign-in --dir DIR  a launch, then sign-in: save a token, choose the dark theme, expand the
 //                                  sidebar, keep an e-mail address in an encrypted store
 //   launch-demo logout  --dir DIR  a launch, then logout
+//   ... --key-store STORE          (any of them) the vault's key store, as vaultctl spells it: a server's
+//                                  launches use systemd-creds:NAME
 //
 // The sub-commands are the app; each prints one JSON report on stdout, with the times it measured.
 import Foundation
@@ -20,7 +22,8 @@ default:
     Console.error(
         """
         usage: launch-demo                                  play the app's launches (inside `make demo`)
-               launch-demo launch|sign-in|logout --dir DIR  one launch of the app, as a JSON report
+               launch-demo launch|sign-in|logout --dir DIR [--key-store STORE]
+                                                            one launch of the app, as a JSON report
         """)
     exit(arguments.first == "--help" || arguments.first == "-h" ? 0 : 64)
 }
