@@ -156,7 +156,9 @@ struct Demo {
         let credentials = server + "/credentials"
         let sealed = server + "/vault/launch-demo.cred"
         do {
-            try FileManager.default.createDirectory(atPath: credentials, withIntermediateDirectories: true)
+            // Private, as systemd's own credentials directory is (the credential is decrypted there).
+            try FileManager.default.createDirectory(
+                atPath: credentials, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             let decrypted = try Files.run(
                 "/usr/bin/systemd-creds", ["decrypt", "--name=launch-demo", sealed, credentials + "/launch-demo"],
                 quiet: true)

@@ -24,7 +24,7 @@ extension Vault {
     @discardableResult
     public func rotateKey() throws -> VaultRotationReport {
         try perform("rotating the master key of vault '\(service)'") { () throws(VaultError) -> VaultRotationReport in
-            try rekey(to: keys)
+            try rekey(to: keys, moving: false)
         }
     }
 
@@ -32,7 +32,8 @@ extension Vault {
     /// (atomically, as ``rotateKey()`` does), then the old key is deleted from this vault's key store. Crash-safe
     /// like a rotation: the vault always opens under exactly one of the two keys, and the journal deletes the
     /// other whichever key store it is in. Afterwards open the vault with a configuration naming `target`: this
-    /// handle's key store no longer opens it (``VaultError/Code/wrongKey``).
+    /// handle forgets the key, and its key store no longer opens the file (``VaultError/Code/wrongKey``) unless
+    /// `target` is that same key store.
     ///
     /// ```swift
     /// try vault.migrateKey(to: .systemdCredential(name: "app-vault"))
@@ -53,14 +54,14 @@ extension Vault {
             var targetKeys = keys
             targetKeys.store = target
             targetKeys.cache = nil
-            return try rekey(to: targetKeys)
+            return try rekey(to: targetKeys, moving: true)
         }
     }
 
     /// Re-encrypts every item under a new key made by `targetKeys` (this vault's own for a rotation), then
     /// deletes the old key. Both keys are journaled before the new one is made: whichever one the file does not
     /// use after a crash is garbage, and the next open deletes it from its own key store.
-    private func rekey(to targetKeys: MasterKeys) throws(VaultError) -> VaultRotationReport {
+    private func rekey(to targetKeys: MasterKeys, moving: Bool) throws(VaultError) -> VaultRotationReport {
         try withVaultLock { () throws(VaultError) -> VaultRotationReport in
             try finishIntents(retryingDeferred: true)
             guard let store = try openStore(create: false), let old = opened.withLock({ $0?.sealer }) else {
@@ -80,14 +81,20 @@ extension Vault {
                             + "cannot stand in for in a rotation; nothing was changed", path: path)
                 }
             }
-            let moving = targetKeys.store.description != keys.store.description
             var next = KeyIdentity.random(kind: targetKeys.store.kind, vaultID: old.identity.vaultID)
             // Should we die before the re-key, the new key is garbage; after it, the old one is.
             try recordIntents([
                 VaultIntent(.drop, next, store: moving ? targetKeys.store.spelling : nil),
                 VaultIntent(.drop, old.identity, store: moving ? keys.store.spelling : nil),
             ])
-            let masterKey = try targetKeys.create(&next)
+            let masterKey: SecretBytes
+            do throws(VaultError) {
+                masterKey = try targetKeys.create(&next)
+            } catch {
+                _ = try? targetKeys.delete(next)  // whatever part of it was made
+                clearIntents()
+                throw error
+            }
             let sealer = VaultSealer(masterKey: masterKey, identity: next, service: service)
             do throws(VaultError) {
                 try prefs { try store.rekey(to: sealer) }

@@ -42,6 +42,9 @@ public enum SessionTokenReason: String, Sendable, Equatable, CaseIterable {
     case accessNotApproved
     /// No Secret Service (or no session bus, or no default keyring) is reachable; ``Vault/status()`` says which.
     case noSecretService
+    /// The vault's key store, another than the Secret Service, cannot be used here: no session keyring, key
+    /// system calls blocked, no `systemd-creds` or no access to the host key. `vaultctl doctor` says why.
+    case keyStoreUnavailable
     /// The Secret Service did not answer in time.
     case timeout
     /// The vault has data but its master key is gone (deleted, or the keyring was reset).
@@ -57,12 +60,14 @@ public enum SessionTokenReason: String, Sendable, Equatable, CaseIterable {
     /// may tell the user why they are asked to sign in again.
     public var isUnavailable: Bool { self != .absent && self != .expired }
 
-    /// Why a failed token read could not know the answer: every error code has its reason.
-    init(_ error: VaultError) {
+    /// Why a failed token read could not know the answer: every error code has its reason. `unavailable`
+    /// names the Secret Service only when it is the vault's key store.
+    init(_ error: VaultError, keyStore: KeyStore) {
         switch error.code {
         case .locked: self = .locked
         case .accessNotApproved: self = .accessNotApproved
-        case .unavailable: self = .noSecretService
+        case .unavailable:
+            if case .secretService = keyStore.storage { self = .noSecretService } else { self = .keyStoreUnavailable }
         case .timeout: self = .timeout
         case .keyMissing: self = .keyMissing
         case .wrongKey: self = .wrongKey
@@ -117,7 +122,7 @@ extension Vault {
             }
             return state ?? .absent
         } catch let error as VaultError {
-            return .unavailable(SessionTokenReason(error))
+            return .unavailable(SessionTokenReason(error, keyStore: configuration.keyStore))
         } catch {
             return .unavailable(.storageFailure)
         }

@@ -93,6 +93,33 @@ extension Sys {
         return .success(())
     }
 
+    /// Creates `path` holding `bytes` (mode 0600), durably and all at once, unless something already exists
+    /// there: a uniquely named temporary file is written and flushed, then linked to `path` (link(2) never
+    /// replaces), and the directory flushed. A crash leaves no partial file at `path`; of two processes
+    /// publishing at once, one wins and the other gets `.exists` (and reads the winner's).
+    // See: man 2 link
+    package static func publishNew(_ path: String, _ bytes: UnsafeRawBufferPointer) -> Result<Void, Errno> {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        // Unique to this process and instant; O_EXCL refuses anything already there under the name.
+        let temporary = path + ".new-\(getpid())-\(now.tv_sec)\(now.tv_nsec)"
+        let fd: Int32
+        switch open(temporary, .createNew) {
+        case .success(let opened): fd = opened
+        case .failure(let error): return .failure(error)
+        }
+        let written = fchmod(fd, 0o600).flatMap { pwrite(fd, bytes, at: 0) }.flatMap { quietSync(fd) }
+        close(fd)
+        defer { _ = removeIfPresent(temporary) }
+        if case .failure(let error) = written { return .failure(error) }
+        let linked = path.withCString { target in
+            temporary.withCString { source in retrying { Glibc.link(source, target) } }
+        }
+        if case .failure(let error) = linked { return .failure(error) }
+        syncDirectory(parentDirectory(of: path))
+        return .success(())
+    }
+
     /// Flushes a directory's entries (after a rename or unlink in it); a failure is ignored.
     package static func syncDirectory(_ directory: String) {
         guard case .success(let fd) = open(directory, .directory) else { return }

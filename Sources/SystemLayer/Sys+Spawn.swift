@@ -24,6 +24,8 @@ extension Sys {
         case timedOut
         /// It wrote more than the limit to its standard output, and was killed.
         case outputTooLarge
+        /// Its exit status could not be learnt (SIGCHLD ignored, or another thread reaped it).
+        case statusUnknown
     }
 
     /// Runs the first of `executables` that exists with `arguments`, feeds it `input` on its standard input
@@ -32,7 +34,8 @@ extension Sys {
     /// Nothing passes through argv or the environment but `arguments`: a secret goes in `input` (at most 4 KiB,
     /// sent over a socket so that a child that exits early cannot raise SIGPIPE here). The child starts with an
     /// empty signal mask and default signal dispositions (the caller's threads may block signals), this
-    /// process's environment, and only descriptors 0, 1 and 2.
+    /// process's environment, and descriptors 0, 1 and 2 (every descriptor this package opens is close-on-exec;
+    /// one the host app opened without O_CLOEXEC is inherited, as by any child it starts).
     // See: man 3 posix_spawn, man 2 poll, man 2 waitpid
     package static func runChild(
         _ executables: [String], _ arguments: [String], input: UnsafeRawBufferPointer, outputLimit: Int,
@@ -81,26 +84,51 @@ extension Sys {
         close(inputPair[0])
         inputPair[0] = -1
 
-        let collected = collect(
-            output: outputPipe[0], errorOutput: errorPipe[0], outputLimit: outputLimit,
-            until: ContinuousClock.now + deadline)
+        let until = ContinuousClock.now + deadline
+        let collected = collect(output: outputPipe[0], errorOutput: errorPipe[0], outputLimit: outputLimit, until: until)
         closeAll()
-        var failure: ChildFailure?
         switch collected {
         case .failure(let reason):
-            failure = reason
-            kill(pid, SIGKILL)
-        case .success:
-            break
-        }
-        var rawStatus: Int32 = 0
-        while waitpid(pid, &rawStatus, 0) < 0 && errno == EINTR {}
-        switch collected {
-        case .failure:
-            return .failure(failure!)
+            stop(pid)
+            return .failure(reason)
         case .success(let streams):
-            let status = (rawStatus & 0x7f) == 0 ? (rawStatus >> 8) & 0xff : 128 + (rawStatus & 0x7f)
-            return .success(ChildOutcome(status: status, output: streams.output, errorOutput: streams.errorOutput))
+            // Its output closed; it should be exiting. Waited for within the same deadline all the same.
+            switch reap(pid, until: until) {
+            case .success(let status?):
+                return .success(ChildOutcome(status: status, output: streams.output, errorOutput: streams.errorOutput))
+            case .success(nil):
+                stop(pid)
+                return .failure(.timedOut)
+            case .failure(let failure):
+                return .failure(failure)
+            }
+        }
+    }
+
+    /// The exit status of `pid` once it has ended (128 + the signal for a signal), nil when it has not by
+    /// `until`. ECHILD (another thread reaped it, or SIGCHLD is ignored) is `statusUnknown`.
+    private static func reap(_ pid: Int32, until: ContinuousClock.Instant) -> Result<Int32?, ChildFailure> {
+        var rawStatus: Int32 = 0
+        while true {
+            let reaped = waitpid(pid, &rawStatus, WNOHANG)
+            if reaped == pid {
+                return .success((rawStatus & 0x7f) == 0 ? (rawStatus >> 8) & 0xff : 128 + (rawStatus & 0x7f))
+            }
+            if reaped < 0 && errno != EINTR { return .failure(.statusUnknown) }
+            if ContinuousClock.now >= until { return .success(nil) }
+            usleep(500)
+        }
+    }
+
+    /// SIGKILLs `pid` and reaps it; a child that does not die within a second (stuck in an uninterruptible
+    /// sleep: a device that does not answer) is left to a detached thread to reap, so the caller never waits.
+    private static func stop(_ pid: Int32) {
+        kill(pid, SIGKILL)
+        if case .success(nil) = reap(pid, until: ContinuousClock.now + .seconds(1)) {
+            _ = detachThread {
+                var status: Int32 = 0
+                while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+            }
         }
     }
 

@@ -42,6 +42,9 @@ package struct FileStatus: Equatable {
 package struct OpenMode {
     package var flags: Int32
     package static let readOnly = OpenMode(flags: O_RDONLY)
+    /// Read-only without waiting: a FIFO or device planted where a small file is expected opens at once (and
+    /// is then refused by its `fstat`), instead of blocking the open. Reads of a regular file ignore the flag.
+    package static let readOnlyNonBlocking = OpenMode(flags: O_RDONLY | O_NONBLOCK)
     package static let readWrite = OpenMode(flags: O_RDWR)
     package static let createNew = OpenMode(flags: O_RDWR | O_CREAT | O_EXCL)
     package static let readWriteCreate = OpenMode(flags: O_RDWR | O_CREAT)
@@ -114,8 +117,9 @@ public enum Sys {
 
     // See: man 2 open. Read-only and following symbolic links, as any command-line tool opens a file its user
     // names (`vaultctl prefs import FILE`); the package's own files go through `open(_:_:permissions:)`.
-    package static func openFollowingLinks(_ path: String) -> Result<Int32, Errno> {
-        path.withCString { p in retrying { prefs_open(p, O_RDONLY | O_CLOEXEC, 0) } }
+    package static func openFollowingLinks(_ path: String, nonBlocking: Bool = false) -> Result<Int32, Errno> {
+        let flags = O_RDONLY | O_CLOEXEC | (nonBlocking ? O_NONBLOCK : 0)
+        return path.withCString { p in retrying { prefs_open(p, flags, 0) } }
     }
 
     // See: man 2 close. Never retried: on Linux the descriptor is released even when close fails.

@@ -207,6 +207,7 @@ import TestSupport
             VAULT_TEST_DIR=$S/nobody NOBODY $H vault-set app token <<< tok-nobody
             $H vault-set app token <<< tok-root
             chown -R 65534:65534 $VAULT_TEST_DIR
+            NOBODY $H vault-token app | cut -d' ' -f1,2
             mkdir -m 0755 $S/credentials
             systemd-creds decrypt --name=\(name) $VAULT_TEST_DIR/\(name).cred $S/credentials/\(name)
             chown 65534 $S/credentials/\(name); chmod 0400 $S/credentials/\(name)
@@ -214,11 +215,99 @@ import TestSupport
             NOBODY env CREDENTIALS_DIRECTORY=$S/credentials $H vault-get app token
             NOBODY $H vault-get app token 2>/dev/null | cut -d' ' -f1,2
             """)
-        #expect(result.lines.count == 4, "\(result)")
+        #expect(result.lines.count == 5, "\(result)")
         #expect(result.lines.first?.hasPrefix("error unavailable") == true, "\(result)")
         #expect(result.standardError.contains("host key is root's"), "\(result)")
         #expect(result.lines.dropFirst().first == "ok")
-        #expect(result.lines.dropFirst(2).first == "value tok-root", "nobody read it from the directory: \(result)")
+        // The launch's answer names the key store, not a Secret Service this vault never used.
+        #expect(result.lines.dropFirst(2).first == "unavailable keyStoreUnavailable", "\(result)")
+        #expect(result.lines.dropFirst(3).first == "value tok-root", "nobody read it from the directory: \(result)")
         #expect(result.lines.last == "error keyMissing", "without the directory or the sealed file: \(result)")
+    }
+
+    // MARK: Review findings
+
+    /// Vaults sharing one credential, created at the same instant by two processes: one seals it, the other
+    /// uses the one that won (before: both sealed, the last rename won, and the other vault lost its key).
+    @Test func vaultsSharingACredentialCreatedAtOnceBothKeepTheirKey() throws {
+        let scratch = try Scratch()
+        let result = try scratch.run(
+            """
+            export VAULT_TEST_KEY_STORE=systemd-creds:shared
+            for r in $(seq 1 12); do
+              export VAULT_TEST_DIR=$S/r$r; mkdir -m 0700 $VAULT_TEST_DIR
+              $H vault-set a token <<< tok-a > /dev/null & $H vault-set b token <<< tok-b > /dev/null & wait
+              echo "$($H vault-get a token 2>/dev/null | cut -d' ' -f1,2) $($H vault-get b token 2>/dev/null | cut -d' ' -f1,2)"
+            done
+            """)
+        #expect(result.lines.count == 12, "\(result)")
+        #expect(result.lines.allSatisfy { $0 == "value tok-a value tok-b" }, "\(result)")
+    }
+
+    /// A FIFO planted where a wrapped key or a key file is expected is refused at once, never waited on.
+    @Test func aFifoPlantedAsAKeyIsRefusedAtOnce() throws {
+        let scratch = try Scratch()
+        let result = try scratch.run(
+            """
+            head -c 32 /dev/urandom > $S/key; chmod 600 $S/key
+            export VAULT_TEST_KEY_STORE=key-file:$S/key
+            $H vault-set app token <<< tok > /dev/null
+            set -- $($H vault-identity app)
+            mv $VAULT_TEST_DIR/app.$2.vaultkey $S/saved; mkfifo -m 0600 $VAULT_TEST_DIR/app.$2.vaultkey
+            timeout 20 $H vault-get app token | cut -d' ' -f1,2
+            rm $VAULT_TEST_DIR/app.$2.vaultkey; mv $S/saved $VAULT_TEST_DIR/app.$2.vaultkey
+            mv $S/key $S/key.saved; mkfifo -m 0600 $S/key
+            timeout 20 $H vault-get app token | cut -d' ' -f1,2
+            """)
+        #expect(result.lines == ["error permissionDenied", "error permissionDenied"], "\(result)")
+    }
+
+    /// A migration whose target cannot make a key leaves the vault as it was, with no journal; and a journal
+    /// naming the live key is never acted on while the file's header cannot be read (before: a failed
+    /// migration left `drop <live key>` behind, and an unreadable header read as "no file", so the next open
+    /// deleted the key the file needs).
+    @Test func aFailedMigrationAndAnUnreadableHeaderDeleteNoKey() throws {
+        let scratch = try Scratch()
+        let path = scratch.root + "/vault.key"
+        try KeyStore.createKeyFile(at: path)
+        try scratch.vault(.keyFile(path)).set("tok", for: "token")
+        let identity = try #require(try scratch.vault(.keyFile(path)).existingIdentity())
+        let wrapped = scratch.vaults + "/app.\(identity.keyIDHex).vaultkey"
+        let failed = Self.failure { try scratch.vault(.keyFile(path)).migrateKey(to: .keyFile(scratch.root + "/missing")) }
+        #expect(failed?.code == .keyMissing)
+        #expect(!FileManager.default.fileExists(atPath: scratch.vaults + "/app.vault.intent"))
+        #expect(try scratch.vault(.keyFile(path)).string(for: "token") == "tok")
+
+        // A journal that names the live key (as a rotation's does until it ends), and a header nobody can read.
+        let file = scratch.vaults + "/app.prefs"
+        let bytes = try scratch.bytes(file)
+        try Data("drop \(identity.vaultIDHex) \(identity.keyIDHex) 2\n".utf8).write(
+            to: URL(fileURLWithPath: scratch.vaults + "/app.vault.intent"))
+        chmod(scratch.vaults + "/app.vault.intent", 0o600)
+        try Data(bytes.prefix(100)).write(to: URL(fileURLWithPath: file))
+        let damaged = Self.failure { _ = try scratch.vault(.keyFile(path)).string(for: "token") }
+        #expect(damaged?.code == .corrupted, "\(String(describing: damaged))")
+        #expect(FileManager.default.fileExists(atPath: wrapped), "the key the file needs is still there")
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        #expect(try scratch.vault(.keyFile(path)).string(for: "token") == "tok")
+    }
+
+    /// A wipe of a systemd credential vault needs no access to the credential: it deletes the wrapped key, which
+    /// is the vault's by its name (before: it loaded the root secret first, and failed without root).
+    @Test func aWipeNeedsNoAccessToTheCredential() throws {
+        let scratch = try Scratch()
+        let result = try scratch.run(
+            """
+            export VAULT_TEST_KEY_STORE=systemd-creds:wipe-test
+            $H vault-set app token <<< tok
+            chmod 0755 $S; chown -R 65534:65534 $VAULT_TEST_DIR
+            setpriv --reuid=65534 --regid=65534 --clear-groups $H vault-get app token | cut -d' ' -f1,2
+            setpriv --reuid=65534 --regid=65534 --clear-groups $H vault-wipe-report app
+            ls $VAULT_TEST_DIR
+            """)
+        #expect(result.lines.count == 5, "\(result)")
+        #expect(result.lines[1] == "error unavailable", "\(result)")
+        #expect(result.lines[2].hasPrefix("wiped removed"), "\(result)")
+        #expect(Array(result.lines.dropFirst(3)) == ["app.vault.lock", "wipe-test.cred"], "\(result)")
     }
 }

@@ -60,6 +60,7 @@ extension VaultKeyStoreOptionTests {
         try vault.input("set", token, secret: token)
         try vault.input("set-creds", token, secret: token)
         try vault.input("no-key", token, secret: token)
+        try vault.input("set-again", token, secret: token)
         let keyFile = vault.sandbox.path("vault.key")
         try vault.run(
             .noSecretService, revealing: ["get", "get-creds"],
@@ -76,6 +77,10 @@ extension VaultKeyStoreOptionTests {
                 V set-creds vault set --key-store systemd-creds:app-vault --service creds session
                 V get-creds vault get --key-store systemd-creds:app-vault --service creds session --reveal
                 V bad vault get --key-store systemd-creds: --service creds session
+                V set-again vault set --key-store key-file:\(keyFile) --service app session
+                mv \(keyFile) \(keyFile).gone
+                V init-existing vault init --key-store key-file:\(keyFile) --service app
+                ls \(keyFile) 2>/dev/null > "$IO/init-existing.ls"
                 """)
         let noKey = try vault.step("no-key")
         #expect(noKey.status == 78, "\(noKey)")
@@ -93,12 +98,19 @@ extension VaultKeyStoreOptionTests {
         #expect(try vault.step("rotate").status == 0)
         let wipe = try vault.step("wipe")
         #expect(wipe.status == 0, "\(wipe)")
-        #expect(FileManager.default.fileExists(atPath: keyFile), "the key file is the deployment's: never deleted")
+        #expect(
+            FileManager.default.fileExists(atPath: keyFile + ".gone"),
+            "the key file is the deployment's: the wipe left it (the script moved it aside later)")
         #expect(try vault.step("set-creds").status == 0)
         #expect(FileManager.default.fileExists(atPath: vault.vaultDirectory + "/app-vault.cred"))
         let getCreds = try vault.step("get-creds")
         #expect(getCreds.status == 0 && getCreds.standardOutput == token + "\n", "\(getCreds)")
         #expect(try vault.step("bad").status == 64)
+        // Over an existing vault, a missing key file is its key gone: never replaced by a fresh one.
+        #expect(try vault.step("set-again").status == 0)
+        let initExisting = try vault.step("init-existing")
+        #expect(initExisting.status == 78, "\(initExisting)")
+        #expect(vault.output("init-existing.ls") == "", "no key file was made over an existing vault")
     }
 }
 

@@ -155,6 +155,11 @@ public enum Report {
                 row.workload == .cold ? "" : median(row.allocationsPerOperation).map { fixed($0, 1) } ?? ""
             out.append("| \(row.engine) (\(row.label)) | \(cell(row.samples)) | \(allocations) | \(notes) |")
         }
+        let perStore = perStoreRatios(r)
+        if !perStore.isEmpty {
+            out.append("")
+            out += perStore
+        }
         let cold = { (name: String) in r.row(.vault, .cold, "new process", name)?.samples ?? [] }
         let vault = cold(VaultBench.vaultCold)
         if !vault.isEmpty {
@@ -178,6 +183,29 @@ public enum Report {
                         + "\(cell(netBare)), ratio \(ratio(netVault, netBare)).")
             }
         }
+    }
+
+    /// One line per headless key store: its cold token read against the bare read of the same key.
+    static func perStoreRatios(_ r: Results) -> [String] {
+        let cold = { (name: String) in r.row(.vault, .cold, "new process", name)?.samples ?? [] }
+        var lines: [String] = []
+        for row in VaultBench.perStore {
+            let vault = cold(row.vault)
+            let bare = cold(row.bare)
+            guard !vault.isEmpty, !bare.isEmpty else { continue }
+            let inProcess = r.row(.vault, .cold, "new process", row.vault)?.extra["inProcessNs"] ?? []
+            lines.append(
+                "Cold token read, \(row.store): whole new process SecureVault \(cell(vault)) / \(row.bare) "
+                    + "\(cell(bare)) = \(ratio(vault, bare)); SecureVault's own part (Vault(...) to the answer, in "
+                    + "its process) \(cell(inProcess)) / \(row.bare)'s whole process = \(ratio(inProcess, bare)) "
+                    + "(target: within 1.2x).")
+        }
+        if !lines.isEmpty {
+            lines.append(
+                "A whole new process of SecureVault includes starting a Swift program (the empty Swift process above); "
+                    + "the bare tools are small C programs.")
+        }
+        return lines
     }
 
     static func cell(_ samples: [Double]) -> String {

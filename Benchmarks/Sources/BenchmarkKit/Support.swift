@@ -130,7 +130,7 @@ public let executableDirectory: String = {
 
 /// Runs `executable` (a path, or a name looked up in PATH) with `arguments`, collecting stdout; stderr passes
 /// through. The wall time runs from just before `posix_spawn` to just after `waitpid`.
-public func runChild(_ executable: String, _ arguments: [String]) -> ChildRun {
+public func runChild(_ executable: String, _ arguments: [String], environment extra: [String] = []) -> ChildRun {
     var pipeFDs: [Int32] = [0, 0]
     precondition(pipe(&pipeFDs) == 0, "pipe failed")
     var actions = posix_spawn_file_actions_t()
@@ -143,7 +143,15 @@ public func runChild(_ executable: String, _ arguments: [String]) -> ChildRun {
     defer { argv.forEach { free($0) } }
     var pid: pid_t = 0
     let start = monotonicNanoseconds()
-    let spawned = posix_spawnp(&pid, executable, &actions, nil, argv, environ)
+    var environmentList: [UnsafeMutablePointer<CChar>?] = []
+    var index = 0
+    while let entry = environ[index] {
+        environmentList.append(strdup(entry))
+        index += 1
+    }
+    environmentList += extra.map { strdup($0) } + [nil]
+    defer { environmentList.forEach { free($0) } }
+    let spawned = posix_spawnp(&pid, executable, &actions, nil, argv, environmentList)
     close(pipeFDs[1])
     guard spawned == 0 else {
         close(pipeFDs[0])

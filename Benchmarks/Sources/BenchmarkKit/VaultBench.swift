@@ -1,6 +1,8 @@
 // The SecureVault section, run by the orchestrator: cold token reads in new processes against a bare libsecret
 // lookup and `secret-tool lookup`, warm reads, synchronous sets, seal/open.
+import FoundationEssentials
 import Glibc
+import SecureVault
 
 struct VaultBench {
     var orchestrator: Orchestrator
@@ -10,6 +12,15 @@ struct VaultBench {
     static let secretTool = "secret-tool lookup"
     static let noopC = "empty C process"
     static let noopSwift = "empty Swift process (vault-token-read --noop)"
+
+    /// Cold token reads per headless key store, each beside the bare read of the same key in a new process.
+    static let perStore: [(store: String, vault: String, bare: String)] = [
+        ("keyring:user", "SecureVault sessionToken(), kernel keyring (user)", "keyctl pipe"),
+        ("systemd-creds", "SecureVault sessionToken(), systemd credential", "systemd-creds decrypt"),
+        ("credentials-directory", "SecureVault sessionToken(), systemd credential from $CREDENTIALS_DIRECTORY",
+         "cat $CREDENTIALS_DIRECTORY/NAME"),
+        ("key-file", "SecureVault sessionToken(), key file", "cat KEYFILE"),
+    ]
 
     func run(into results: inout Results) {
         var o = orchestrator
@@ -57,6 +68,7 @@ struct VaultBench {
                 }
             }
         }
+        coldReadsPerKeyStore(&o)
         note("vault: warm reads, synchronous sets, seal/open")
         for repetition in 0..<o.scale.repetitions {
             _ = repetition
@@ -89,6 +101,100 @@ struct VaultBench {
         case "vault-warm": return .tokenWarm
         case "vault-set": return .tokenSet
         default: return .sealOpen
+        }
+    }
+
+    /// A vault per headless key store and a new process reading its token, against the bare read of the same
+    /// key by the key store's own tool in a new process (rounds interleaved). A key store that does not work
+    /// here (systemd-creds as another user than root) is skipped with a note.
+    private func coldReadsPerKeyStore(_ o: inout Orchestrator) {
+        note("vault: cold token reads per key store")
+        let helpers = o.helperDirectory
+        let base = o.freshDirectory()
+        defer { removeTree(base) }
+        let name = "bench-\(getpid())"
+        var variants: [(String, String, [String], [String])] = []
+        func setUp(_ store: String, _ directory: String) -> Bool {
+            do {
+                try VaultWorker.setUp(directory, keyStore: store)
+                return true
+            } catch {
+                o.results.notes.append("Cold reads with \(store) were skipped: \(error)")
+                return false
+            }
+        }
+        // The kernel keyring: the new key is found in /proc/keys (a search by description, as keyctl does).
+        let before = Set(liveBenchKeys())
+        let keyringReady = setUp("keyring:user", base + "/keyring")
+        let found = liveBenchKeys().first { !before.contains($0) }
+        if keyringReady, found == nil {
+            o.results.notes.append("Cold reads with keyring:user were skipped: its key was not found in /proc/keys")
+        }
+        if keyringReady, let serial = found {
+            let row = Self.perStore[0]
+            variants.append((row.vault, helpers + "/vault-token-read", [base + "/keyring", VaultWorker.service, "keyring:user"], []))
+            variants.append((row.bare, "keyctl", ["pipe", "\(serial)"], []))
+        }
+        let credential = base + "/creds/\(name).cred"
+        if setUp("systemd-creds:\(name)", base + "/creds") {
+            let row = Self.perStore[1]
+            variants.append((row.vault, helpers + "/vault-token-read", [base + "/creds", VaultWorker.service, "systemd-creds:\(name)"], []))
+            variants.append((row.bare, "systemd-creds", ["decrypt", "--name=\(name)", credential, "-"], []))
+            // What systemd's LoadCredentialEncrypted= leaves a service: the credential, decrypted.
+            let directory = base + "/credentials"
+            mkdir(directory, 0o700)
+            if runChild("systemd-creds", ["decrypt", "--name=\(name)", credential, directory + "/" + name]).status == 0 {
+                let row = Self.perStore[2]
+                variants.append((row.vault, helpers + "/vault-token-read", [base + "/creds", VaultWorker.service, "systemd-creds:\(name)"], ["CREDENTIALS_DIRECTORY=\(directory)"]))
+                variants.append((row.bare, "cat", [directory + "/" + name], []))
+            }
+        }
+        let keyFile = base + "/vault.key"
+        if (try? KeyStore.createKeyFile(at: keyFile)) == true, setUp("key-file:\(keyFile)", base + "/file") {
+            let row = Self.perStore[3]
+            variants.append((row.vault, helpers + "/vault-token-read", [base + "/file", VaultWorker.service, "key-file:\(keyFile)"], []))
+            variants.append((row.bare, "cat", [keyFile], []))
+        }
+        for spawn in 0..<o.scale.vaultSpawns {
+            for (row, executable, arguments, environment) in o.rotated(variants, by: spawn) {
+                let run = runChild(executable, arguments, environment: environment)
+                guard run.status == 0 else { fatalError("\(row) failed with exit \(run.status): \(run.output)") }
+                var result = WorkerResult(samples: [Double(run.wallNanoseconds)], allocationsPerOperation: 0, peakRSSKiB: 0)
+                if executable.hasSuffix("vault-token-read") {
+                    let fields = run.output.split(whereSeparator: { $0 == " " || $0 == "\n" })
+                    guard fields.count == 2, fields[1] == "valid", let inProcess = Double(fields[0]) else {
+                        fatalError("\(row): vault-token-read answered \(run.output)")
+                    }
+                    result.extra["inProcessNs"] = inProcess
+                }
+                o.file(.vault, .cold, "new process", row, 1, result, wall: Double(run.wallNanoseconds))
+            }
+        }
+        // The kernel key goes with its vault (a wipe invalidates it).
+        if let vault = try? VaultWorker.vault(base + "/keyring", keyStore: "keyring:user") { _ = try? vault.wipe() }
+    }
+
+    /// The serials of this user's live kernel keys named `securevault:bench:...` (/proc/keys).
+    private func liveBenchKeys() -> [UInt32] {
+        // Read to its end: /proc files report a size of 0.
+        let fd = open("/proc/keys", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return [] }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = read(fd, &chunk, chunk.count)
+            if n < 0 && errno == EINTR { continue }
+            guard n > 0 else { break }
+            bytes += chunk[0..<n]
+        }
+        let text = String(decoding: bytes, as: UTF8.self)
+        return text.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count > 8, fields[8].hasPrefix("securevault:\(VaultWorker.service):"),
+                !fields[1].contains("i"), !fields[1].contains("R")
+            else { return nil }
+            return UInt32(fields[0], radix: 16)
         }
     }
 }

@@ -9,10 +9,20 @@ enum VaultWorker {
     /// The vault the orchestrator set up in `directory`: the Secret Service's when `keyStore` says so.
     static func vault(_ directory: String, keyStore: String) throws -> Vault {
         var configuration = Vault.Configuration(directory: directory)
-        if keyStore != "secret-service" {
-            configuration.keyStore = .passphrase(SecretBytes(utf8: "benchmark"), cost: .insecureForTesting)
-        }
+        configuration.keyStore = parse(keyStore)
         return try Vault(service: service, configuration: configuration)
+    }
+
+    /// `secret-service`, `keyring:user`, `key-file:PATH`, `systemd-creds:NAME`; anything else: a passphrase at
+    /// libsodium's minimum cost.
+    static func parse(_ keyStore: String) -> KeyStore {
+        if keyStore == "secret-service" { return .secretService }
+        if keyStore == "keyring:user" { return .kernelKeyring(.user) }
+        if keyStore.hasPrefix("key-file:") { return .keyFile(String(keyStore.dropFirst("key-file:".count))) }
+        if keyStore.hasPrefix("systemd-creds:") {
+            return .systemdCredential(name: String(keyStore.dropFirst("systemd-creds:".count)))
+        }
+        return .passphrase(SecretBytes(utf8: "benchmark"), cost: .insecureForTesting)
     }
 
     /// Sets up a vault holding a session token valid for a day (done by the orchestrator, untimed).

@@ -100,9 +100,20 @@ struct FileKeys: Sendable {
         return key
     }
 
-    /// Deletes the wrapped key of `identity`; true when there was one. The root secret stays.
+    /// Deletes the wrapped key of `identity`; true when there was one. It is overwritten with random bytes and
+    /// flushed first (a copy-on-write file system or a snapshot may still hold the old blocks). The root secret
+    /// stays.
     func delete(_ identity: KeyIdentity) throws(VaultError) -> Bool {
         let path = wrappedPath(identity)
+        if case .success(let fd) = Sys.open(path, .readWrite) {
+            if case .success(let info) = Sys.fstat(fd), info.isRegular, info.owner == Sys.userID,
+                info.size == Self.wrappedLength
+            {
+                _ = Sodium.randomBytes(count: info.size).withUnsafeBytes { Sys.pwrite(fd, $0, at: 0) }
+                _ = Sys.fdatasync(fd)
+            }
+            Sys.close(fd)
+        }
         switch Sys.unlink(path) {
         case .success:
             Sys.syncDirectory(directory)
@@ -176,7 +187,7 @@ struct FileKeys: Sendable {
     /// `checkingOwner` is false (systemd's own credentials directory).
     private func readKeyFile(_ path: String, checkingOwner: Bool = true) throws(VaultError) -> SecretBytes? {
         let fd: Int32
-        switch Sys.openFollowingLinks(path) {
+        switch Sys.openFollowingLinks(path, nonBlocking: true) {
         case .success(let opened): fd = opened
         case .failure(let error) where error == .noEntry: return nil
         case .failure(let error): throw VaultError.syscall(error, "reading \(operation): cannot open \(path)", path: path)
@@ -220,7 +231,7 @@ struct FileKeys: Sendable {
     /// link, a file of another user, or one others may read or write is refused before it is read.
     private func readOwnFile(_ path: String, what: String, limit: Int) throws(VaultError) -> [UInt8]? {
         let fd: Int32
-        switch Sys.open(path, .readOnly) {
+        switch Sys.open(path, .readOnlyNonBlocking) {
         case .success(let opened): fd = opened
         case .failure(let error) where error == .noEntry: return nil
         case .failure(let error): throw VaultError.syscall(error, "reading \(operation): cannot open the \(what) \(path)", path: path)
@@ -243,25 +254,15 @@ struct FileKeys: Sendable {
         return bytes
     }
 
-    /// ``KeyStore/createKeyFile(at:)``.
+    /// ``KeyStore/createKeyFile(at:)``: published whole (a crash never leaves a short key file), never over
+    /// an existing file.
     static func createKeyFile(at path: String) throws(VaultError) -> Bool {
-        let fd: Int32
-        switch Sys.open(path, .createNew, permissions: 0o600) {
-        case .success(let opened): fd = opened
+        let key = SecretBytes.random(count: rootLength)
+        switch key.withUnsafeBytes({ Sys.publishNew(path, $0) }) {
+        case .success: return true
         case .failure(let error) where error == .exists: return false
         case .failure(let error): throw VaultError.syscall(error, "cannot create the key file \(path)", path: path)
         }
-        let key = SecretBytes.random(count: rootLength)
-        let written = Sys.fchmod(fd, 0o600)
-            .flatMap { key.withUnsafeBytes { Sys.pwrite(fd, $0, at: 0) } }
-            .flatMap { Sys.fsync(fd) }
-        Sys.close(fd)
-        if case .failure(let error) = written {
-            _ = Sys.removeIfPresent(path)
-            throw VaultError.syscall(error, "cannot write the key file \(path)", path: path)
-        }
-        Sys.syncDirectory(Sys.parentDirectory(of: path))
-        return true
     }
 
     // MARK: systemd-creds
@@ -315,11 +316,17 @@ struct FileKeys: Sendable {
                     + "\(Sys.userID): \(said)" + (said.contains("Permission denied")
                         ? " (the host key is root's: create it as root with `vaultctl vault init`)" : ""), path: file)
         }
-        let parent = Sys.parentDirectory(of: file)
-        if case .failure(let error) = Sys.writeFileDurably(file, outcome.output, directory: parent) {
+        // Published whole and never over another: vaults sharing the credential may create it at once, and the
+        // one that loses uses the winner's.
+        switch outcome.output.withUnsafeBytes({ Sys.publishNew(file, $0) }) {
+        case .success:
+            return key
+        case .failure(let error) where error == .exists:
+            guard let winner = try rootKey() else { throw missingRoot() }
+            return winner
+        case .failure(let error):
             throw VaultError.syscall(error, "saving \(operation): cannot write the credential file \(file)", path: file)
         }
-        return key
     }
 
     private func runCreds(_ arguments: [String], input: UnsafeRawBufferPointer, verb: String, file: String)
@@ -342,6 +349,10 @@ struct FileKeys: Sendable {
             return .failure(VaultError(
                 code: .io, message: "\(verb) \(operation): systemd-creds wrote more than expected; not used",
                 path: file))
+        case .failure(.statusUnknown):
+            return .failure(VaultError(
+                code: .io, message: "\(verb) \(operation): the exit status of systemd-creds could not be learnt "
+                    + "(is SIGCHLD ignored in this process?); not used", path: file))
         case .failure(.notStarted(let error)):
             return .failure(VaultError(
                 code: .io, message: "\(verb) \(operation): systemd-creds could not be started: \(error.text)",

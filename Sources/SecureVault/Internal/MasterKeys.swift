@@ -315,6 +315,11 @@ struct MasterKeys: Sendable {
     /// keyring, no Secret Service), except `wrongKey`, which is an answer here (`notOwned`).
     func ownership(of identity: KeyIdentity, keyCheck: [UInt8], file: String) throws(VaultError) -> Ownership {
         if case .passphrase = store.storage { return .absent }  // nothing is stored: the salt goes with the file
+        if let fileKeys {
+            // A wrapped key is named by this vault's service: it is this vault's to delete, whether or not the root
+            // secret can be read now (a wipe needs no systemd-creds).
+            return Sys.exists(fileKeys.wrappedPath(identity)) ? .owned : .absent
+        }
         let key: SecretBytes?
         do {
             key = try load(identity, file: file)

@@ -139,7 +139,16 @@ extension Vault {
         }
         guard let bytes = read else { return [] }
         let intents = String(decoding: bytes, as: UTF8.self).split(separator: "\n").compactMap(VaultIntent.init(line:))
-        var current = try? existingIdentity()
+        // The identity the vault file names; when the file exists but its header cannot be read (damaged,
+        // unreadable), which key it uses is unknown, and no `drop` line is acted on: deleting a key on a guess
+        // could delete the one the file needs (recover() may still salvage it).
+        var current: KeyIdentity?
+        var headerKnown = true
+        do {
+            current = try existingIdentity()
+        } catch {
+            headerKnown = false
+        }
         var kept: [VaultIntent] = []
         var attempted: [MasterKeys.Deletion] = []
         /// Deletes the key, or keeps a deferred line for it (a delete the key store could not complete).
@@ -185,13 +194,17 @@ extension Vault {
                 // The wipe goes on even when its key cannot be deleted now: the file goes, the key is retried.
                 drop(identity, intent, from: keys)
                 forgetKey()
-                if let identity = current ?? nil, identity.vaultIDHex == intent.vaultIDHex {
+                if let identity = current, identity.vaultIDHex == intent.vaultIDHex {
                     _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
                     current = nil
                 }
                 logger.notice("SecureVault: finished wiping vault '\(service)' after an interruption")
             case .drop:
-                if let current = current ?? nil, intent.matches(current) {
+                guard headerKnown else {
+                    if !kept.contains(intent) { kept.append(intent) }
+                    continue
+                }
+                if let current, intent.matches(current) {
                     // The file uses this key: a rotation's new key that made it (the line is done), or a
                     // deferred line a crash left before its wipe removed the file (kept, never acted on).
                     if intent.deferred, !kept.contains(intent) { kept.append(intent) }

@@ -27,7 +27,9 @@ extension VaultGroup {
 
         func answer(vault target: VaultTarget, console: Console) throws -> Answer {
             var createdKeyFile: String?
-            if case .some(let path) = target.vault.configuration.keyStore.keyFilePath,
+            // Only for a new vault: over an existing one a missing key file is its key gone (keyMissing), never
+            // replaced by a fresh one.
+            if let path = target.vault.configuration.keyStore.keyFilePath, try target.vault.existingIdentity() == nil,
                 try KeyStore.createKeyFile(at: path)
             {
                 createdKeyFile = path
