@@ -104,8 +104,8 @@ struct Demo {
             if let error = damaged.errors.first, !error.contains(uiFile) {
                 problems.append("step 5: the logged error does not name \(uiFile)")
             }
+            // The logged error names the quarantined copy; it must be there.
             if let quarantine = damaged.quarantinePath, FileManager.default.fileExists(atPath: quarantine) {
-                detail("quarantined copy: \(quarantine)")
             } else {
                 problems.append("step 5: no quarantined copy of the damaged file")
             }
@@ -213,7 +213,8 @@ struct Demo {
                 + " \(Self.format(report.storeOpenMilliseconds)))   "
                 + "token read \(Self.format(report.tokenReadMilliseconds)) (budget \(Int(Self.tokenReadBudget))"
                 + (report.vaultFileExisted ? ")" : "; no vault file, no keyring call)")
-                + "   process \(Self.format(wall))   errors \(report.errors.count)")
+                + "   errors \(report.errors.count)")
+        detail("whole process \(Self.format(wall)) (spawn to exit: the runtime's start and exit included)")
         for error in report.errors { detail("logged: \(error)") }
         if let action = report.action { detail(action) }
         return report
@@ -233,8 +234,19 @@ struct Demo {
         problems += seen.map { "launch \(step): \($0)" }
     }
 
+    /// Prints `text` indented under the step's title, wrapped at 110 columns (a long path stays whole).
     func detail(_ text: String) {
-        print(String(repeating: " ", count: 28) + text)
+        let indent = String(repeating: " ", count: 28)
+        var line = ""
+        for word in text.split(separator: " ", omittingEmptySubsequences: false) {
+            if !line.isEmpty, indent.count + line.count + 1 + word.count > 110 {
+                print(indent + line)
+                line = "  " + word
+            } else {
+                line += (line.isEmpty ? "" : " ") + word
+            }
+        }
+        if !line.isEmpty { print(indent + line) }
     }
 
     func finish() -> Int32 {

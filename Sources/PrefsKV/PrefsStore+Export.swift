@@ -61,13 +61,46 @@ extension PrefsStore {
         _ = try checkedExportDocument(data)
     }
 
+    /// What a decoding error means, in words: which field is missing or of the wrong kind, and where.
+    static func plainWords(_ error: any Error) -> String {
+        func place(_ path: [any CodingKey]) -> String {
+            guard !path.isEmpty else { return "the document" }
+            return path.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+                .trimmingPrefix(".").description
+        }
+        switch error as? DecodingError {
+        case .keyNotFound(let key, let context)?:
+            let container = context.codingPath.isEmpty ? "the document" : place(context.codingPath)
+            return "\(container) has no \"\(key.stringValue)\" field"
+        case .typeMismatch(let type, let context)?:
+            return "\(place(context.codingPath)) is not \(Self.kind(type))"
+        case .valueNotFound(let type, let context)?:
+            return "\(place(context.codingPath)) is null, not \(Self.kind(type))"
+        case .dataCorrupted(let context)?:
+            return context.codingPath.isEmpty ? "it is not JSON" : "\(place(context.codingPath)) is not valid"
+        default:
+            return "it cannot be decoded"
+        }
+    }
+
+    private static func kind(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: return "a string"
+        case is Int.Type, is Int64.Type, is UInt8.Type: return "an integer"
+        case is Double.Type: return "a number"
+        case is Bool.Type: return "a boolean"
+        default: return "what an export holds there"
+        }
+    }
+
     /// Decodes an export document and checks its format, version, keys and value sizes.
     private static func checkedExportDocument(_ data: Data) throws(PrefsError) -> ExportDocument {
         let document: ExportDocument
         do {
             document = try JSONDecoder().decode(ExportDocument.self, from: data)
         } catch {
-            throw PrefsError(.invalidInput, "the document is not a PrefsKV export: \(error)", underlying: error)
+            throw PrefsError(
+                .invalidInput, "the document is not a PrefsKV export: \(Self.plainWords(error))", underlying: error)
         }
         guard document.format == ExportDocument.formatName, document.version == 1 else {
             throw PrefsError(

@@ -48,7 +48,7 @@ public struct PrefsRecoveryReport: Sendable, Equatable, CustomStringConvertible 
     public var recoveredAt: Int64
 
     public var description: String {
-        "recovered damaged store \(path): kept \(recordsKept) records, lost \(recordsLost)"
+        "recovered damaged store \(path): kept \(recordsKept) record\(recordsKept == 1 ? "" : "s"), lost \(recordsLost)"
             + (lostKeys.isEmpty ? "" : " (keys: \(lostKeys.joined(separator: ", ")))")
             + "; damaged bytes: \(damage.map { "\($0.range.lowerBound)..<\($0.range.upperBound)" }.joined(separator: ", "))"
             + "; original kept at \(quarantinePath ?? "(nowhere: read-only directory)")"

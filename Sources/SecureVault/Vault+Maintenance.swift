@@ -128,7 +128,7 @@ extension Vault {
                 ])
                 report.keptKeyReason = reason
                 logger.warning(
-                    "SecureVault: vault '\(service)' was re-keyed, but its old master key was not deleted yet (the next rotation or wipe retries): \(reason)"
+                    "vault '\(service)' was re-keyed, but its old master key was not deleted yet (the next rotation or wipe retries): \(reason)"
                 )
             } else {
                 clearIntents()
@@ -136,12 +136,12 @@ extension Vault {
                     report.keptKeyReason =
                         "its old (legacy) keyring item is not labelled \"\(keys.label)\", so it was left"
                     logger.notice(
-                        "SecureVault: vault '\(service)' was re-keyed; its old (legacy) keyring item is not labelled \"\(keys.label)\", so it was left"
+                        "vault '\(service)' was re-keyed; its old (legacy) keyring item is not labelled \"\(keys.label)\", so it was left"
                     )
                 }
             }
             if let copy = report.remainingCopy {
-                logger.notice("SecureVault: vault '\(service)' was re-keyed; the key store may keep a copy of the old key: \(copy)")
+                logger.notice("vault '\(service)' was re-keyed; the key store may keep a copy of the old key: \(copy)")
             }
             return report
         }
@@ -224,15 +224,21 @@ extension Vault {
                     }
                 }
                 if let reason = report.keptKeyReason {
-                    logger.notice("SecureVault: wiping vault '\(service)' left a master key: \(reason)")
+                    logger.notice("wiping vault '\(service)' left a master key: \(reason)")
                 }
                 if let copy = report.remainingCopy {
-                    logger.notice("SecureVault: wiping vault '\(service)': the key store may keep a copy of its key: \(copy)")
+                    logger.notice("wiping vault '\(service)': the key store may keep a copy of its key: \(copy)")
                 }
                 forgetKey()
                 _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
                 keys.fileKeys?.removeStrays()
                 clearIntents()  // deferred deletes stay for the next maintenance call
+                if !hasPendingIntents {
+                    // Nothing of the vault is left but its lock file: it goes too (withVaultLock's waiters
+                    // lock the new one).
+                    _ = Sys.removeIfPresent(lockPath)
+                    Sys.syncDirectory(storeDirectory)
+                }
                 return report
             }
         }
@@ -333,26 +339,41 @@ extension Vault {
 
     /// Runs `body` holding the vault's lock file (creation, rotation, wipe and encrypted-store set-up hold it).
     /// Re-entrant on one thread: `flock` on a second descriptor of the same file would wait on ourselves.
+    ///
+    /// A wipe removes the lock file (nothing of the vault remains); whoever was waiting on it then holds a lock
+    /// on a file no longer there, so a lock is kept only when the path still names the locked file, and taken
+    /// again on the new one otherwise.
     func withVaultLock<R>(_ body: () throws(VaultError) -> R) throws(VaultError) -> R {
         let thread = Sys.threadID()
         if Self.lockHolders.withLock({ $0[lockPath] == thread }) { return try body() }
         try checkDirectory(create: true)
-        let fd: Int32
-        switch Sys.openLockFile(lockPath) {
-        case .success(let opened): fd = opened
-        case .failure(let error): throw fileError(error, "cannot lock", lockPath)
-        }
-        // A lock file planted by another user, or one others may use, is refused before it is locked.
-        do throws(VaultError) {
-            switch Sys.fstat(fd) {
-            case .success(let info): try checkOwnership(info, lockPath, what: "vault lock file")
-            case .failure(let error): throw fileError(error, "cannot inspect", lockPath)
+        var locked: Int32?
+        while locked == nil {
+            let fd: Int32
+            switch Sys.openLockFile(lockPath) {
+            case .success(let opened): fd = opened
+            case .failure(let error): throw fileError(error, "cannot lock", lockPath)
             }
-            if case .failure(let error) = Sys.lockExclusive(fd) { throw fileError(error, "cannot lock", lockPath) }
-        } catch {
-            Sys.close(fd)
-            throw error
+            // A lock file planted by another user, or one others may use, is refused before it is locked.
+            do throws(VaultError) {
+                let info: FileStatus
+                switch Sys.fstat(fd) {
+                case .success(let found): info = found
+                case .failure(let error): throw fileError(error, "cannot inspect", lockPath)
+                }
+                try checkOwnership(info, lockPath, what: "vault lock file")
+                if case .failure(let error) = Sys.lockExclusive(fd) { throw fileError(error, "cannot lock", lockPath) }
+                if case .success(let now) = Sys.lstat(lockPath), now.device == info.device, now.inode == info.inode {
+                    locked = fd
+                } else {
+                    Sys.close(fd)  // removed by a wipe while we waited: lock the file there now
+                }
+            } catch {
+                Sys.close(fd)
+                throw error
+            }
         }
+        let fd = locked!
         Self.lockHolders.withLock { $0[lockPath] = thread }
         defer {
             Self.lockHolders.withLock { $0[lockPath] = nil }

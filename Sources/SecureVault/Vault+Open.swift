@@ -12,7 +12,7 @@ extension Vault {
         if configuration.accessibility == .whenUnlocked { try keys.checkUnlocked() }
         if let open = opened.withLock({ $0 }) { return open.store }
 
-        try checkDirectory(create: create)
+        let createdDirectory = try checkDirectory(create: create)
         if hasPendingIntents {
             // Never retries a delete the key store could not complete: that is for maintenance calls.
             _ = try withVaultLock { () throws(VaultError) in try finishIntents(retryingDeferred: false) }
@@ -20,13 +20,22 @@ extension Vault {
         if let existing = try openExisting() { return existing }
         guard create else { return nil }
 
-        return try withVaultLock { () throws(VaultError) -> PrefsStore in
-            // Another process may have created it while we waited for the lock.
-            if let existing = try openExisting() { return existing }
-            var identity = KeyIdentity.random(kind: configuration.keyStore.kind)
-            let masterKey = try keys.create(&identity)
-            let sealer = VaultSealer(masterKey: masterKey, identity: identity, service: service)
-            return try adopt(sealer: sealer)
+        do {
+            return try withVaultLock { () throws(VaultError) -> PrefsStore in
+                // Another process may have created it while we waited for the lock.
+                if let existing = try openExisting() { return existing }
+                var identity = KeyIdentity.random(kind: configuration.keyStore.kind)
+                let masterKey = try keys.create(&identity)
+                let sealer = VaultSealer(masterKey: masterKey, identity: identity, service: service)
+                return try adopt(sealer: sealer)
+            }
+        } catch {
+            // A first write that failed (no key store, say) leaves nothing behind: not the directory it made.
+            if createdDirectory {
+                _ = Sys.removeIfPresent(lockPath)
+                _ = Sys.removeDirectoryIfEmpty(storeDirectory)
+            }
+            throw error
         }
     }
 
@@ -146,7 +155,10 @@ extension Vault {
     // MARK: Permissions
 
     /// The directory must be ours and closed to others; it is created 0700 when absent and `create` is set.
-    func checkDirectory(create: Bool) throws(VaultError) {
+    ///
+    /// - Returns: whether this call created it.
+    @discardableResult
+    func checkDirectory(create: Bool) throws(VaultError) -> Bool {
         switch Sys.lstat(storeDirectory) {
         case .success(let info):
             guard info.isDirectory else {
@@ -155,11 +167,13 @@ extension Vault {
                     path: storeDirectory)
             }
             try checkOwnership(info, storeDirectory, what: "vault directory")
+            return false
         case .failure(let error) where error == .noEntry:
-            guard create else { return }
+            guard create else { return false }
             if case .failure(let error) = Sys.makePrivateDirectory(storeDirectory) {
                 throw fileError(error, "cannot create the vault directory", storeDirectory)
             }
+            return true
         case .failure(let error):
             throw fileError(error, "cannot inspect the vault directory", storeDirectory)
         }

@@ -240,7 +240,7 @@ public final class Vault: Sendable {
             let error = VaultError(
                 code: .valueTooLarge,
                 message: "vault '\(service)': the value for '\(key)' is \(payload.count) bytes; "
-                    + "the limit is \(Self.maximumValueSize)")
+                    + "the limit is \(Self.maximumValueSize) bytes (64 KiB)")
             logger.error("\(error.description)")
             throw error
         }
@@ -299,7 +299,7 @@ public final class Vault: Sendable {
                 return try body()
             }
         } catch {
-            logger.error("SecureVault: \(operation()) failed: \(error.description)")
+            logger.error("\(operation()) failed: \(error.description)")
             throw error
         }
     }

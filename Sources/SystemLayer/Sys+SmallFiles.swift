@@ -52,6 +52,13 @@ extension Sys {
         }
     }
 
+    /// Removes the directory `path` when it is empty; anything else (not empty, gone, not ours) is left as it
+    /// is and reported.
+    // See: man 2 rmdir
+    package static func removeDirectoryIfEmpty(_ path: String) -> Result<Void, Errno> {
+        path.withCString { p in retrying { Glibc.rmdir(p) } }.map { _ in () }
+    }
+
     /// Whether anything exists at `path` (a symbolic link counts).
     package static func exists(_ path: String) -> Bool {
         if case .success = lstat(path) { return true }

@@ -28,7 +28,7 @@ struct VaultCtl: ParsableCommand {
         // (README's vaultctl section, Documentation/SecureVault.md's threat model).
         Sys.disableCoreDumps()
         Sys.disableCrashBacktraces()
-        LoggingSystem.bootstrap { _ in ConsoleLogHandler() }
+        LoggingSystem.bootstrap { label in ConsoleLogHandler(label: label) }
         do {
             var command = try parseAsRoot()
             try command.run()
@@ -41,12 +41,16 @@ struct VaultCtl: ParsableCommand {
                 writeOutVerbatim(fullMessage(for: error) + "\n")
                 Sys.exit(0)
             }
-            let message = fullMessage(for: error)
+            // One voice with every other failure: `vaultctl: usage: <what>`, then the command's usage lines;
+            // under --json only the message (the usage text is for a person).
             if CommandLine.arguments.contains("--json") {
-                let failure = ReportedFailure(code: "usage", message: message, exitCode: ExitStatus.usage)
+                let failure = ReportedFailure(
+                    code: "usage", message: message(for: error), exitCode: ExitStatus.usage)
                 writeOutVerbatim(jsonText(failure.report) + "\n")
             } else {
-                writeError(message + "\n")
+                var text = fullMessage(for: error)
+                if text.hasPrefix("Error: ") { text.removeFirst("Error: ".count) }
+                writeError("vaultctl: usage: " + text + "\n")
             }
             // Argument parsing failures are bad usage: 64, as the table says.
             Sys.exit(code.rawValue == 1 ? ExitStatus.usage : code.rawValue)

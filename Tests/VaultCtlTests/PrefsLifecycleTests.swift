@@ -242,6 +242,8 @@ import Testing
                 "/bin/sh", inDirectory + [PrefsSandbox.vaultctl] + arguments,
                 environment: ["XDG_DATA_HOME": sandbox.path("xdg"), "HOME": sandbox.path("home")])
         }
+        // vaultctl creates the last level of --dir only: the first level is there.
+        try FileManager.default.createDirectory(atPath: sandbox.path(top), withIntermediateDirectories: false)
         let set = try vaultctl(["--dir", top + "/prefs", "prefs", "set", "ui", "theme", "dark"])
         #expect(set.status == 0 && set.standardOutput.isEmpty && set.standardError.isEmpty, "\(set)")
         #expect(!FileManager.default.fileExists(atPath: "/" + top), "a relative --dir was created under /")

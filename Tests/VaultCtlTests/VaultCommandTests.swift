@@ -347,6 +347,7 @@ import Testing
             revealing: ["get"],
             script: """
                 cd "$IO/.." || exit 99
+                mkdir \(top)   # vaultctl creates the last level of --dir only
                 VDIR=\(top)/vault
                 V set vault set --service app password
                 V get vault get --service app password --reveal

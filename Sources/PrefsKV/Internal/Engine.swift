@@ -130,7 +130,7 @@ final class Engine: @unchecked Sendable {
         defer { lock.endOpenLock(pageLocked: pageLocked) }
         if let report = setAside.first {
             engine.lastRecovery = report
-            engine.pendingLog.append((.error, "prefskv: \(report.description)"))
+            engine.pendingLog.append((.error, "\(report.description)"))
         }
         if !damage.isEmpty {
             try engine.recover(
@@ -253,7 +253,7 @@ final class Engine: @unchecked Sendable {
     func reloadChangedFile() throws(PrefsError) {
         try withWriterLock { () throws(PrefsError) in try reload() }
         let message =
-            "prefskv: \(paths.data) was changed underneath this handle by something other than PrefsKV; the handle "
+            "\(paths.data) was changed underneath this handle by something other than PrefsKV; the handle "
             + "reopened it (restore a store with restore(from:), which replaces the file atomically)"
         pendingLog.append((.warning, "\(message)"))
     }
@@ -414,7 +414,7 @@ final class Engine: @unchecked Sendable {
         codec.retainNames { index[$0] != nil }
         autoCompactionBlockedBelow = 0
         lastRecovery = report
-        pendingLog.append((.error, "prefskv: \(report.description)"))
+        pendingLog.append((.error, "\(report.description)"))
     }
 
     /// Under the writer lock: replaces the store with a checked copy of a backup (Backup.swift).

@@ -165,7 +165,7 @@ extension Vault {
                 let line = VaultIntent(.drop, identity, deferred: true, store: intent.store)
                 if !kept.contains(line) { kept.append(line) }
                 logger.warning(
-                    "SecureVault: vault '\(service)': a master key that is no longer used (key id \(intent.keyIDHex)) was not deleted yet; the next rotation or wipe retries: \(reason)"
+                    "vault '\(service)': a master key that is no longer used (key id \(intent.keyIDHex)) was not deleted yet; the next rotation or wipe retries: \(reason)"
                 )
             }
         }
@@ -198,7 +198,7 @@ extension Vault {
                     _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
                     current = nil
                 }
-                logger.notice("SecureVault: finished wiping vault '\(service)' after an interruption")
+                logger.notice("finished wiping vault '\(service)' after an interruption")
             case .drop:
                 guard headerKnown else {
                     if !kept.contains(intent) { kept.append(intent) }

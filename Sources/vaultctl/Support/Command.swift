@@ -27,9 +27,11 @@ extension VaultCtlCommand {
 
     func run() throws {
         let console = Console(options: options)
+        let start = ContinuousClock.now
         try console.run {
             try checkArguments()
             try console.print(answer(console: console))
+            console.verbose("done in \(milliseconds(ContinuousClock.now - start)) ms")
         }
     }
 }
@@ -55,6 +57,7 @@ extension StoreCommand {
     func answer(console: Console) throws -> Answer {
         let target = try StoreTarget(id: store, options: options)
         try check(target)
+        console.verbose("store \"\(target.id)\": \(target.dataPath)\(target.exists ? "" : " (no file yet)")")
         return try target.run { try answer(store: target, console: console) }
     }
 }
@@ -82,6 +85,9 @@ extension VaultCommand {
     func answer(console: Console) throws -> Answer {
         let target = try VaultTarget(selection, options: options, needsKey: Self.needsKey)
         try check(target)
+        console.verbose(
+            "vault \"\(target.service)\": \(target.path)\(target.exists ? "" : " (no file yet)"), key store "
+                + target.vault.configuration.keyStore.spelling)
         return try answer(vault: target, console: console)
     }
 }
@@ -172,4 +178,9 @@ extension Console {
         }
         if answer.status != ExitStatus.success { throw ExitCode(answer.status) }
     }
+}
+
+/// Whole milliseconds of `duration`, rounded up, for `--verbose`.
+func milliseconds(_ duration: Duration) -> Int64 {
+    duration.components.seconds * 1000 + (duration.components.attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
 }

@@ -121,6 +121,8 @@ func table(_ header: [String], _ rows: [[String]]) -> String {
 /// `vaultctl: <level>: <message>`, escaped like every human line. (swift-log's default handler would write
 /// them to stdout as they are, keys and paths with any control characters in them.)
 struct ConsoleLogHandler: LogHandler {
+    /// The logger's label: the library that speaks (`prefskv`, `securevault`).
+    var label: String
     var metadata: Logger.Metadata = [:]
     var logLevel: Logger.Level = .info
 
@@ -130,6 +132,6 @@ struct ConsoleLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        writeError("vaultctl: \(event.level): \(event.message)\n")
+        writeError("vaultctl: \(event.level): \(label): \(event.message)\n")
     }
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import SystemLayer
 
 /// Options every command accepts, before or after the subcommand name.
 struct GlobalOptions: ParsableArguments {
@@ -14,6 +15,20 @@ struct GlobalOptions: ParsableArguments {
 
     @Flag(name: .long, help: "Explain what is being done on stderr.")
     var verbose = false
+
+    /// Before a command that may create the directory `--dir` names: `notFound` (exit 66) when neither it nor
+    /// its parent exists. vaultctl creates the last level only, so a typo (`--dir /srv/ap/prefs`) is an error,
+    /// not a new tree. The default directory is created as the library creates it, parents included.
+    func checkDirectoryToCreate() throws {
+        guard let dir, !dir.isEmpty, !fileExists(dir) else { return }
+        let parent = Sys.parentDirectory(of: dir.count > 1 && dir.hasSuffix("/") ? String(dir.dropLast()) : dir)
+        guard fileExists(parent) else {
+            throw CLIFailure.notFound(
+                "--dir \(shellQuoted(dir)): neither it nor its parent \(parent) exists; vaultctl creates only the last "
+                    + "level of --dir (a mistyped path would otherwise become a new tree): create the parent first "
+                    + "(mkdir -p \(shellQuoted(parent)))")
+        }
+    }
 
     /// `vaultctl [--dir DIR] WORDS`, for hints in messages.
     func commandLine(_ words: String) -> String {

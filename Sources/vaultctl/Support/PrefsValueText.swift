@@ -26,7 +26,10 @@ enum ValueTypeArgument: String, CaseIterable, ExpressibleByArgument {
             guard let number = Int64(text) else { throw invalid("an integer (a 64-bit signed decimal)") }
             return .int(number)
         case .double:
-            guard let number = Double(text) else { throw invalid("a number (e.g. 1.5, -2e10, nan, inf)") }
+            // Finite only: `nan` and a literal past Double's range (1e400 parses as infinity) are typos here.
+            guard let number = Double(text), number.isFinite else {
+                throw invalid("a finite number (e.g. 1.5, -2e10; at most about 1.8e308)")
+            }
             return .double(number)
         case .bool:
             switch text {

@@ -67,12 +67,18 @@ struct StoreTarget {
     /// Opens the store with `recovery: .fail` (creating it only when `creating`). A damaged store answers
     /// `corrupted` (exit 65) pointing at `prefs repair`; nothing is recovered or rewritten.
     func open(creating: Bool = false) throws -> PrefsStore {
-        if !creating { try requireExisting() }
+        if creating { try options.checkDirectoryToCreate() } else { try requireExisting() }
+        // An open makes the store's lock file; one that fails on a file that is no store must not leave it
+        // behind (reading commands create nothing).
+        let lockPath = dataPath + ".lock"
+        let lockExisted = fileExists(lockPath)
         do {
             return try PrefsStore(id: id, directory: directory, configuration: configuration(recovery: .fail))
         } catch let error as PrefsError where error.code == .corrupted {
+            if !lockExisted { _ = Sys.removeIfPresent(lockPath) }
             throw damaged(error)
         } catch let error as PrefsError where error.code == .notAStore {
+            if !lockExisted { _ = Sys.removeIfPresent(lockPath) }
             throw unreadable(error)
         }
     }

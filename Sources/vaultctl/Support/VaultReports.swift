@@ -2,7 +2,7 @@ import FoundationEssentials
 import SecureVault
 
 extension VaultItemInfo {
-    /// Milliseconds since the Unix epoch, as `prefs list` and every vault answer give times in JSON.
+    /// Milliseconds since the Unix epoch, as `prefs keys` and every vault answer give times in JSON.
     static func milliseconds(_ date: Date) -> Int64 {
         Int64((date.timeIntervalSince1970 * 1000).rounded())
     }

@@ -148,11 +148,13 @@ struct VaultTarget {
     }
 }
 
-/// Reads the whole of standard input, at most `limit` bytes (a longer input is `valueTooLarge`, exit 64, and
-/// is not read to its end). On a terminal the input is not echoed and a hint goes to stderr.
+/// Reads the whole of standard input, at most `limit` bytes plus one trailing newline (a longer input is
+/// `valueTooLarge`, exit 64, and is not read to its end). On a terminal the input is not echoed and a hint goes to stderr.
 ///
 /// The caller wipes the returned buffer when done with it.
 func readSecretFromStandardInput(limit: Int, what: String) throws -> [UInt8] {
+    // One trailing newline is dropped by the caller, so it does not count against the limit.
+    let limit = limit + 1
     var bytes = [UInt8](repeating: 0, count: limit + 1)
     let read = Terminal.withoutEcho(
         onTerminal: { writeError("vaultctl: type \(what) (not echoed), then press Enter and Ctrl-D\n") },
@@ -169,7 +171,9 @@ func readSecretFromStandardInput(limit: Int, what: String) throws -> [UInt8] {
     guard count <= limit else {
         wipe(&bytes)
         throw CLIFailure(
-            code: "valueTooLarge", message: "\(what) on standard input is longer than the limit of \(limit) bytes",
+            code: "valueTooLarge",
+        message: "\(what) on standard input is longer than the limit of \(limit - 1) bytes (\((limit - 1) / 1024) KiB; "
+            + "one trailing newline is not counted)",
             exitCode: ExitStatus.usage)
     }
     let value = Array(bytes[0..<count])

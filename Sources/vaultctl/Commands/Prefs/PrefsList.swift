@@ -2,10 +2,10 @@ import ArgumentParser
 import PrefsKV
 
 extension Prefs {
-    /// `vaultctl prefs list STORE`
+    /// `vaultctl prefs keys STORE` (alias `list`)
     struct ListCommand: StoreCommand {
         static let configuration = CommandConfiguration(
-            commandName: "list",
+            commandName: "keys",
             abstract: "List a store's keys with their type, size and expiry.",
             discussion: """
                 Values are not printed (use `prefs get`). Sizes are the stored value's bytes; expiry is UTC, \
@@ -14,7 +14,8 @@ extension Prefs {
                 JSON: {"store": "ui", "entries": [{"key": "theme", "type": "string", "size": 4, \
                 "expiresAt": null}]}, where type is bool, int, double, string, bytes, strings or json, and \
                 expiresAt is milliseconds since the Unix epoch or null.
-                """)
+                """,
+            aliases: ["list"])
 
         @OptionGroup var options: GlobalOptions
         @OptionGroup var selection: StoreSelection

@@ -3,12 +3,15 @@ import PrefsKV
 import SystemLayer
 
 extension Prefs {
-    /// `vaultctl prefs ls`
+    /// `vaultctl prefs stores` (alias `ls`)
     struct LsCommand: VaultCtlCommand {
         static let configuration = CommandConfiguration(
-            commandName: "ls",
+            commandName: "stores",
             abstract: "List every store in the directory with its size, record count and health.",
             discussion: """
+                `prefs stores` lists the stores of a directory; `prefs keys STORE` lists the keys of one. `ls` \
+                is the same command under its former name.
+
                 Reads each data file (<STORE>.prefs) with the read-only scan of `prefs verify`; opens, locks and \
                 changes nothing. Health: clean; damaged (with the number of damaged ranges: see `prefs verify`, \
                 `prefs repair`); unreadable (the header or the file cannot be read: problem says why); \
@@ -18,7 +21,8 @@ extension Prefs {
                 JSON: {"directory": "...", "stores": [{"store": "ui", "path": "...", "fileBytes": 8192, \
                 "records": 5, "health": "clean", "damagedRanges": 0, "quarantined": 1, "problem": null}]}; \
                 records is null when unreadable.
-                """)
+                """,
+            aliases: ["ls"])
 
         @OptionGroup var options: GlobalOptions
 

@@ -26,6 +26,7 @@ extension VaultGroup {
         @OptionGroup var selection: VaultOptions
 
         func answer(vault target: VaultTarget, console: Console) throws -> Answer {
+            try target.options.checkDirectoryToCreate()
             var createdKeyFile: String?
             // Only for a new vault: over an existing one a missing key file is its key gone (keyMissing), never
             // replaced by a fresh one.

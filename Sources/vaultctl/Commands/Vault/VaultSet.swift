@@ -33,8 +33,9 @@ extension VaultGroup {
         @Argument(help: "The item's name.")
         var key: String
 
+        // Unconditional: `--expires-in -5` is a value to refuse for what it is, not a missing one.
         @Option(
-            name: .customLong("expires-in"),
+            name: .customLong("expires-in"), parsing: .unconditional,
             help: ArgumentHelp(
                 "Store a session token that expires after this many seconds.", valueName: "seconds"))
         var expiresIn: Int64?
@@ -63,8 +64,9 @@ extension VaultGroup {
         }
 
         func answer(vault target: VaultTarget, console: Console) throws -> Answer {
+            try target.options.checkDirectoryToCreate()
             var bytes = try readSecretFromStandardInput(
-                limit: Vault.maximumValueSize + 1, what: "the value of \"\(key)\"")
+                limit: Vault.maximumValueSize, what: "the value of \"\(key)\"")
             defer { wipe(&bytes) }
             if bytes.last == 0x0A { bytes.removeLast() }
             guard let value = String(validating: bytes, as: UTF8.self) else {

@@ -53,9 +53,14 @@ extension VaultGroup {
                 keptKeyReason: wiped.keptKeyReason, remainingCopy: wiped.remainingCopy)
             let copy = wiped.remainingCopy.map { "warning: the master key was deleted, but \($0)" }
             guard let reason = wiped.keptKeyReason else {
+                // Says what was removed: a file that named no key (not a vault file, or a passphrase vault's)
+                // had no master key to remove.
+                let removed = wiped.removedKey ? "master key, items and file" : identity == nil ? "file" : "items and file"
+                let note =
+                    wiped.removedKey ? "" : identity == nil ? " (it was not a vault file: it named no master key)" : ""
                 return Answer(
                     json: report,
-                    human: "wiped vault \(target.service): master key, items and file \(target.path) removed",
+                    human: "wiped vault \(target.service): \(removed) \(target.path) removed\(note)",
                     warning: copy)
             }
             return Answer(

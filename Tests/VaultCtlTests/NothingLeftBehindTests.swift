@@ -1,0 +1,75 @@
+import Foundation
+import TestSupport
+import Testing
+
+/// What a command leaves on disk when it names a path by mistake or fails: a mistyped `--dir` is not created
+/// as a tree, a first `vault set` that fails leaves no directory, a read of a file that is no store creates no
+/// lock file, and a wiped vault leaves no lock file.
+@Suite struct NothingLeftBehindTests {
+    static var vaultctl: String { BuildProducts.executable("vaultctl") }
+
+    static func scratch() throws -> String {
+        let path = "/dev/shm/left-behind-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        return path
+    }
+
+    static func run(_ arguments: [String], input: String = "", bus: Bool = false) throws -> ChildResult {
+        try ChildProcess.run(
+            vaultctl, arguments, environment: bus ? [:] : ["DBUS_SESSION_BUS_ADDRESS": nil],
+            input: Data(input.utf8))
+    }
+
+    static func tree(_ path: String) -> [String] {
+        ((FileManager.default.subpaths(atPath: path)) ?? []).sorted()
+    }
+
+    @Test func aMistypedDirIsNotCreatedButANewLastLevelIs() throws {
+        let root = try Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let typo = try Self.run(["--dir", root + "/srv/ap/prefs", "prefs", "set", "ui", "theme", "dark"])
+        #expect(typo.status == 66, "\(typo)")
+        #expect(typo.standardError.contains("neither it nor its parent \(root)/srv/ap exists"), "\(typo)")
+        let vaultTypo = try Self.run(
+            ["--dir", root + "/srv/ap/vault", "vault", "set", "--service", "app", "--key-store", "keyring:user", "s"],
+            input: "tok")
+        #expect(vaultTypo.status == 66, "\(vaultTypo)")
+        #expect(Self.tree(root).isEmpty, "nothing was created: \(Self.tree(root))")
+        let created = try Self.run(["--dir", root + "/prefs", "prefs", "set", "ui", "theme", "dark"])
+        #expect(created.status == 0, "\(created)")
+        #expect(Self.tree(root) == ["prefs", "prefs/ui.prefs", "prefs/ui.prefs.lock"])
+    }
+
+    @Test func aFirstVaultSetThatFailsLeavesNoDirectory() throws {
+        let root = try Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let failed = try Self.run(["--dir", root + "/vault", "vault", "set", "--service", "app", "s"], input: "tok")
+        #expect(failed.status == 69, "no session bus: \(failed)")
+        #expect(Self.tree(root).isEmpty, "\(Self.tree(root))")
+    }
+
+    @Test func readingAFileThatIsNoStoreCreatesNothing() throws {
+        let root = try Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        _ = FileManager.default.createFile(
+            atPath: root + "/junk.prefs", contents: Data("junk".utf8), attributes: [.posixPermissions: 0o600])
+        chmod(root, 0o700)
+        for command in [["get", "junk", "theme"], ["list", "junk"], ["export", "junk"]] {
+            let read = try Self.run(["--dir", root, "prefs"] + command)
+            #expect(read.status == 65, "\(command): \(read)")
+        }
+        #expect(Self.tree(root) == ["junk.prefs"], "\(Self.tree(root))")
+    }
+
+    @Test func aWipedVaultLeavesNoLockFile() throws {
+        let root = try Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let key = root + "/vault.key"
+        let store = ["--key-store", "key-file:\(key)"]
+        #expect(try Self.run(["--dir", root + "/vault", "vault", "init", "--service", "app"] + store).status == 0)
+        #expect(try Self.run(["--dir", root + "/vault", "vault", "set", "--service", "app", "s"] + store, input: "t").status == 0)
+        let wipe = try Self.run(["--dir", root + "/vault", "vault", "wipe", "--service", "app", "--yes"] + store)
+        #expect(wipe.status == 0, "\(wipe)")
+        #expect(Self.tree(root) == ["vault", "vault.key"], "\(Self.tree(root))")
+    }
+}
