@@ -16,6 +16,7 @@
 SWIFT ?= swift
 KEYRING := scripts/with-keyring.sh
 BENCH := Benchmarks
+CLIENT := Examples/ClientApp
 BENCH_FLAGS := $(if $(filter-out 0,$(BENCH_QUICK)),--quick,)
 
 .PHONY: all bootstrap build demo doctor test torture fuzz fuzz-corpus bench bench-quick audit-first-open format clean
@@ -42,10 +43,14 @@ doctor: bootstrap
 # The provider matrix (ProviderMatrixTests) also starts sessions of its own with KeePassXC headless
 # (scripts/with-keepassxc.sh; bootstrap installs keepassxc).
 # The benchmark package (its own package, debug build) has one test, run first: the harness in quick mode,
-# checking that every workload produced figures (not the timings). The library's suites run last.
+# checking that every workload produced figures (not the timings). Before it, Examples/ClientApp (its own
+# package, depending on this one by path, as an app does) is built and run: the README's snippets, verbatim.
+# The library's suites run last.
 test: bootstrap
 	@scripts/build-checked.sh $(SWIFT) build --build-tests
 	@scripts/build-checked.sh $(SWIFT) build --build-tests --package-path $(BENCH)
+	@scripts/build-checked.sh $(SWIFT) build --package-path $(CLIENT) --product ClientApp
+	$(KEYRING) $(CLIENT)/.build/debug/ClientApp
 	$(KEYRING) $(SWIFT) test --skip-build --package-path $(BENCH)
 	$(KEYRING) $(SWIFT) test --skip-build
 
@@ -109,4 +114,4 @@ format:
 	$(SWIFT) format --in-place --recursive --configuration .swift-format Package.swift Sources Tests
 
 clean:
-	rm -rf .build .build-fuzz .build-tsan $(BENCH)/.build $(BENCH)/.build-prof
+	rm -rf .build .build-fuzz .build-tsan $(BENCH)/.build $(BENCH)/.build-prof $(CLIENT)/.build

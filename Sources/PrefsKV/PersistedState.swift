@@ -23,7 +23,7 @@ import SystemLayer
 /// ```swift
 /// struct Editor: Codable, Sendable { var fontSize = 13; var wrapsLines = true }
 ///
-/// let ui = try PrefsStore(id: "ui", directory: appDataDirectory)
+/// let ui = try PrefsStore(id: "ui", directory: try AppDirectory("com.example.app").preferences)
 /// let editor = PersistedState(name: "editor", version: 2, defaults: Editor(), store: ui) { stored in
 ///     // Version 1 stored the font size as a string.
 ///     struct V1: Decodable { var fontSize: String }
@@ -324,7 +324,7 @@ extension PrefsStore {
     /// What still fails: a newer format, a wrong key, denied permissions, a read-only directory.
     ///
     /// ```swift
-    /// let ui = PrefsStore.openOrLog(id: "ui", directory: appDataDirectory)
+    /// let ui = PrefsStore.openOrLog(id: "ui", directory: app.preferences)
     /// let theme = PersistedState(name: "theme", version: 0, defaults: "light", store: ui)
     /// ```
     public static func openOrLog(

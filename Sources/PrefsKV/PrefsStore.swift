@@ -67,10 +67,12 @@ public final class PrefsStore: Sendable {
         observers.withLock { $0.stopWatching() }
     }
 
-    /// `$XDG_DATA_HOME/prefskv`, or `$HOME/.local/share/prefskv` when `XDG_DATA_HOME` is unset.
+    /// `$XDG_DATA_HOME/prefskv`, or `$HOME/.local/share/prefskv` when `XDG_DATA_HOME` is unset: one directory
+    /// for every app of the user. An app passes its own instead (``AppDirectory/preferences``), so that two
+    /// apps' stores named `ui` are two files.
     ///
     /// ```swift
-    /// let store = try PrefsStore(id: "ui", directory: PrefsStore.defaultDirectory)
+    /// let store = try PrefsStore(id: "ui", directory: try AppDirectory("com.example.notes").preferences)
     /// ```
     public static var defaultDirectory: String {
         Sys.dataDirectory("prefskv")

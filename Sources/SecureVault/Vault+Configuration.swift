@@ -1,4 +1,6 @@
+public import FoundationEssentials
 public import Logging
+import PrefsKV
 
 extension Vault {
     /// How a vault is opened. The defaults suit an app on a Linux desktop.
@@ -37,8 +39,28 @@ extension Vault {
         public var logger: Logger = Logger(label: "securevault")
 
         /// A configuration for vaults in `directory`.
+        ///
+        /// ```swift
+        /// let app = try AppDirectory("com.example.notes")
+        /// let vault = try Vault(service: "com.example.notes", configuration: .init(directory: app.vaults))
+        /// ```
         public init(directory: String = Vault.defaultDirectory) {
             self.directory = directory
+        }
+
+        /// A configuration for vaults in the directory `directory` names (a file URL).
+        ///
+        /// ```swift
+        /// let configuration = try Vault.Configuration(directory: URL(filePath: "/var/lib/myapp/vault"))
+        /// ```
+        ///
+        /// - Throws: ``VaultError/Code/invalidValue`` for a URL that is not a file URL.
+        public init(directory: URL) throws {
+            do {
+                self.directory = try PrefsStore.path(of: directory)
+            } catch {
+                throw VaultError(code: .invalidValue, message: error.message)
+            }
         }
     }
 

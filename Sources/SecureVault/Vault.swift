@@ -36,7 +36,12 @@ public final class Vault: Sendable {
     /// The largest value an item may hold: 64 KiB.
     public static let maximumValueSize = 64 * 1024
 
-    /// Where vaults live by default: `$XDG_DATA_HOME/securevault` (or `~/.local/share/securevault`).
+    /// Where vaults live by default: `$XDG_DATA_HOME/securevault` (or `~/.local/share/securevault`), one
+    /// directory for every app of the user. An app may pass its own instead (`AppDirectory.vaults`).
+    ///
+    /// ```swift
+    /// let configuration = Vault.Configuration(directory: try AppDirectory("com.example.notes").vaults)
+    /// ```
     public static var defaultDirectory: String { VaultDefaults.directory }
 
     /// Creates a handle on the vault `service`. Touches neither the disk nor the key store: the file is
