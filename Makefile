@@ -8,6 +8,11 @@
 #   make torture  the torture suites in their long mode (TORTURE_SECONDS per suite, TORTURE_KILLS, ...),
 #                 then the multi-threaded and multi-process tests under ThreadSanitizer; writes torture-report.txt
 #   make fuzz     the libFuzzer targets under AddressSanitizer for FUZZ_SECONDS each (default 120)
+# And to install vaultctl (release build) with its man page and shell completions:
+#   make install PREFIX=/usr/local   bin/vaultctl, share/man/man1/vaultctl.1 (generated from the command
+#                     definitions by swift-argument-parser's generate-manual), bash, zsh and fish completions;
+#                     DESTDIR for staging; CONFIG=debug to install the debug build
+#   make man          the man page alone, in .build/man/vaultctl.1 (man -l .build/man/vaultctl.1)
 # And the benchmarks (Benchmarks/, their own package; Documentation/Performance.md):
 #   make bench        release build, full run (a few minutes); report on stdout and in Benchmarks/results/
 #   make bench-quick  the same in quick mode (under a minute after the build); BENCH_QUICK=1 make bench too
@@ -19,7 +24,8 @@ BENCH := Benchmarks
 CLIENT := Examples/ClientApp
 BENCH_FLAGS := $(if $(filter-out 0,$(BENCH_QUICK)),--quick,)
 
-.PHONY: all bootstrap build demo doctor test torture fuzz fuzz-corpus bench bench-quick audit-first-open format clean
+.PHONY: all bootstrap build demo doctor test torture fuzz fuzz-corpus bench bench-quick audit-first-open format clean \
+	install man
 
 all: build
 
@@ -51,6 +57,7 @@ test: bootstrap
 	@scripts/build-checked.sh $(SWIFT) build --build-tests --package-path $(BENCH)
 	@scripts/build-checked.sh $(SWIFT) build --package-path $(CLIENT) --product ClientApp
 	$(KEYRING) $(CLIENT)/.build/debug/ClientApp
+	@scripts/check-install.sh
 	$(KEYRING) $(SWIFT) test --skip-build --package-path $(BENCH)
 	$(KEYRING) $(SWIFT) test --skip-build
 
@@ -112,6 +119,32 @@ audit-first-open: bootstrap
 
 format:
 	$(SWIFT) format --in-place --recursive --configuration .swift-format Package.swift Sources Tests
+
+PREFIX ?= /usr/local
+CONFIG ?= release
+
+# vaultctl, its man page and completions under $(DESTDIR)$(PREFIX).
+install: bootstrap
+	@scripts/build-checked.sh $(SWIFT) build -c $(CONFIG) --product vaultctl
+	@$(SWIFT) build -c $(CONFIG) --product generate-manual
+	@bin="$$($(SWIFT) build -c $(CONFIG) --show-bin-path)"; root="$(DESTDIR)$(PREFIX)"; set -e; \
+	install -d "$$root/bin" "$$root/share/man/man1" "$$root/share/bash-completion/completions" \
+		"$$root/share/zsh/site-functions" "$$root/share/fish/vendor_completions.d"; \
+	install -m 0755 "$$bin/vaultctl" "$$root/bin/vaultctl"; \
+	"$$bin/generate-manual" "$$bin/vaultctl" --date "$$(git log -1 --format=%cs 2>/dev/null || date +%F)" \
+		--output-directory "$$root/share/man/man1"; \
+	"$$bin/vaultctl" --generate-completion-script bash > "$$root/share/bash-completion/completions/vaultctl"; \
+	"$$bin/vaultctl" --generate-completion-script zsh > "$$root/share/zsh/site-functions/_vaultctl"; \
+	"$$bin/vaultctl" --generate-completion-script fish > "$$root/share/fish/vendor_completions.d/vaultctl.fish"; \
+	echo "installed vaultctl, its man page and completions under $$root"
+
+man:
+	@scripts/build-checked.sh $(SWIFT) build --product vaultctl
+	@$(SWIFT) build --product generate-manual
+	@mkdir -p .build/man
+	"$$($(SWIFT) build --show-bin-path)/generate-manual" "$$($(SWIFT) build --show-bin-path)/vaultctl" \
+		--output-directory .build/man
+	@echo "man -l .build/man/vaultctl.1"
 
 clean:
 	rm -rf .build .build-fuzz .build-tsan $(BENCH)/.build $(BENCH)/.build-prof $(CLIENT)/.build
