@@ -193,6 +193,20 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         }
     }
 
+    /// A stream of the state: its value now, then after every change (another process's included), until the
+    /// consuming task is cancelled.
+    ///
+    /// ```swift
+    /// for await theme in themeState.values() { applyTheme(theme) }
+    /// ```
+    public func values() -> AsyncStream<Value> {
+        let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let observation = observe { continuation.yield($0) }
+        continuation.yield(value)
+        continuation.onTermination = { _ in observation.cancel() }
+        return stream
+    }
+
     // MARK: Hydration
 
     /// What hydration found in the store.
@@ -342,5 +356,24 @@ extension PrefsStore {
                 metadata: ["prefskv.path": "\(path)"])
             return nil
         }
+    }
+}
+
+extension PersistedState where Value: Codable {
+    /// The state kept under `key` (its name and default): a key's values are this state at version 0, so a
+    /// state with a higher version and a migration takes over what the key wrote.
+    ///
+    /// ```swift
+    /// let theme = PersistedState(PrefsKeys.theme, store: ui)                  // reads what store[.theme] wrote
+    /// let layout = PersistedState(PrefsKeys.layout, version: 1, store: ui) { old in
+    ///     Layout(columns: try old.decode(LayoutV0.self).columns, width: 240)
+    /// }
+    /// ```
+    public convenience init(
+        _ key: PrefsKey<Value>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
+        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
+    ) {
+        self.init(
+            name: key.name, version: version, defaults: key.defaultValue, store: store, logger: logger, migrate: migrate)
     }
 }

@@ -22,16 +22,19 @@ import TestSupport
 
     @Test func everyUsingItSnippetIsInTheClientAppVerbatim() throws {
         let source = try String(contentsOfFile: Self.root + "/Examples/ClientApp/Sources/ClientApp/main.swift", encoding: .utf8)
+        let lines = source.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         var snippets: [String] = []
         for number in 1... {
-            guard source.contains("// README snippet \(number) begin\n") else { break }
-            let body = source.components(separatedBy: "// README snippet \(number) begin\n")[1]
-                .components(separatedBy: "    // README snippet \(number) end")[0]
-            snippets.append(
-                body.split(separator: "\n", omittingEmptySubsequences: false).map { $0.dropFirst(4) }
-                    .joined(separator: "\n"))
+            // Between the markers, de-indented by the begin marker's indentation.
+            guard let begin = lines.firstIndex(where: { $0.hasSuffix("// README snippet \(number) begin") }),
+                let end = lines[begin...].firstIndex(where: {
+                    $0.trimmingCharacters(in: .whitespaces) == "// README snippet \(number) end"
+                })
+            else { break }
+            let indent = lines[begin].prefix { $0 == " " }.count
+            snippets.append(lines[(begin + 1)..<end].map { String($0.dropFirst(indent)) }.joined(separator: "\n") + "\n")
         }
-        #expect(snippets.count == 3)
+        #expect(snippets.count == 4)
         // README blocks of "Using it": the Package.swift and the server's are checked elsewhere.
         let blocks = try Self.readmeBlocks().filter {
             !$0.hasPrefix("// swift-tools-version") && !$0.contains("systemdCredential")

@@ -27,6 +27,9 @@ public enum EngineKind: String, CaseIterable, Sendable, Codable {
     case prefsSingle = "prefskv-single"
     /// PrefsKV sealed by SecureVault (XChaCha20-Poly1305, keyed BLAKE2b key tags), default sharing.
     case prefsSealed = "prefskv-encrypted"
+    /// PrefsKV's defaults with an `ObservedPref` (a typed key's Observable model) following a key: every write
+    /// then runs the store's observer dispatch. The cost of an observed write.
+    case prefsObserved = "prefskv-observed"
     /// PrefsKV at its strictest durability: `.synchronous` (fdatasync twice per write), default sharing.
     case prefsSynchronous = "prefskv-synchronous"
     /// SQLite, WAL, synchronous=NORMAL, prepared statements, a transaction per set (autocommit).
@@ -46,6 +49,7 @@ public enum EngineKind: String, CaseIterable, Sendable, Codable {
     public func open(in directory: String) throws -> any KVEngine {
         switch self {
         case .prefs: return try PrefsEngine(directory: directory, sharing: .multiProcess)
+        case .prefsObserved: return try PrefsEngine(directory: directory, sharing: .multiProcess, observed: true)
         case .prefsSingle: return try PrefsEngine(directory: directory, sharing: .singleProcess)
         case .prefsSealed: return try PrefsEngine(directory: directory, sharing: .multiProcess, sealed: true)
         case .prefsSynchronous:
@@ -72,7 +76,7 @@ final class PrefsEngine: KVEngine {
 
     init(
         directory: String, sharing: PrefsStore.Sharing, durability: PrefsStore.Durability = .buffered,
-        sealed: Bool = false
+        sealed: Bool = false, observed: Bool = false
     ) throws {
         var configuration = PrefsStore.Configuration()
         configuration.sharing = sharing
@@ -90,7 +94,14 @@ final class PrefsEngine: KVEngine {
             vault = nil
             store = try PrefsStore(id: "bench", directory: directory, configuration: configuration)
         }
+        follower = observed ? store.observable(Self.followed) : nil
     }
+
+    /// The key an observed engine's model follows (the workloads write other keys: the cost measured is the
+    /// observer dispatch every write runs, not a UI update).
+    static let followed = PrefsKey<Int>("followed", default: 0)
+    /// The model of an observed engine, kept alive while it runs.
+    let follower: ObservedPref<Int>?
 
     func setInt(_ key: String, _ value: Int) throws { try store.set(value, forKey: key) }
     func setString(_ key: String, _ value: String) throws { try store.set(value, forKey: key) }

@@ -56,7 +56,9 @@ public struct Orchestrator {
         results = Results(quick: quick, scale: self.scale)
     }
 
-    static let writeEngines: [EngineKind] = [.prefs, .prefsSingle, .prefsSealed, .sqlite, .sqliteBatch, .lmdbNoSync]
+    static let writeEngines: [EngineKind] = [
+        .prefs, .prefsSingle, .prefsSealed, .prefsObserved, .sqlite, .sqliteBatch, .lmdbNoSync,
+    ]
     static let readEngines: [EngineKind] = [.prefs, .prefsSingle, .prefsSealed, .sqlite, .lmdbNoSync]
     static let strictEngines: [EngineKind] = [.prefsSynchronous, .sqliteFull, .lmdbSync]
     static let multiProcessEngines: [EngineKind] = [.prefs, .sqlite, .lmdbNoSync]

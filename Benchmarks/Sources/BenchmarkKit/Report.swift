@@ -32,7 +32,7 @@ public enum Report {
         let prefsVariants = ["prefskv", "prefskv-single", "prefskv-encrypted"]
         section(
             &out, r, .writes, "Writes, buffered durability (process-crash safe; not power-loss safe)",
-            engines: Orchestrator.writeEngines.map(\.rawValue), prefs: prefsVariants,
+            engines: Orchestrator.writeEngines.map(\.rawValue), prefs: prefsVariants + ["prefskv-observed"],
             against: ["sqlite", "sqlite-one-txn", "lmdb-nosync"])
         section(
             &out, r, .reads, "Reads: every key once per pass, shuffled order, in a process that opened the store",

@@ -37,7 +37,9 @@ import Testing
             }
         }
         let writes: [Workload] = [.setInt, .setString, .overwriteHot, .blob]
-        expectRows(.writes, writes, ["prefskv", "prefskv-single", "prefskv-encrypted", "sqlite", "sqlite-one-txn", "lmdb-nosync"])
+        expectRows(
+            .writes, writes,
+            ["prefskv", "prefskv-single", "prefskv-encrypted", "prefskv-observed", "sqlite", "sqlite-one-txn", "lmdb-nosync"])
         expectRows(.strict, writes, ["prefskv-synchronous", "sqlite-full", "lmdb-sync"])
         expectRows(.reads, [.get], ["prefskv", "prefskv-single", "prefskv-encrypted", "sqlite", "lmdb-nosync"])
         expectRows(.cold, [.cold], ["prefskv", "prefskv-single", "prefskv-encrypted", "sqlite", "lmdb-nosync"])

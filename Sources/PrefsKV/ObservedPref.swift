@@ -1,0 +1,61 @@
+public import Observation
+import SystemLayer
+
+/// A key's value as an `Observable` model, kept in sync with the store: writes through this handle or any
+/// other, another process's included, update ``value`` and notify whatever tracks it (Swift's Observation:
+/// `withObservationTracking`, and UI frameworks built on it).
+///
+/// ```swift
+/// let theme = store.observable(PrefsKeys.theme)
+/// withObservationTracking { render(theme.value) } onChange: { scheduleRender() }
+/// try theme.set(.dark)
+/// ```
+///
+/// Thread-safe: ``value`` may be read from any thread. It follows the store while the model is alive.
+public final class ObservedPref<Value: Sendable>: Observable, Sendable {
+    private let registrar = ObservationRegistrar()
+    private let current: SanitizedMutex<Value>
+    private let key: PrefsKey<Value>
+    private let store: PrefsStore
+    private let observation = SanitizedMutex<PrefsObservation?>(nil)
+
+    init(store: PrefsStore, key: PrefsKey<Value>) {
+        self.store = store
+        self.key = key
+        current = SanitizedMutex(store[key])
+        let observation = store.observe(key) { [weak self] value in self?.update(value) }
+        self.observation.withLock { $0 = observation }
+    }
+
+    /// The key's value (tracked by Observation).
+    public var value: Value {
+        registrar.access(self, keyPath: \.value)
+        return current.withLock { $0 }
+    }
+
+    /// Writes `newValue` to the store; ``value`` and its observers follow before this returns.
+    ///
+    /// ```swift
+    /// try theme.set(.dark)
+    /// ```
+    public func set(_ newValue: Value) throws {
+        try store.set(newValue, for: key)
+    }
+
+    private func update(_ newValue: Value) {
+        registrar.withMutation(of: self, keyPath: \.value) {
+            current.withLock { $0 = newValue }
+        }
+    }
+}
+
+extension PrefsStore {
+    /// An `Observable` model of `key`'s value that follows the store (see ``ObservedPref``).
+    ///
+    /// ```swift
+    /// let fontSize = store.observable(PrefsKeys.fontSize)
+    /// ```
+    public func observable<Value>(_ key: PrefsKey<Value>) -> ObservedPref<Value> {
+        ObservedPref(store: self, key: key)
+    }
+}

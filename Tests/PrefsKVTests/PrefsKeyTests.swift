@@ -1,0 +1,128 @@
+import Foundation
+import Observation
+import Synchronization
+import TestSupport
+import Testing
+
+@testable import PrefsKV
+
+enum KeyTheme: String, Codable, Sendable { case light, dark, system }
+
+struct KeyLayout: Codable, Sendable, Equatable {
+    var columns: Int
+    var width: Int
+}
+
+extension PrefsKeys {
+    static let keyTheme = PrefsKey<KeyTheme>("theme", default: .system)
+    static let fontSize = PrefsKey<Int>("fontSize", default: 13)
+    static let folder = PrefsKey<String>("lastFolder", default: "Inbox")
+    static let remote = PrefsKey<String>("remote", default: "none")
+    static let recent = PrefsKey<[String]>("recent", default: [])
+    static let ratio = PrefsKey<Double>("ratio", default: 0.5)
+    static let visible = PrefsKey<Bool>("visible", default: true)
+    static let blob = PrefsKey<Data>("blob", default: Data())
+    static let hint = PrefsKey<String>("hint", default: "", expiresAfter: .nanoseconds(1))
+    static let layout = PrefsKey<KeyLayout>("layout", default: KeyLayout(columns: 2, width: 240))
+}
+
+/// Typed keys: declared once with a default, read and written without optionals or type arguments.
+@Suite struct PrefsKeyTests {
+    @Test func keysReadTheirDefaultUntilSetAndEveryTypeRoundTrips() throws {
+        let dir = try TempDir("keys")
+        let store = try openStore(dir)
+        #expect(store[.keyTheme] == .system && store[.fontSize] == 13 && store[.folder] == "Inbox")
+        try store.set(.dark, for: .keyTheme)
+        try store.set(15, for: .fontSize)
+        try store.set("Sent", for: .folder)
+        try store.set(["a", "b"], for: .recent)
+        try store.set(0.25, for: .ratio)
+        try store.set(false, for: .visible)
+        try store.set(Data([1, 2]), for: .blob)
+        try store.set(KeyLayout(columns: 3, width: 300), for: .layout)
+        let reopened = try openStore(dir)
+        #expect(reopened[.keyTheme] == .dark && reopened[.fontSize] == 15 && reopened[.folder] == "Sent")
+        #expect(reopened[.recent] == ["a", "b"] && reopened[.ratio] == 0.25 && reopened[.visible] == false)
+        #expect(reopened[.blob] == Data([1, 2]) && reopened[.layout] == KeyLayout(columns: 3, width: 300))
+        // Native types are stored as the store's own types: the typed getters (and vaultctl) read them.
+        #expect(try reopened.int(forKey: "fontSize") == 15)
+        #expect(try reopened.string(forKey: "lastFolder") == "Sent")
+        try reopened.reset(.fontSize)
+        #expect(reopened[.fontSize] == 13)
+    }
+
+    @Test func aKeysLifetimeIsKept() throws {
+        let dir = try TempDir("keys-expiry")
+        let store = try openStore(dir)
+        try store.set("soon gone", for: .hint)
+        #expect(store[.hint] == "", "expired: the default")
+        #expect(try store.contains("hint") == false)
+    }
+
+    @Test func aValueOfAnotherTypeGivesTheDefaultAndOneLoggedError() throws {
+        let log = LogCapture()
+        var configuration = PrefsStore.Configuration()
+        configuration.logger = log.logger
+        let dir = try TempDir("keys-mismatch")
+        let store = try PrefsStore(id: "ui", directory: dir.path, configuration: configuration)
+        try store.set("twelve", forKey: "fontSize")
+        #expect(store[.fontSize] == 13)
+        #expect(log.errors.count == 1 && log.errors[0].contains("key \"fontSize\""), "\(log.errors)")
+        #expect(!log.errors[0].contains("twelve"), "never the value")
+        #expect(throws: PrefsError.self) { _ = try store.value(of: PrefsKeys.fontSize) }
+    }
+
+    /// A Codable key's values are a PersistedState's at version 0: the state reads them, and a state with a
+    /// higher version migrates them. One mechanism, two ways in.
+    @Test func aPersistedStateOnAKeyReadsAndMigratesWhatTheKeyWrote() throws {
+        let dir = try TempDir("keys-state")
+        let store = try openStore(dir)
+        try store.set(.dark, for: .keyTheme)
+        #expect(PersistedState(PrefsKeys.keyTheme, store: store).value == .dark)
+        try PersistedState(PrefsKeys.keyTheme, store: store).set(.light)
+        #expect(store[.keyTheme] == .light)
+        try store.set(KeyLayout(columns: 4, width: 200), for: .layout)
+        let migrated = PersistedState(PrefsKeys.layout, version: 1, store: store) { old in
+            var layout = try old.decode(KeyLayout.self)
+            layout.width *= 2
+            return layout
+        }
+        #expect(migrated.value == KeyLayout(columns: 4, width: 400))
+        #expect(migrated.hydration == .migrated(from: 0))
+        #expect(throws: PrefsError.self) { _ = try store.value(of: PrefsKeys.layout) }
+        #expect(store[.layout] == PrefsKeys.layout.defaultValue, "a later version is the state's to read")
+    }
+
+    @Test func valuesOfAKeyStartWithTheCurrentValueAndFollowOtherProcesses() async throws {
+        let dir = try TempDir("keys-stream")
+        let store = try openStore(dir)
+        var iterator = store.values(of: PrefsKeys.remote).makeAsyncIterator()
+        #expect(await iterator.next() == "none")
+        try store.set("mine", for: .remote)
+        #expect(await iterator.next() == "mine")
+        let child = try Child(["prefs-set", dir.path, "ui", "remote", "theirs"])
+        #expect(child.waitForLine { _ in true } == "ok")
+        #expect(await iterator.next() == "theirs", "another process's write arrives")
+    }
+
+    @Test func anObservedPrefFollowsTheStoreAndNotifiesObservation() async throws {
+        let dir = try TempDir("keys-observed")
+        let store = try openStore(dir)
+        let remote = store.observable(PrefsKeys.remote)
+        #expect(remote.value == "none")
+        let changed = Mutex(0)
+        func track() {
+            withObservationTracking { _ = remote.value } onChange: { changed.withLock { $0 += 1 } }
+        }
+        track()
+        try remote.set("mine")
+        #expect(remote.value == "mine" && changed.withLock { $0 } == 1)
+        track()
+        let child = try Child(["prefs-set", dir.path, "ui", "remote", "theirs"])
+        #expect(child.waitForLine { _ in true } == "ok")
+        // Waits for the event; 120 s only guards against a hang.
+        let deadline = Date().addingTimeInterval(120)
+        while Date() < deadline && changed.withLock({ $0 }) < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(changed.withLock { $0 } == 2 && remote.value == "theirs")
+    }
+}
