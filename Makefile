@@ -13,6 +13,11 @@
 #                     definitions by swift-argument-parser's generate-manual), bash, zsh and fish completions;
 #                     DESTDIR for staging; CONFIG=debug to install the debug build
 #   make man          the man page alone, in .build/man/vaultctl.1 (man -l .build/man/vaultctl.1)
+# And the API documentation (DocC, from the toolchain's docc; no package dependency):
+#   make api-check BASE=<commit>   what the public API of PrefsKV and SecureVault breaks since BASE
+#                     (swift package diagnose-api-breaking-changes); CHANGELOG.md records each break
+#   make docs         .build/docs/PrefsKV.doccarchive and SecureVault.doccarchive, from the catalogs in
+#                     Sources/*/<module>.docc and the modules' symbol graphs; fails on any DocC warning
 # And the benchmarks (Benchmarks/, their own package; Documentation/Performance.md):
 #   make bench        release build, full run (a few minutes); report on stdout and in Benchmarks/results/
 #   make bench-quick  the same in quick mode (under a minute after the build); BENCH_QUICK=1 make bench too
@@ -25,7 +30,7 @@ CLIENT := Examples/ClientApp
 BENCH_FLAGS := $(if $(filter-out 0,$(BENCH_QUICK)),--quick,)
 
 .PHONY: all bootstrap build demo doctor test torture fuzz fuzz-corpus bench bench-quick audit-first-open format clean \
-	install man
+	install man docs api-check
 
 all: build
 
@@ -50,14 +55,16 @@ doctor: bootstrap
 # (scripts/with-keepassxc.sh; bootstrap installs keepassxc).
 # The benchmark package (its own package, debug build) has one test, run first: the harness in quick mode,
 # checking that every workload produced figures (not the timings). Before it, Examples/ClientApp (its own
-# package, depending on this one by path, as an app does) is built and run: the README's snippets, verbatim.
-# The library's suites run last.
+# package, depending on this one by path, as an app does) is built and run: the README's snippets, verbatim;
+# then an install is checked (scripts/check-install.sh) and the DocC archives built (scripts/build-docs.sh,
+# failing on any DocC warning). The library's suites run last.
 test: bootstrap
 	@scripts/build-checked.sh $(SWIFT) build --build-tests
 	@scripts/build-checked.sh $(SWIFT) build --build-tests --package-path $(BENCH)
 	@scripts/build-checked.sh $(SWIFT) build --package-path $(CLIENT) --product ClientApp
 	$(KEYRING) $(CLIENT)/.build/debug/ClientApp
 	@scripts/check-install.sh
+	@scripts/build-docs.sh
 	$(KEYRING) $(SWIFT) test --skip-build --package-path $(BENCH)
 	$(KEYRING) $(SWIFT) test --skip-build
 
@@ -145,6 +152,13 @@ man:
 	"$$($(SWIFT) build --show-bin-path)/generate-manual" "$$($(SWIFT) build --show-bin-path)/vaultctl" \
 		--output-directory .build/man
 	@echo "man -l .build/man/vaultctl.1"
+
+docs: bootstrap
+	@scripts/build-docs.sh
+
+api-check: bootstrap
+	@test -n "$(BASE)" || { echo "make api-check BASE=<commit or tag>" >&2; exit 64; }
+	$(SWIFT) package diagnose-api-breaking-changes "$(BASE)" --products PrefsKV SecureVault
 
 clean:
 	rm -rf .build .build-fuzz .build-tsan $(BENCH)/.build $(BENCH)/.build-prof $(CLIENT)/.build

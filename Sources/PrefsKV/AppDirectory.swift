@@ -38,7 +38,7 @@ public struct AppDirectory: Sendable, Hashable {
 }
 
 extension PrefsStore {
-    /// Opens the store `id` in the directory `directory` names (a file URL), as ``init(id:directory:configuration:)``
+    /// Opens the store `id` in the directory `directory` names (a file URL), as ``init(id:directory:configuration:)-(_,String,_)``
     /// does for a path.
     ///
     /// ```swift
@@ -46,7 +46,7 @@ extension PrefsStore {
     /// ```
     ///
     /// - Throws: ``PrefsError/Code/invalidInput`` for a URL that is not a file URL; otherwise what
-    ///   ``init(id:directory:configuration:)`` throws.
+    ///   ``init(id:directory:configuration:)-(_,String,_)`` throws.
     public convenience init(id: String, directory: URL, configuration: Configuration = Configuration()) throws {
         try self.init(id: id, directory: try Self.path(of: directory), configuration: configuration)
     }

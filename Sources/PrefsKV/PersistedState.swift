@@ -325,7 +325,7 @@ private struct VersionOnly: Decodable {
 }
 
 extension PrefsStore {
-    /// Opens the store like ``init(id:directory:configuration:)``, but never throws: when the store cannot be
+    /// Opens the store like ``init(id:directory:configuration:)-(_,String,_)``, but never throws: when the store cannot be
     /// opened, logs one error naming the file and returns nil. Meant for app state the defaults can stand in
     /// for: give the result to ``PersistedState``, whose states are then their defaults, in memory, for this run.
     ///

@@ -3,7 +3,7 @@ import Synchronization
 import SystemLayer
 
 /// Where a vault's master key lives. Always an explicit choice: a vault never falls back from one key store
-/// to another, and ``Vault/status()`` names the one in use.
+/// to another, and `Vault.status()` names the one in use.
 ///
 /// ```swift
 /// var configuration = Vault.Configuration()
@@ -40,13 +40,14 @@ public struct KeyStore: Sendable, CustomStringConvertible {
     /// configuration.keyStore = .passphrase(SecretBytes(utf8: pw), cost: .sensitive)   // seconds, 1 GiB
     /// ```
     ///
-    /// New keys (a new vault, ``Vault/rotateKey()``) are derived at `cost`. Opening an existing vault derives its
+    /// New keys (a new vault, `Vault.rotateKey()`) are derived at `cost`. Opening an existing vault derives its
     /// key at the cost its header names, so whoever can write the file could ask every open for hours of work
     /// or terabytes of memory: a header asking for more passes or more memory than `maximumCost`, or for less
     /// than libsodium's minimum, is refused as ``VaultError/Code/corrupted`` before anything is derived, and the
     /// file is left untouched.
     ///
     /// - Parameters:
+    ///   - passphrase: the passphrase, in guarded memory.
     ///   - cost: the cost of keys this vault derives. The default is ``PassphraseCost/interactive``.
     ///   - maximumCost: the largest cost a header may ask for, passes and memory each; never below `cost`. The
     ///     default, ``PassphraseCost/moderate``, opens every vault written at `.interactive` or `.moderate`; an
@@ -86,7 +87,7 @@ public struct KeyStore: Sendable, CustomStringConvertible {
     ///
     /// The key file is the root secret: it is only read, never changed or deleted (a mounted secret is
     /// read-only; several vaults may share one). Each master key is random and kept wrapped under it in
-    /// `<service>.<key id>.vaultkey` beside the vault file, so ``Vault/rotateKey()`` and ``Vault/wipe()`` work as
+    /// `<service>.<key id>.vaultkey` beside the vault file, so `Vault.rotateKey()` and `Vault.wipe()` work as
     /// with a keyring: a wipe deletes the wrapped key, and a copy of the vault file made before cannot be opened
     /// afterwards, key file or not. A missing key file is ``VaultError/Code/keyMissing`` (a key file is never
     /// created silently: ``createKeyFile(at:)``, or `vaultctl vault init --key-store key-file:PATH`), one of

@@ -1,4 +1,4 @@
-/// Where an app goes at launch, decided from its session token (``SessionRouter/route()``).
+/// Where an app goes at launch, decided from its session token (`SessionRouter.route()`).
 ///
 /// ```swift
 /// switch router.route() {

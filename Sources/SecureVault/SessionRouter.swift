@@ -30,7 +30,7 @@ public final class SessionRouter: Sendable {
     public let vault: Vault
     /// The token's item name in the vault.
     public let tokenKey: String
-    /// The ids of the encrypted preference stores that hold sensitive data: ``logout()`` removes them.
+    /// The ids of the encrypted preference stores that hold sensitive data: `logout()` removes them.
     public let encryptedPreferences: [String]
     /// The directory of those stores.
     public let preferencesDirectory: String
@@ -44,6 +44,8 @@ public final class SessionRouter: Sendable {
     /// ```
     ///
     /// - Parameters:
+    ///   - vault: the vault holding the session token.
+    ///   - tokenKey: the item the token is kept under. The default is ``Vault/defaultSessionTokenKey``.
     ///   - encryptedPreferences: the encrypted preference stores (``Vault/encryptedPreferences(id:directory:configuration:)``)
     ///     the app keeps sensitive data in. Register every one, even those this run does not open: logout
     ///     removes exactly these.
@@ -117,7 +119,7 @@ public final class SessionRouter: Sendable {
     }
 
     /// Opens one of the registered encrypted preference stores (see ``encryptedPreferences``), which
-    /// ``logout()`` removes. Opening an unregistered id is a programmer error and traps.
+    /// `logout()` removes. Opening an unregistered id is a programmer error and traps.
     ///
     /// ```swift
     /// let account = try router.openEncryptedPreferences(id: "account")
@@ -133,7 +135,7 @@ public final class SessionRouter: Sendable {
     }
 
     /// Ends the session and removes every sensitive item: the registered encrypted preference stores (their
-    /// files and keys), then the whole vault (``Vault/wipe()``: the master key, so nothing left anywhere can be
+    /// files and keys), then the whole vault (`Vault.wipe()`: the master key, so nothing left anywhere can be
     /// decrypted, and the vault file with the token). Plain preferences (theme, sidebar...) are not touched.
     ///
     /// The in-memory session is gone whatever happens. When the key store cannot be reached (a locked keyring),
@@ -170,7 +172,7 @@ public final class SessionRouter: Sendable {
 }
 
 extension SessionRouter {
-    /// Async twin of ``route()``: the blocking work runs off the cooperative thread pool.
+    /// Async twin of `route()`: the blocking work runs off the cooperative thread pool.
     ///
     /// ```swift
     /// let route = await router.route()
@@ -191,7 +193,7 @@ extension SessionRouter {
         try await vault.offloaded { try self.signIn(token: token, expiresAt: expiresAt) }
     }
 
-    /// Async twin of ``logout()``.
+    /// Async twin of `logout()`.
     public func logout() async throws {
         try await vault.offloaded { try self.logout() }
     }

@@ -87,7 +87,7 @@ extension Vault {
         try await offloaded { try self.setSessionToken(token, expiresAt: expiresAt, for: key, allowEmpty: allowEmpty) }
     }
 
-    /// Async twin of ``sessionToken(for:)``.
+    /// Async twin of `sessionToken(for:)`.
     ///
     /// ```swift
     /// switch await vault.sessionToken() { ... }
@@ -96,19 +96,19 @@ extension Vault {
         (try? await offloaded { self.sessionToken(for: key) }) ?? .unavailable(.storageFailure)
     }
 
-    /// Async twin of ``status()``.
+    /// Async twin of `status()`.
     public func status() async -> VaultStatus {
         // `status()` cannot throw; the fallback is unreachable.
         (try? await offloaded { self.status() })!
     }
 
-    /// Async twin of ``wipe()``.
+    /// Async twin of `wipe()`.
     @discardableResult
     public func wipe() async throws -> VaultWipeReport {
         try await offloaded { try self.wipe() }
     }
 
-    /// Async twin of ``rotateKey()``.
+    /// Async twin of `rotateKey()`.
     @discardableResult
     public func rotateKey() async throws -> VaultRotationReport {
         try await offloaded { try self.rotateKey() }

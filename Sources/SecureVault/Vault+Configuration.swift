@@ -26,7 +26,7 @@ extension Vault {
         /// Whether the key store may show its prompts. The default is ``Prompting/never``: a locked keyring
         /// is ``VaultError/Code/locked`` and an item the provider has not approved for this program is
         /// ``VaultError/Code/accessNotApproved``, at once, and no unlock or approval dialog is ever shown. (A
-        /// ``Vault/wipe()`` or ``Vault/rotateKey()`` performs the prompt KeePassXC returns for every delete,
+        /// `Vault.wipe()` or `Vault.rotateKey()` performs the prompt KeePassXC returns for every delete,
         /// within ``deadline``: KeePassXC deletes nothing without it, and shows a dialog from it only when its
         /// user asked to confirm deletes. An open never does.)
         public var prompting: Prompting = .never

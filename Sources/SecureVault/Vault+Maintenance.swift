@@ -10,14 +10,14 @@ extension Vault {
     /// Only a file that proves it is this vault's is rotated: its key check must verify, for this service, with
     /// the key it names (a file copied or renamed from another vault is ``VaultError/Code/wrongKey`` and left
     /// untouched). A legacy vault (written before identity format 2) gets a format-2 identity; its old keyring
-    /// item is deleted only if it carries the label this vault writes (see ``wipe()``).
+    /// item is deleted only if it carries the label this vault writes (see `wipe()`).
     ///
     /// ```swift
     /// let report = try vault.rotateKey()
     /// if let copy = report.remainingCopy { print(copy) }   // KeePassXC's Recycle Bin may keep the old key
     /// ```
     ///
-    /// The old key is deleted as ``wipe()`` deletes one (overwritten, deleted, checked gone); a delete the key
+    /// The old key is deleted as `wipe()` deletes one (overwritten, deleted, checked gone); a delete the key
     /// store does not complete leaves the data safe under the new key and is retried by the next rotation or
     /// wipe, never by an open. Also retries such deletes left by earlier calls. A vault with no file has nothing
     /// to rotate and returns at once.
@@ -29,7 +29,7 @@ extension Vault {
     }
 
     /// Moves the vault to another key store: every item is re-encrypted under a new master key made in `target`
-    /// (atomically, as ``rotateKey()`` does), then the old key is deleted from this vault's key store. Crash-safe
+    /// (atomically, as `rotateKey()` does), then the old key is deleted from this vault's key store. Crash-safe
     /// like a rotation: the vault always opens under exactly one of the two keys, and the journal deletes the
     /// other whichever key store it is in. Afterwards open the vault with a configuration naming `target`: this
     /// handle forgets the key, and its key store no longer opens the file (``VaultError/Code/wrongKey``) unless
@@ -163,7 +163,7 @@ extension Vault {
     /// A Secret Service key is overwritten with random bytes, deleted, and a fresh search checks that it is
     /// gone. A delete the key store does not complete (KeePassXC asking to confirm it, and nobody confirming
     /// within the deadline) does not stop the wipe: the file is removed, the report says the key was left and
-    /// why, and the next ``wipe()`` or ``rotateKey()`` of this service retries (a wipe with no file left does
+    /// why, and the next `wipe()` or `rotateKey()` of this service retries (a wipe with no file left does
     /// only that). The report also says when the key store may keep a copy of a deleted key (KeePassXC's
     /// Recycle Bin and entry History).
     ///

@@ -1,7 +1,7 @@
 public import FoundationEssentials
 import SystemLayer
 
-/// What a launch needs to route: the answer of ``Vault/sessionToken(for:)``.
+/// What a launch needs to route: the answer of `Vault.sessionToken(for:)`.
 ///
 /// ```swift
 /// switch vault.sessionToken() {
@@ -40,7 +40,7 @@ public enum SessionTokenReason: String, Sendable, Equatable, CaseIterable {
     /// The keyring is unlocked, but its provider has not approved this program's access to the vault's key
     /// (KeePassXC, by default); ``VaultError/Code/accessNotApproved`` says how to approve it.
     case accessNotApproved
-    /// No Secret Service (or no session bus, or no default keyring) is reachable; ``Vault/status()`` says which.
+    /// No Secret Service (or no session bus, or no default keyring) is reachable; `Vault.status()` says which.
     case noSecretService
     /// The vault's key store, another than the Secret Service, cannot be used here: no session keyring, key
     /// system calls blocked, no `systemd-creds` or no access to the host key. `vaultctl doctor` says why.

@@ -1,6 +1,6 @@
 import PrefsKV
 
-/// What ``Vault/status()`` found. Reading it never prompts and never needs the master key.
+/// What `Vault.status()` found. Reading it never prompts and never needs the master key.
 public struct VaultStatus: Sendable {
     /// The vault's service name.
     public var service: String

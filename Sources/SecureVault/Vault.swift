@@ -208,7 +208,7 @@ public final class Vault: Sendable {
         }
     }
 
-    /// Removes every item (the vault file and its master key stay; see ``wipe()`` to remove those too).
+    /// Removes every item (the vault file and its master key stay; see `wipe()` to remove those too).
     ///
     /// ```swift
     /// try vault.removeAll()

@@ -34,7 +34,7 @@ public struct VaultError: Error, CustomStringConvertible {
         /// prompt with ``Vault/Prompting/allowed(deadline:)``, or the provider's settings) and try again.
         public static let accessNotApproved = Code(.accessNotApproved)
         /// No Secret Service can be asked: no session bus, no service on it, or no default collection (the
-        /// ``message`` says which, and so does ``Vault/status()``).
+        /// ``message`` says which, and so does `Vault.status()`).
         public static let unavailable = Code(.unavailable)
         /// The Secret Service did not answer within the configured deadline (a hung or stopped daemon).
         public static let timeout = Code(.timeout)

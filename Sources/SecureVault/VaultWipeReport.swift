@@ -1,4 +1,4 @@
-/// What ``Vault/wipe()`` did with the master key the vault's file names. The file itself is always removed.
+/// What `Vault.wipe()` did with the master key the vault's file names. The file itself is always removed.
 ///
 /// ```swift
 /// let report = try vault.wipe()
@@ -13,8 +13,8 @@ public struct VaultWipeReport: Sendable, Equatable {
     /// Why a key the file names was left in the key store, nil when none was: the file did not prove that the
     /// key is this vault's (a file copied or renamed from another vault, or a legacy keyring item labelled for
     /// another service), or the key store did not complete the delete (a delete it asked to confirm and nobody
-    /// did; the key's secret is overwritten with random bytes first, and the next ``Vault/wipe()`` or
-    /// ``Vault/rotateKey()`` retries). Names files, services and items, never key material.
+    /// did; the key's secret is overwritten with random bytes first, and the next `Vault.wipe()` or
+    /// `Vault.rotateKey()` retries). Names files, services and items, never key material.
     public var keptKeyReason: String?
     /// What the key store may still keep of a key it deleted, and how to purge it, nil when its deletion is
     /// final: KeePassXC moves deleted entries to its Recycle Bin (when on, its default) and keeps an entry's
@@ -29,7 +29,7 @@ public struct VaultWipeReport: Sendable, Equatable {
     }
 }
 
-/// What ``Vault/rotateKey()`` did with the old master key. The items are always under the new key once it
+/// What `Vault.rotateKey()` did with the old master key. The items are always under the new key once it
 /// returns.
 ///
 /// ```swift
@@ -41,8 +41,8 @@ public struct VaultRotationReport: Sendable, Equatable {
     /// passphrase vault (nothing is stored) and when the old key was left (``keptKeyReason``).
     public var removedOldKey: Bool = false
     /// Why the old key is still in the key store, nil when it is not: a legacy item labelled for another
-    /// vault, or a delete the key store did not complete (retried by the next ``Vault/wipe()`` or
-    /// ``Vault/rotateKey()``).
+    /// vault, or a delete the key store did not complete (retried by the next `Vault.wipe()` or
+    /// `Vault.rotateKey()`).
     public var keptKeyReason: String?
     /// What the key store may still keep of the deleted old key, and how to purge it (see
     /// ``VaultWipeReport/remainingCopy``); nil when its deletion is final.

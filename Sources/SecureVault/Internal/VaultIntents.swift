@@ -20,7 +20,7 @@ import SystemLayer
 /// A delete the key store could not complete (a locked keyring, an access not approved, a delete the provider
 /// asked to confirm) is kept as `drop <vault id> <key id> <format> deferred`: an open never retries it (it
 /// would cost every launch a deadline, and on a desktop a dialog each time); the next explicit maintenance
-/// call (``Vault/wipe()``, ``Vault/rotateKey()``) does. A wipe whose key could not be deleted still removes
+/// call (`Vault.wipe()`, `Vault.rotateKey()`) does. A wipe whose key could not be deleted still removes
 /// the vault file, and leaves such a line for its key.
 struct VaultIntent: Equatable {
     enum Kind: String { case wipe, drop }
