@@ -9,9 +9,10 @@
 #                 then the multi-threaded and multi-process tests under ThreadSanitizer; writes torture-report.txt
 #   make fuzz     the libFuzzer targets under AddressSanitizer for FUZZ_SECONDS each (default 120)
 # And to install vaultctl (release build) with its man page and shell completions:
-#   make install PREFIX=/usr/local   bin/vaultctl, share/man/man1/vaultctl.1 (generated from the command
-#                     definitions by swift-argument-parser's generate-manual), bash, zsh and fish completions;
-#                     DESTDIR for staging; CONFIG=debug to install the debug build
+#   make release && make install PREFIX=$HOME/.local   (or `sudo make install PREFIX=/usr/local` after the
+#                     release build, made as yourself): bin/vaultctl, share/man/man1/vaultctl.1 (generated from
+#                     the command definitions by swift-argument-parser's generate-manual), bash, zsh and fish
+#                     completions; DESTDIR for staging; CONFIG=debug to install the debug build
 #   make man          the man page alone, in .build/man/vaultctl.1 (man -l .build/man/vaultctl.1)
 # And the API documentation (DocC, from the toolchain's docc; no package dependency):
 #   make api-check BASE=<commit>   what the public API of PrefsKV and SecureVault breaks since BASE
@@ -30,7 +31,7 @@ CLIENT := Examples/ClientApp
 BENCH_FLAGS := $(if $(filter-out 0,$(BENCH_QUICK)),--quick,)
 
 .PHONY: all bootstrap build demo doctor test torture fuzz fuzz-corpus bench bench-quick audit-first-open format clean \
-	install man docs api-check
+	install release man docs api-check
 
 all: build
 
@@ -130,11 +131,20 @@ format:
 PREFIX ?= /usr/local
 CONFIG ?= release
 
-# vaultctl, its man page and completions under $(DESTDIR)$(PREFIX).
-install: bootstrap
+# vaultctl and the man page generator, built as yourself (before a `sudo make install`).
+release: bootstrap
 	@scripts/build-checked.sh $(SWIFT) build -c $(CONFIG) --product vaultctl
 	@$(SWIFT) build -c $(CONFIG) --product generate-manual
-	@bin="$$($(SWIFT) build -c $(CONFIG) --show-bin-path)"; root="$(DESTDIR)$(PREFIX)"; set -e; \
+
+# vaultctl, its man page and completions under $(DESTDIR)$(PREFIX), from what `make release` built (built first
+# when missing; never as root by `sudo make install`, whose root may have no swift on its PATH).
+install:
+	@bin=.build/$(CONFIG); \
+	if [ ! -x "$$bin/vaultctl" ] || [ ! -x "$$bin/generate-manual" ]; then \
+		if [ "$$(id -u)" = 0 ] && [ -n "$${SUDO_USER:-}" ]; then \
+			echo "make install: run \`make release\` as yourself first" >&2; exit 1; fi; \
+		$(MAKE) --no-print-directory release CONFIG=$(CONFIG); fi; \
+	root="$(DESTDIR)$(PREFIX)"; set -e; \
 	install -d "$$root/bin" "$$root/share/man/man1" "$$root/share/bash-completion/completions" \
 		"$$root/share/zsh/site-functions" "$$root/share/fish/vendor_completions.d"; \
 	install -m 0755 "$$bin/vaultctl" "$$root/bin/vaultctl"; \
@@ -161,4 +171,4 @@ api-check: bootstrap
 	$(SWIFT) package diagnose-api-breaking-changes "$(BASE)" --products PrefsKV SecureVault
 
 clean:
-	rm -rf .build .build-fuzz .build-tsan $(BENCH)/.build $(BENCH)/.build-prof $(CLIENT)/.build
+	rm -rf .build .build-fuzz .build-tsan .build-docs $(BENCH)/.build $(BENCH)/.build-prof $(CLIENT)/.build

@@ -6,25 +6,45 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 swift=${SWIFT:-swift}
-graphs=.build/symbol-graphs
-# The graphs are kept between runs: an incremental build emits graphs only for the modules it recompiles.
-rm -rf .build/docs "$graphs/PrefsKV" "$graphs/SecureVault"
-mkdir -p "$graphs" .build/docs
-# A separate scratch path: the symbol-graph flags must not invalidate the main build.
-"$swift" build --scratch-path .build-docs --target SecureVault \
-    -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs" \
-    -Xswiftc -symbol-graph-minimum-access-level -Xswiftc public 2>&1 | grep -v 'prohibited flag(s): -pthread' | tail -1
+scratch=.build-docs
+graphs=$scratch/symbol-graphs
 docc=$(dirname "$(command -v "$swift")")/docc
-[ -x "$docc" ] || docc=$(command -v docc)
+[ -x "$docc" ] || docc=$(command -v docc || true)
+[ -n "$docc" ] || { echo "build-docs: no docc beside $swift or on PATH (it comes with the Swift toolchain)" >&2; exit 1; }
+
+build_graphs() {
+    # A scratch path of its own: the symbol-graph flags must not invalidate the main build. A module is given
+    # a graph only when it is compiled, so a build that finds nothing to do is started over.
+    local log
+    log=$(mktemp)
+    if ! "$swift" build --scratch-path "$scratch" --target SecureVault \
+        -Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc "$PWD/$graphs" \
+        -Xswiftc -symbol-graph-minimum-access-level -Xswiftc public >"$log" 2>&1; then
+        cat "$log" >&2
+        rm -f "$log"
+        exit 1
+    fi
+    rm -f "$log"
+}
+mkdir -p "$graphs"
+build_graphs
+if [ ! -f "$graphs/PrefsKV.symbols.json" ] || [ ! -f "$graphs/SecureVault.symbols.json" ]; then
+    rm -rf "$scratch"
+    mkdir -p "$graphs"
+    build_graphs
+fi
+rm -rf .build/docs
+mkdir -p .build/docs
 for module in PrefsKV SecureVault; do
-    only="$graphs/$module"
+    only="$graphs/only-$module"
+    rm -rf "$only"
     mkdir -p "$only"
     cp "$graphs/$module.symbols.json" "$only/"
     cp "$graphs/$module@"*.symbols.json "$only/" 2>/dev/null || true
     log=$(mktemp)
     "$docc" convert "Sources/$module/$module.docc" --additional-symbol-graph-dir "$only" \
         --fallback-display-name "$module" --fallback-bundle-identifier "dev.securevault.$module" \
-        --output-path ".build/docs/$module.doccarchive" >"$log" 2>&1 || { cat "$log"; exit 1; }
+        --output-path ".build/docs/$module.doccarchive" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
     if grep -q "warning:" "$log"; then
         grep -B1 -A3 "warning:" "$log" >&2
         echo "build-docs: DocC warned about $module (above); fix the catalog or the doc comments" >&2

@@ -5,7 +5,7 @@ let package = Package(
     name: "ClientApp",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(name: "SecureVault", path: "../..")   // or .package(url: "<this repository>", from: "0.1.0")
+        .package(name: "SecureVault", path: "../..")
     ],
     targets: [
         .executableTarget(

@@ -22,14 +22,18 @@ public final class ObservedPref<Value: Sendable>: Observable, Sendable {
     init(store: PrefsStore, key: PrefsKey<Value>) {
         self.store = store
         self.key = key
-        current = SanitizedMutex(store[key])
-        let observation = store.observe(key) { [weak self] value in self?.update(value) }
+        current = SanitizedMutex(key.defaultValue)
+        // Subscribed before the first read: a write in between is seen.
+        let observation = store.observe(key) { [weak self] _ in self?.refresh() }
         self.observation.withLock { $0 = observation }
+        refresh()
     }
 
-    /// The key's value (tracked by Observation).
+    /// The key's value (tracked by Observation). A key with a lifetime is read from the store each time, so
+    /// an expired value is never returned (expiry itself raises no change).
     public var value: Value {
         registrar.access(self, keyPath: \.value)
+        if key.expiresAfter != nil { return store[key] }
         return current.withLock { $0 }
     }
 
@@ -42,9 +46,11 @@ public final class ObservedPref<Value: Sendable>: Observable, Sendable {
         try store.set(newValue, for: key)
     }
 
-    private func update(_ newValue: Value) {
+    /// Takes the store's value now, under the model's lock: callbacks on the writing thread and the watcher's
+    /// queue may interleave, and the later one must never leave an older value.
+    private func refresh() {
         registrar.withMutation(of: self, keyPath: \.value) {
-            current.withLock { $0 = newValue }
+            current.withLock { $0 = store[key] }
         }
     }
 }

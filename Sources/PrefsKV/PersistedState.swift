@@ -189,7 +189,9 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         guard let store else { return PrefsObservation {} }
         return store.observe { [weak self] change in
             guard let self, change.keys.contains(self.name) else { return }
-            callback(change.isExternal ? self.rehydrate() : self.value)
+            // Hydrated again even for this process's changes: the key may have been written around the state
+            // (through its typed key, say), not only through `set`.
+            callback(self.rehydrate())
         }
     }
 
@@ -203,7 +205,11 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(16))
         let observation = observe { continuation.yield($0) }
         continuation.yield(value)
-        continuation.onTermination = { _ in observation.cancel() }
+        // The stream keeps the state (and its store) alive until it ends.
+        continuation.onTermination = { [self] _ in
+            observation.cancel()
+            _ = self
+        }
         return stream
     }
 
@@ -360,8 +366,9 @@ extension PrefsStore {
 }
 
 extension PersistedState where Value: Codable {
-    /// The state kept under `key` (its name and default): a key's values are this state at version 0, so a
-    /// state with a higher version and a migration takes over what the key wrote.
+    /// The state kept under `key` (its name and default): a Codable key's values are this state at version 0,
+    /// so a state with a higher version and a migration takes over what the key wrote. A key of one of the
+    /// store's own types (`PrefsKey<Int>`...) is stored as that type, not as a state: passing one traps.
     ///
     /// ```swift
     /// let theme = PersistedState(PrefsKeys.theme, store: ui)                  // reads what store[.theme] wrote
@@ -373,6 +380,10 @@ extension PersistedState where Value: Codable {
         _ key: PrefsKey<Value>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
         migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
     ) {
+        precondition(
+            key.storedAsState,
+            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
+                + "declare the state by name, or the key with a Codable type of the app's")
         self.init(
             name: key.name, version: version, defaults: key.defaultValue, store: store, logger: logger, migrate: migrate)
     }

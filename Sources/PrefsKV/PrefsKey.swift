@@ -33,10 +33,13 @@ public final class PrefsKey<Value: Sendable>: PrefsKeys, @unchecked Sendable {
 
     let read: @Sendable (PrefsStore, String) throws -> Value?
     let write: @Sendable (inout PrefsTransaction, Value, String, Duration?) throws -> Void
+    /// Whether the value is stored as a version-0 state (a Codable key), so a ``PersistedState`` can take it.
+    let storedAsState: Bool
 
     // Immutable after init: every stored property is a `let` of a Sendable type.
     private init(
         _ name: String, default defaultValue: Value, expiresAfter: Duration?,
+        storedAsState: Bool = false,
         read: @escaping @Sendable (PrefsStore, String) throws -> Value?,
         write: @escaping @Sendable (inout PrefsTransaction, Value, String, Duration?) throws -> Void
     ) {
@@ -46,6 +49,7 @@ public final class PrefsKey<Value: Sendable>: PrefsKeys, @unchecked Sendable {
         self.expiresAfter = expiresAfter
         self.read = read
         self.write = write
+        self.storedAsState = storedAsState
         super.init()
     }
 
@@ -55,7 +59,7 @@ public final class PrefsKey<Value: Sendable>: PrefsKeys, @unchecked Sendable {
     public convenience init(_ name: String, default defaultValue: Value, expiresAfter: Duration? = nil)
     where Value: Codable {
         self.init(
-            name, default: defaultValue, expiresAfter: expiresAfter,
+            name, default: defaultValue, expiresAfter: expiresAfter, storedAsState: true,
             read: { store, key in
                 guard let stored = try store.decode(Envelope<Value>.self, forKey: key) else { return nil }
                 guard stored.version == 0 else {
@@ -151,9 +155,14 @@ extension PrefsStore {
         do {
             return try value(of: key)
         } catch {
-            configuration.logger.error(
-                "store \(path): key \"\(key.name)\" cannot be read as its declared type, so its default is used: \(error)",
-                metadata: ["prefskv.path": "\(path)", "prefskv.key": "\(key.name)"])
+            // Once per key and handle (a render loop reads it every frame), and the code only: a decoding
+            // error's text can quote the stored value.
+            if loggedUnreadableKeys.withLock({ $0.insert(key.name).inserted }) {
+                let code = (error as? PrefsError)?.code.description ?? "decoding failed"
+                configuration.logger.error(
+                    "store \(path): key \"\(key.name)\" cannot be read (\(code)), so its default is used",
+                    metadata: ["prefskv.path": "\(path)", "prefskv.key": "\(key.name)"])
+            }
             return key.defaultValue
         }
     }
@@ -213,7 +222,11 @@ extension PrefsStore {
         let (stream, continuation) = AsyncStream<Value>.makeStream(bufferingPolicy: .bufferingNewest(16))
         let observation = observe(key) { continuation.yield($0) }
         continuation.yield(self[key])
-        continuation.onTermination = { _ in observation.cancel() }
+        // The stream keeps the store (and so its observers) alive until it ends.
+        continuation.onTermination = { [self] _ in
+            observation.cancel()
+            _ = self
+        }
         return stream
     }
 }

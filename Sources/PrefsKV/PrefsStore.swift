@@ -37,6 +37,8 @@ public final class PrefsStore: Sendable {
     /// programmer error that would deadlock on `gate`; it traps with a message instead.
     let transactionThread = Atomic<UInt>(0)
     let observers = SanitizedMutex(ObserverRegistry())
+    /// The typed keys whose unreadable value this handle has logged (once each: `store[key]`).
+    let loggedUnreadableKeys = SanitizedMutex<Set<String>>([])
 
     /// Opens the store `id` in `directory`, creating it (and the directory, mode 0700) when absent. A relative
     /// `directory` is relative to the working directory (an empty one is the working directory itself); keep

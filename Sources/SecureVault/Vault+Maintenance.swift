@@ -346,9 +346,10 @@ extension Vault {
     func withVaultLock<R>(_ body: () throws(VaultError) -> R) throws(VaultError) -> R {
         let thread = Sys.threadID()
         if Self.lockHolders.withLock({ $0[lockPath] == thread }) { return try body() }
-        try checkDirectory(create: true)
         var locked: Int32?
         while locked == nil {
+            // On every pass: a first write that failed removes the directory it made, with its lock file.
+            try checkDirectory(create: true)
             let fd: Int32
             switch Sys.openLockFile(lockPath) {
             case .success(let opened): fd = opened

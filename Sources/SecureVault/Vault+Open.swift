@@ -20,22 +20,23 @@ extension Vault {
         if let existing = try openExisting() { return existing }
         guard create else { return nil }
 
-        do {
-            return try withVaultLock { () throws(VaultError) -> PrefsStore in
-                // Another process may have created it while we waited for the lock.
-                if let existing = try openExisting() { return existing }
+        return try withVaultLock { () throws(VaultError) -> PrefsStore in
+            // Another process may have created it while we waited for the lock.
+            if let existing = try openExisting() { return existing }
+            do throws(VaultError) {
                 var identity = KeyIdentity.random(kind: configuration.keyStore.kind)
                 let masterKey = try keys.create(&identity)
                 let sealer = VaultSealer(masterKey: masterKey, identity: identity, service: service)
                 return try adopt(sealer: sealer)
+            } catch {
+                // A first write that failed (no key store, say) leaves nothing behind: not the directory it made.
+                // Still holding the lock: a waiter finds the lock file gone and locks a new one (withVaultLock).
+                if createdDirectory, !Sys.exists(path) {
+                    _ = Sys.removeIfPresent(lockPath)
+                    _ = Sys.removeDirectoryIfEmpty(storeDirectory)
+                }
+                throw error
             }
-        } catch {
-            // A first write that failed (no key store, say) leaves nothing behind: not the directory it made.
-            if createdDirectory {
-                _ = Sys.removeIfPresent(lockPath)
-                _ = Sys.removeDirectoryIfEmpty(storeDirectory)
-            }
-            throw error
         }
     }
 

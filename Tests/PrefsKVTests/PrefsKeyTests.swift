@@ -125,4 +125,52 @@ extension PrefsKeys {
         while Date() < deadline && changed.withLock({ $0 }) < 2 { try await Task.sleep(for: .milliseconds(10)) }
         #expect(changed.withLock { $0 } == 2 && remote.value == "theirs")
     }
+
+    // MARK: Review findings
+
+    /// An enum key holding a case the app does not know: the default, and one logged error (not one per read)
+    /// that never quotes the stored value (a decoding error's text would).
+    @Test func anUnknownCaseIsLoggedOnceWithoutTheValue() throws {
+        struct RawState: Encodable { var state: String; var version: Int }
+        let log = LogCapture()
+        let dir = try TempDir("keys-unknown-case")
+        let store = try PrefsStore(id: "ui", directory: dir.path, configuration: {
+            var configuration = PrefsStore.Configuration()
+            configuration.logger = log.logger
+            return configuration
+        }())
+        try store.setCodable(RawState(state: "purple-secret", version: 0), forKey: "theme")
+        for _ in 0..<5 { #expect(store[.keyTheme] == .system) }
+        #expect(log.errors.count == 1, "\(log.errors)")
+        #expect(log.errors.allSatisfy { !$0.contains("purple") }, "\(log.errors)")
+    }
+
+    @Test func anObservedKeyWithALifetimeNeverShowsAnExpiredValue() throws {
+        let dir = try TempDir("keys-observed-expiry")
+        let store = try openStore(dir)
+        let hint = store.observable(.hint)
+        try hint.set("gone at once")
+        #expect(hint.value == "", "expired: the default")
+    }
+
+    /// A stream keeps its source alive: a state or store nobody else holds still reports its changes.
+    @Test func aStreamWhoseSourceIsNotHeldElsewhereStillReports() async throws {
+        let dir = try TempDir("keys-stream-owner")
+        let store = try openStore(dir)
+        var states = PersistedState(PrefsKeys.keyTheme, store: store).values().makeAsyncIterator()
+        var values = try openStore(dir).values(of: PrefsKeys.keyTheme).makeAsyncIterator()
+        #expect(await states.next() == .system)
+        #expect(await values.next() == .system)
+        try store.set(.dark, for: .keyTheme)
+        #expect(await states.next() == .dark, "the state was released with its stream")
+        #expect(await values.next() == .dark, "the store was released with its stream")
+    }
+
+    @Test func aPersistedStateOnAKeyOfTheStoresOwnTypeTraps() async {
+        await #expect(processExitsWith: .failure) {
+            let dir = try TempDir("keys-native-state")
+            let store = try openStore(dir)
+            _ = PersistedState(PrefsKeys.fontSize, store: store)
+        }
+    }
 }

@@ -67,18 +67,25 @@ struct StoreTarget {
     /// Opens the store with `recovery: .fail` (creating it only when `creating`). A damaged store answers
     /// `corrupted` (exit 65) pointing at `prefs repair`; nothing is recovered or rewritten.
     func open(creating: Bool = false) throws -> PrefsStore {
-        if creating { try options.checkDirectoryToCreate() } else { try requireExisting() }
-        // An open makes the store's lock file; one that fails on a file that is no store must not leave it
-        // behind (reading commands create nothing).
-        let lockPath = dataPath + ".lock"
-        let lockExisted = fileExists(lockPath)
+        if creating {
+            try options.checkDirectoryToCreate()
+        } else {
+            try requireExisting()
+            // An open makes the store's lock file: a file that is no store at all is refused from its header
+            // first (a read that makes nothing), so that a reading command never leaves one behind.
+            do {
+                _ = try PrefsStore.inspect(id: id, directory: directory)
+            } catch let error as PrefsError where error.code == .notAStore {
+                throw unreadable(error)
+            } catch {
+                // Anything else is the open's to answer (a damaged header page the copy stands in for, ...).
+            }
+        }
         do {
             return try PrefsStore(id: id, directory: directory, configuration: configuration(recovery: .fail))
         } catch let error as PrefsError where error.code == .corrupted {
-            if !lockExisted { _ = Sys.removeIfPresent(lockPath) }
             throw damaged(error)
         } catch let error as PrefsError where error.code == .notAStore {
-            if !lockExisted { _ = Sys.removeIfPresent(lockPath) }
             throw unreadable(error)
         }
     }
