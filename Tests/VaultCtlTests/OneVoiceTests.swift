@@ -131,4 +131,17 @@ import Testing
         #expect(keys.status == 0 && keys.standardOutput == list.standardOutput, "\(keys)\(list)")
         #expect(keys.standardOutput.hasPrefix("KEY"), "\(keys)")
     }
+
+    /// `vault lock` uses no directory: its help does not offer --dir, and the global options still work.
+    @Test func vaultLockShowsNoDirectoryOptionButTheGlobalOptionsWork() throws {
+        let help = try ChildProcess.run(Self.vaultctl, ["vault", "lock", "--help"])
+        #expect(help.status == 0 && !help.standardOutput.contains("--dir"), "\(help)")
+        #expect(help.standardOutput.contains("--json"), "the discussion names --json: \(help)")
+        let scratch = try Scratch()
+        let json = try scratch.run(["--json", "vault", "lock"])
+        #expect(json.status == 69, "no session bus: \(json)")
+        #expect(json.standardOutput.contains("\"code\" : \"unavailable\""), "--json still applies: \(json)")
+        let after = try scratch.run(["vault", "lock", "--json"])
+        #expect(after.standardOutput.contains("\"code\" : \"unavailable\""), "\(after)")
+    }
 }

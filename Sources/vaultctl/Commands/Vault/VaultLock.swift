@@ -14,10 +14,13 @@ extension VaultGroup {
                 never prompts; locking a locked keyring succeeds. Needs no --service. No session bus, no \
                 Secret Service or no default keyring exits 69.
 
-                Prints "locked the default keyring". JSON: {"locked": true}.
+                Prints "locked the default keyring". JSON (--json, as on every command): {"locked": true}. \
+                --verbose explains on stderr.
                 """)
 
-        @OptionGroup var options: GlobalOptions
+        // Hidden from this command's help: it uses no directory, so --dir means nothing here (it is accepted, as
+        // on every command); --json and --verbose work as everywhere (the discussion says so).
+        @OptionGroup(visibility: .hidden) var options: GlobalOptions
 
         func answer(console: Console) throws -> Answer {
             let found: Bool
