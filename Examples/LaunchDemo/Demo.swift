@@ -210,11 +210,13 @@ struct Demo {
         detail(
             "hydrate \(Self.format(report.hydrateMilliseconds)) (budget \(Int(Self.hydrateBudget)); store "
                 + (report.storeFileExisted ? "open" : "created, with fsyncs,")
-                + " \(Self.format(report.storeOpenMilliseconds)))   "
-                + "token read \(Self.format(report.tokenReadMilliseconds)) (budget \(Int(Self.tokenReadBudget))"
-                + (report.vaultFileExisted ? ")" : "; no vault file, no keyring call)")
-                + "   errors \(report.errors.count)")
-        detail("whole process \(Self.format(wall)) (spawn to exit: the runtime's start and exit included)")
+                + " \(Self.format(report.storeOpenMilliseconds)))")
+        detail(
+            "token read \(Self.format(report.tokenReadMilliseconds)) (budget \(Int(Self.tokenReadBudget))"
+                + (report.vaultFileExisted ? ")" : "; no vault file, no keyring call)"))
+        detail(
+            "whole process \(Self.format(wall)) (spawn to exit, the runtime's start included)   errors "
+                + "\(report.errors.count)")
         for error in report.errors { detail("logged: \(error)") }
         if let action = report.action { detail(action) }
         return report
