@@ -344,12 +344,21 @@ extension Vault {
     /// on a file no longer there, so a lock is kept only when the path still names the locked file, and taken
     /// again on the new one otherwise.
     func withVaultLock<R>(_ body: () throws(VaultError) -> R) throws(VaultError) -> R {
+        try withVaultLockNotingDirectory { (_: Bool) throws(VaultError) -> R in try body() }
+    }
+
+    /// ``withVaultLock(_:)``, telling `body` whether this call created the vault's directory (on its way to the
+    /// lock: a first write that failed in another process may have removed it meanwhile).
+    func withVaultLockNotingDirectory<R>(_ body: (_ createdDirectory: Bool) throws(VaultError) -> R)
+        throws(VaultError) -> R
+    {
         let thread = Sys.threadID()
-        if Self.lockHolders.withLock({ $0[lockPath] == thread }) { return try body() }
+        if Self.lockHolders.withLock({ $0[lockPath] == thread }) { return try body(false) }
         var locked: Int32?
+        var createdDirectory = false
         while locked == nil {
             // On every pass: a first write that failed removes the directory it made, with its lock file.
-            try checkDirectory(create: true)
+            if try checkDirectory(create: true) { createdDirectory = true }
             let fd: Int32
             switch Sys.openLockFile(lockPath) {
             case .success(let opened): fd = opened
@@ -380,7 +389,7 @@ extension Vault {
             Self.lockHolders.withLock { $0[lockPath] = nil }
             Sys.close(fd)
         }
-        return try body()
+        return try body(createdDirectory)
     }
 
     /// Which thread of this process holds each vault lock file.

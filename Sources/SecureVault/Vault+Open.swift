@@ -20,7 +20,7 @@ extension Vault {
         if let existing = try openExisting() { return existing }
         guard create else { return nil }
 
-        return try withVaultLock { () throws(VaultError) -> PrefsStore in
+        return try withVaultLockNotingDirectory { (madeDirectory: Bool) throws(VaultError) -> PrefsStore in
             // Another process may have created it while we waited for the lock.
             if let existing = try openExisting() { return existing }
             do throws(VaultError) {
@@ -31,7 +31,7 @@ extension Vault {
             } catch {
                 // A first write that failed (no key store, say) leaves nothing behind: not the directory it made.
                 // Still holding the lock: a waiter finds the lock file gone and locks a new one (withVaultLock).
-                if createdDirectory, !Sys.exists(path) {
+                if createdDirectory || madeDirectory, !Sys.exists(path) {
                     _ = Sys.removeIfPresent(lockPath)
                     _ = Sys.removeDirectoryIfEmpty(storeDirectory)
                 }

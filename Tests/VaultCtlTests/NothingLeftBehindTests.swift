@@ -73,3 +73,32 @@ import Testing
         #expect(Self.tree(root) == ["vault", "vault.key"], "\(Self.tree(root))")
     }
 }
+
+extension NothingLeftBehindTests {
+    /// Two processes making the same vault's first write at once, both failing (no session bus): each removes
+    /// what it made only while it holds the vault lock, so neither fails for the other's cleanup (a lock file or
+    /// directory removed under it) and nothing is left; twenty rounds.
+    @Test func twoFirstWritesThatFailAtOnceLeaveNothingAndFailOnlyForTheirOwnReason() throws {
+        let root = try Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let result = try ChildProcess.run(
+            "/bin/bash",
+            [
+                "-c",
+                """
+                for r in $(seq 1 20); do
+                  "$V" --dir "$R/vault" vault set --service app s <<< tok > /dev/null 2> "$R/a.err" & a=$!
+                  "$V" --dir "$R/vault" vault set --service app s <<< tok > /dev/null 2> "$R/b.err" & b=$!
+                  wait $a; ra=$?; wait $b; rb=$?
+                  echo "$ra $rb $(cut -d: -f2 "$R/a.err" | head -1)$(cut -d: -f2 "$R/b.err" | head -1) $(ls "$R" | grep -v err | tr '\\n' ' ')"
+                  rm -f "$R"/*.err
+                done
+                """,
+            ],
+            environment: ["V": Self.vaultctl, "R": root, "DBUS_SESSION_BUS_ADDRESS": nil])
+        #expect(result.lines.count == 20, "\(result)")
+        for line in result.lines {
+            #expect(line == "69 69  unavailable unavailable ", "each fails for want of a key store, and nothing is left: \(line)")
+        }
+    }
+}
