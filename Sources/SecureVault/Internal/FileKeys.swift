@@ -186,23 +186,9 @@ struct FileKeys: Sendable {
     /// through links) of this user that others can neither read nor write (the ssh rule), unless
     /// `checkingOwner` is false (systemd's own credentials directory).
     private func readKeyFile(_ path: String, checkingOwner: Bool = true) throws(VaultError) -> SecretBytes? {
-        let fd: Int32
-        switch Sys.openFollowingLinks(path, nonBlocking: true) {
-        case .success(let opened): fd = opened
-        case .failure(let error) where error == .noEntry: return nil
-        case .failure(let error): throw VaultError.syscall(error, "reading \(operation): cannot open \(path)", path: path)
-        }
+        guard let (fd, info) = try openChecked(path, what: "key file", followingLinks: true, checkingOwner: checkingOwner)
+        else { return nil }
         defer { Sys.close(fd) }
-        let info: FileStatus
-        switch Sys.fstat(fd) {
-        case .success(let found): info = found
-        case .failure(let error): throw VaultError.syscall(error, "reading \(operation): cannot inspect \(path)", path: path)
-        }
-        guard info.isRegular else {
-            throw VaultError(
-                code: .permissionDenied, message: "reading \(operation): \(path) is not a regular file", path: path)
-        }
-        if checkingOwner { try VaultError.requirePrivate(info, path, what: "key file") }
         guard info.size == Self.rootLength else {
             throw VaultError(
                 code: .wrongKey,
@@ -230,28 +216,47 @@ struct FileKeys: Sendable {
     /// A small file of this vault's (a wrapped key, a credential file), nil when it does not exist. A symbolic
     /// link, a file of another user, or one others may read or write is refused before it is read.
     private func readOwnFile(_ path: String, what: String, limit: Int) throws(VaultError) -> [UInt8]? {
-        let fd: Int32
-        switch Sys.open(path, .readOnlyNonBlocking) {
-        case .success(let opened): fd = opened
-        case .failure(let error) where error == .noEntry: return nil
-        case .failure(let error): throw VaultError.syscall(error, "reading \(operation): cannot open the \(what) \(path)", path: path)
+        guard let (fd, _) = try openChecked(path, what: what, followingLinks: false, checkingOwner: true) else {
+            return nil
         }
         defer { Sys.close(fd) }
-        switch Sys.fstat(fd) {
-        case .success(let info):
-            guard info.isRegular else {
-                throw VaultError(
-                    code: .permissionDenied, message: "reading \(operation): the \(what) \(path) is not a regular file",
-                    path: path)
-            }
-            try VaultError.requirePrivate(info, path, what: "the \(what)")
-        case .failure(let error):
-            throw VaultError.syscall(error, "reading \(operation): cannot inspect the \(what) \(path)", path: path)
-        }
         guard let bytes = Sys.readSmallFile(fd, limit: limit) else {
             throw VaultError(code: .io, message: "reading \(operation): cannot read the \(what) \(path)", path: path)
         }
         return bytes
+    }
+
+    /// Opens `path` without blocking (a FIFO planted there opens at once) and checks, on the descriptor, that it is
+    /// a regular file and (when `checkingOwner`) this user's and closed to others. Nil when it does not exist;
+    /// the caller closes the descriptor.
+    private func openChecked(_ path: String, what: String, followingLinks: Bool, checkingOwner: Bool)
+        throws(VaultError) -> (Int32, FileStatus)?
+    {
+        let fd: Int32
+        switch followingLinks ? Sys.openFollowingLinks(path, nonBlocking: true) : Sys.open(path, .readOnlyNonBlocking) {
+        case .success(let opened): fd = opened
+        case .failure(let error) where error == .noEntry: return nil
+        case .failure(let error):
+            throw VaultError.syscall(error, "reading \(operation): cannot open the \(what) \(path)", path: path)
+        }
+        do throws(VaultError) {
+            let info: FileStatus
+            switch Sys.fstat(fd) {
+            case .success(let found): info = found
+            case .failure(let error):
+                throw VaultError.syscall(error, "reading \(operation): cannot inspect the \(what) \(path)", path: path)
+            }
+            guard info.isRegular else {
+                throw VaultError(
+                    code: .permissionDenied,
+                    message: "reading \(operation): the \(what) \(path) is not a regular file", path: path)
+            }
+            if checkingOwner { try VaultError.requirePrivate(info, path, what: "the \(what)") }
+            return (fd, info)
+        } catch {
+            Sys.close(fd)
+            throw error
+        }
     }
 
     /// ``KeyStore/createKeyFile(at:)``: published whole (a crash never leaves a short key file), never over
