@@ -362,6 +362,7 @@ extension Vault {
             let fd: Int32
             switch Sys.openLockFile(lockPath) {
             case .success(let opened): fd = opened
+            case .failure(let error) where error == .noEntry: continue  // the directory went meanwhile: again
             case .failure(let error): throw fileError(error, "cannot lock", lockPath)
             }
             // A lock file planted by another user, or one others may use, is refused before it is locked.
