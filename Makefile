@@ -20,8 +20,15 @@
 #   make docs         .build/docs/PrefsKV.doccarchive and SecureVault.doccarchive, from the catalogs in
 #                     Sources/*/<module>.docc and the modules' symbol graphs; fails on any DocC warning
 # And the benchmarks (Benchmarks/, their own package; Documentation/Performance.md):
-#   make bench        release build, full run (a few minutes); report on stdout and in Benchmarks/results/
-#   make bench-quick  the same in quick mode (under a minute after the build); BENCH_QUICK=1 make bench too
+#   make bench        release build, full run (about 6 minutes): the side-by-side report, then the scaling curves
+#                     (10 to 1,000,000 keys, 8 B to 1 MiB values) drawn into Documentation/curves-*.png; reports
+#                     on stdout and in Benchmarks/results/
+#   make bench-quick  the same in quick mode (under a minute after the build; plots go to Benchmarks/results/);
+#                     BENCH_QUICK=1 make bench too
+#   make bench-curves the scaling curves alone
+#   make bench-check  instruction counts of the hot paths under callgrind; fails when one grew by more than 5%
+#                     over Benchmarks/instructions.txt (make test runs it as a warning);
+#                     make bench-check-update rewrites that file (scripts/bench-check.sh)
 #   make audit-first-open  a fresh process's first open under callgrind: its instruction count, and a failure if
 #                     it builds Swift type metadata at run time (scripts/audit-first-open.sh)
 SWIFT ?= swift
@@ -30,8 +37,8 @@ BENCH := Benchmarks
 CLIENT := Examples/ClientApp
 BENCH_FLAGS := $(if $(filter-out 0,$(BENCH_QUICK)),--quick,)
 
-.PHONY: all bootstrap build demo doctor test torture fuzz fuzz-corpus bench bench-quick audit-first-open format clean \
-	install release man docs api-check
+.PHONY: all bootstrap build demo doctor test torture fuzz fuzz-corpus bench bench-quick bench-curves bench-check \
+	bench-check-update bench-curves-run audit-first-open format clean install release man docs api-check
 
 all: build
 
@@ -58,7 +65,8 @@ doctor: bootstrap
 # checking that every workload produced figures (not the timings). Before it, Examples/ClientApp (its own
 # package, depending on this one by path, as an app does) is built and run: the README's snippets, verbatim;
 # then an install is checked (scripts/check-install.sh) and the DocC archives built (scripts/build-docs.sh,
-# failing on any DocC warning). The library's suites run last.
+# failing on any DocC warning). The hot paths' instruction counts are compared with the committed ones (a warning
+# only: scripts/bench-check.sh --warn). The library's suites run last.
 test: bootstrap
 	@scripts/build-checked.sh $(SWIFT) build --build-tests
 	@scripts/build-checked.sh $(SWIFT) build --build-tests --package-path $(BENCH)
@@ -67,6 +75,7 @@ test: bootstrap
 	@scripts/check-install.sh
 	@scripts/build-docs.sh
 	$(KEYRING) $(SWIFT) test --skip-build --package-path $(BENCH)
+	@scripts/bench-check.sh --warn
 	$(KEYRING) $(SWIFT) test --skip-build
 
 TORTURE_SECONDS ?= 900
@@ -118,6 +127,24 @@ bench: bootstrap
 	@mkdir -p $(BENCH)/results
 	$(KEYRING) $(BENCH)/.build/release/prefskv-bench $(BENCH_FLAGS) \
 		--json $(BENCH)/results/latest.json --markdown $(BENCH)/results/latest.md
+	@$(MAKE) --no-print-directory bench-curves-run
+
+# The curves of a full run are committed (Documentation/curves-keys.png, curves-values.png); quick ones are not.
+bench-curves: bootstrap
+	@scripts/build-checked.sh $(SWIFT) build -c release --package-path $(BENCH)
+	@mkdir -p $(BENCH)/results
+	@$(MAKE) --no-print-directory bench-curves-run
+
+bench-curves-run:
+	$(BENCH)/.build/release/prefskv-bench curves $(BENCH_FLAGS) \
+		--json $(BENCH)/results/curves.json --markdown $(BENCH)/results/curves.md
+	scripts/plot-curves.sh $(BENCH)/results/curves.json $(if $(BENCH_FLAGS),$(BENCH)/results,Documentation)
+
+bench-check: bootstrap
+	@scripts/bench-check.sh
+
+bench-check-update: bootstrap
+	@scripts/bench-check.sh --update
 
 bench-quick:
 	@$(MAKE) --no-print-directory bench BENCH_QUICK=1

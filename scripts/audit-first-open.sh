@@ -9,11 +9,7 @@
 #   scripts/audit-first-open.sh          (make audit-first-open)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-cd "$root/Benchmarks"
-# valgrind 3.19 cannot read the DWARF 5 of a normal build: no debug information at all.
-scratch=.build-prof
-swift build -c release --scratch-path "$scratch" -Xswiftc -gnone -Xcc -g0 >/dev/null
-bin="$scratch/release/prefskv-bench"
+bin=$("$root/scripts/prof-build.sh")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$bin" worker set-int prefskv "$work/store" 10 >/dev/null

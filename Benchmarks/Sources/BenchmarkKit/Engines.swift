@@ -1,4 +1,5 @@
 // The stores under test behind one small protocol, so that every workload runs the same loop on each.
+public import FoundationEssentials
 import PrefsKV
 @_spi(Testing) import SecureVault
 
@@ -7,6 +8,9 @@ public protocol KVEngine: AnyObject {
     func setInt(_ key: String, _ value: Int) throws
     func setString(_ key: String, _ value: String) throws
     func getInt(_ key: String) throws -> Int?
+    /// A value of any size (the value-size curves); a get returns a copy the caller owns, in every engine.
+    func setBytes(_ key: String, _ value: Data) throws
+    func getBytes(_ key: String) throws -> Data?
     /// SQLite "one transaction for all": BEGIN before the timed loop, COMMIT inside the timed section.
     func beginBatch() throws
     func endBatch() throws
@@ -106,5 +110,7 @@ final class PrefsEngine: KVEngine {
     func setInt(_ key: String, _ value: Int) throws { try store.set(value, forKey: key) }
     func setString(_ key: String, _ value: String) throws { try store.set(value, forKey: key) }
     func getInt(_ key: String) throws -> Int? { try store.int(forKey: key) }
+    func setBytes(_ key: String, _ value: Data) throws { try store.set(value, forKey: key) }
+    func getBytes(_ key: String) throws -> Data? { try store.data(forKey: key) }
     var files: [String] { [store.path] }
 }

@@ -1,5 +1,6 @@
 // LMDB with a write transaction per put (as a key-value store for app state would use it).
 import CLMDB
+import FoundationEssentials
 import Glibc
 
 final class LMDBEngine: KVEngine {
@@ -59,6 +60,15 @@ final class LMDBEngine: KVEngine {
     }
 
     func getInt(_ key: String) throws -> Int? {
+        try withValue(key) { v in
+            guard v.mv_size == 8 else { throw BenchError("lmdb: value of \(v.mv_size) bytes") }
+            return Int(Int64(littleEndian: v.mv_data.loadUnaligned(as: Int64.self)))
+        }
+    }
+
+    /// Looks `key` up in the renewed read transaction and hands `body` the value while the transaction holds it.
+    @inline(__always)
+    private func withValue<R>(_ key: String, _ body: (MDB_val) throws -> R) throws -> R? {
         if let reader {
             try check(mdb_txn_renew(reader), "mdb_txn_renew")
         } else {
@@ -66,15 +76,22 @@ final class LMDBEngine: KVEngine {
         }
         defer { mdb_txn_reset(reader) }
         var key = key
-        return try key.withUTF8 { utf8 -> Int? in
+        return try key.withUTF8 { utf8 -> R? in
             var k = MDB_val(mv_size: utf8.count, mv_data: UnsafeMutableRawPointer(mutating: utf8.baseAddress))
             var v = MDB_val()
             let rc = mdb_get(reader, dbi, &k, &v)
             if rc == MDB_NOTFOUND { return nil }
             try check(rc, "mdb_get")
-            guard v.mv_size == 8 else { throw BenchError("lmdb: value of \(v.mv_size) bytes") }
-            return Int(Int64(littleEndian: v.mv_data.loadUnaligned(as: Int64.self)))
+            return try body(v)
         }
+    }
+
+    func setBytes(_ key: String, _ value: Data) throws {
+        try value.withUnsafeBytes { try put(key, $0) }
+    }
+
+    func getBytes(_ key: String) throws -> Data? {
+        try withValue(key) { Data(bytes: $0.mv_data, count: $0.mv_size) }
     }
 
     var files: [String] { [directory] }

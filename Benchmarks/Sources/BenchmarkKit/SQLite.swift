@@ -1,5 +1,6 @@
 // SQLite as an app would use it for key-value state: one table, WAL, prepared statements.
 import CSQLite
+import FoundationEssentials
 
 final class SQLiteEngine: KVEngine {
     private var db: OpaquePointer?
@@ -79,13 +80,36 @@ final class SQLiteEngine: KVEngine {
     }
 
     func getInt(_ key: String) throws -> Int? {
+        try withRow(key) { Int(sqlite3_column_int64(get, 0)) }
+    }
+
+    /// Runs the get statement for `key` and hands `body` the row while the statement holds it.
+    @inline(__always)
+    private func withRow<R>(_ key: String, _ body: () -> R) throws -> R? {
         try withKey(key, get) {
             defer { sqlite3_reset(get) }
             switch sqlite3_step(get) {
-            case SQLITE_ROW: return Int(sqlite3_column_int64(get, 0))
+            case SQLITE_ROW: return body()
             case SQLITE_DONE: return nil
             default: throw BenchError("sqlite: get: \(String(cString: sqlite3_errmsg(db)))")
             }
+        }
+    }
+
+    func setBytes(_ key: String, _ value: Data) throws {
+        try withKey(key, put) {
+            try value.withUnsafeBytes { bytes in
+                sqlite3_bind_blob(put, 2, bytes.baseAddress, Int32(bytes.count), nil)
+                try stepPut()
+            }
+        }
+    }
+
+    func getBytes(_ key: String) throws -> Data? {
+        try withRow(key) {
+            let count = Int(sqlite3_column_bytes(get, 0))
+            guard count > 0, let blob = sqlite3_column_blob(get, 0) else { return Data() }
+            return Data(bytes: blob, count: count)
         }
     }
 

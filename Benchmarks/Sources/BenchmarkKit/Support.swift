@@ -21,11 +21,16 @@ public struct Measured: Sendable {
 public func measure(_ body: () throws -> Void) rethrows -> Measured {
     malloc_counter_start()
     let start = monotonicNanoseconds()
-    try body()
+    try measuredRegion(body)
     let end = monotonicNanoseconds()
     let allocations = malloc_counter_stop()
     return Measured(nanoseconds: end - start, allocations: allocations)
 }
+
+/// Runs the timed section of every workload: one function, never inlined, so that callgrind can count the
+/// instructions inside it and nothing else (`--toggle-collect='*measuredRegion*'`: scripts/bench-check.sh).
+@inline(never)
+public func measuredRegion(_ body: () throws -> Void) rethrows { try body() }
 
 /// Peak resident set size of this process, in KiB: `VmHWM` of /proc/self/status. (`getrusage`'s ru_maxrss
 /// survives execve on Linux, so a worker would report its parent's peak.)

@@ -184,6 +184,9 @@ public enum Worker {
             case "get": result = try gets(engine, directory, count, passes: Int(argument) ?? 10)
             case "cold":
                 result = try cold(engine, directory, key: argument, after: arguments.count > 5 ? arguments[5] : nil)
+            case "curve-keys": result = try curveKeys(engine, directory, count)
+            case "curve-values": result = try curveValues(engine, directory, count, size: Int(argument) ?? 8)
+            case "cold-bytes": result = try coldBytes(engine, directory, size: Int(argument) ?? 8)
             case "mp-writer": result = try mpWriter(engine, directory, stopFile: argument)
             case "mp-reader": result = try gets(engine, directory, count, passes: 10_000, deadlineMs: Int(argument))
             default:

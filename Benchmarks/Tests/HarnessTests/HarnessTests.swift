@@ -72,4 +72,37 @@ import Testing
         }
         #expect(report.contains("/ sqlite"))
     }
+
+    /// The curves' quick mode: every metric of every engine at every point of both axes, with a figure.
+    @Test func curvesQuickModeProducesEveryPoint() throws {
+        let directory = makeScratchDirectory(in: environment("TMPDIR") ?? "/tmp", prefix: "harness-curves.")
+        defer { removeTree(directory) }
+        let json = directory + "/curves.json"
+        let markdown = directory + "/curves.md"
+        let run = runChild(
+            executableDirectory + "/prefskv-bench", ["curves", "--quick", "--json", json, "--markdown", markdown])
+        #expect(run.status == 0)
+        let results = try JSONDecoder().decode(
+            CurveResults.self, from: try #require(readWholeFile(json).map { Data($0) }))
+        #expect(results.quick)
+        for engine in Curves.engines.map(\.rawValue) {
+            for x in results.scale.keyCounts {
+                for metric in Curves.metrics {
+                    let point = results.point(metric, .keys, x, engine)
+                    #expect(point.map { !$0.samples.isEmpty && $0.samples.allSatisfy { $0 > 0 } } == true,
+                        "\(metric) at \(x) keys for \(engine): \(String(describing: point?.samples))")
+                }
+            }
+            for x in results.scale.valueSizes {
+                for metric in Curves.metrics where metric != "overwrite" {
+                    let point = results.point(metric, .valueBytes, x, engine)
+                    #expect(point.map { !$0.samples.isEmpty && $0.samples.allSatisfy { $0 > 0 } } == true,
+                        "\(metric) at \(x) value bytes for \(engine): \(String(describing: point?.samples))")
+                }
+            }
+        }
+        let report = String(decoding: try #require(readWholeFile(markdown)), as: UTF8.self)
+        #expect(report.contains("### cold open + first read, by keys"))
+        #expect(report.contains("### file size on disk, by value bytes"))
+    }
 }
