@@ -48,7 +48,7 @@ let package = Package(
         .target(
             name: "SecureVault",
             dependencies: [
-                "PrefsKV", "SystemLayer", "CSodium", "CSecret", "CKeyring",
+                "PrefsKV", "SystemLayer", "CPrefsKV", "CSodium", "CSecret", "CKeyring",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
@@ -118,7 +118,11 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        .testTarget(name: "SystemLayerTests", dependencies: ["SystemLayer"], swiftSettings: swiftSettings),
+        // fork() for the tests of the nonce source (Swift cannot call it).
+        .target(name: "CForkProbe", dependencies: ["CPrefsKV"], path: "Tests/CForkProbe"),
+        .testTarget(
+            name: "SystemLayerTests", dependencies: ["SystemLayer", "CPrefsKV", "CForkProbe"],
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "SecureVaultTests",
             dependencies: [

@@ -187,3 +187,60 @@ uint32_t *prefs_guard_fault_count(int slot) {
 }
 
 uint32_t *prefs_guard_no_faults(void) { return &prefs_guard_zero; }
+
+// MARK: Nonces (prefs_nonce.h)
+
+#include "prefs_nonce.h"
+
+#include <sys/random.h>
+
+struct prefs_nonce_state {
+    uint64_t ready;  // 1 once `prefix` is drawn in this process (0 again in a child: the page is wiped on fork)
+    uint64_t counter;
+    uint8_t prefix[16];
+};
+
+static struct prefs_nonce_state *prefs_nonce_page;  // the mapping survives fork; its contents do not
+static int prefs_nonce_unavailable;
+static pthread_mutex_t prefs_nonce_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int prefs_nonce_next(uint8_t nonce[24]) {
+    struct prefs_nonce_state *state = __atomic_load_n(&prefs_nonce_page, __ATOMIC_ACQUIRE);
+    if (state == NULL || __atomic_load_n(&state->ready, __ATOMIC_ACQUIRE) == 0) {
+        pthread_mutex_lock(&prefs_nonce_lock);
+        if (prefs_nonce_page == NULL && !prefs_nonce_unavailable) {
+            void *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (page == MAP_FAILED) {
+                prefs_nonce_unavailable = 1;
+            } else if (madvise(page, 4096, MADV_WIPEONFORK) != 0) {
+                munmap(page, 4096);
+                prefs_nonce_unavailable = 1;
+            } else {
+                __atomic_store_n(&prefs_nonce_page, (struct prefs_nonce_state *)page, __ATOMIC_RELEASE);
+            }
+        }
+        state = prefs_nonce_page;
+        if (state != NULL && state->ready == 0) {
+            uint8_t prefix[16];
+            size_t got = 0;
+            while (got < sizeof prefix) {
+                ssize_t n = getrandom(prefix + got, sizeof prefix - got, 0);
+                if (n < 0 && errno == EINTR) continue;
+                if (n <= 0) break;
+                got += (size_t)n;
+            }
+            if (got == sizeof prefix) {
+                memcpy(state->prefix, prefix, sizeof prefix);
+                state->counter = 0;
+                __atomic_store_n(&state->ready, 1, __ATOMIC_RELEASE);
+            }
+        }
+        int ready = state != NULL && state->ready != 0;
+        pthread_mutex_unlock(&prefs_nonce_lock);
+        if (!ready) return -1;
+    }
+    uint64_t counter = __atomic_fetch_add(&state->counter, 1, __ATOMIC_RELAXED);
+    memcpy(nonce, state->prefix, 16);
+    for (int i = 0; i < 8; i++) nonce[16 + i] = (uint8_t)(counter >> (8 * i));
+    return 0;
+}

@@ -42,6 +42,21 @@ public protocol PrefsSealer: AnyObject, Sendable {
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) throws -> R
 
+    /// Opens `sealed` into `plaintext`, which is exactly `sealed.count - overhead` bytes of memory PrefsKV
+    /// provides (and wipes once it has used the value). Throws when authentication fails. PrefsKV reads values
+    /// through this one; the default implementation calls `open(_:associatedData:_:)` and copies. A sealer
+    /// implements it itself to read without the generic call (no type metadata built per read).
+    ///
+    /// ```swift
+    /// try withUnsafeTemporaryAllocation(byteCount: sealed.count - sealer.overhead, alignment: 16) { plain in
+    ///     try sealer.open(sealed, associatedData: ad, into: plain)
+    /// }
+    /// ```
+    func open(
+        _ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
+        into plaintext: UnsafeMutableRawBufferPointer
+    ) throws
+
     /// Writes into `output` (exactly 16 bytes) a keyed MAC of `context` followed by `record`: a deterministic
     /// function of the two under a key only the sealer holds (for example keyed BLAKE2b under a subkey of the
     /// master key), which nobody without that key can compute. PrefsKV compares it in constant time.
@@ -55,3 +70,20 @@ public protocol PrefsSealer: AnyObject, Sendable {
     /// opening a log whose records nobody checks.
     var acceptsUnauthenticatedLog: Bool { get }
 }
+
+extension PrefsSealer {
+    /// Opens through `open(_:associatedData:_:)` and copies the plaintext into `plaintext`.
+    public func open(
+        _ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
+        into plaintext: UnsafeMutableRawBufferPointer
+    ) throws {
+        try open(sealed, associatedData: associatedData) { (plain: UnsafeRawBufferPointer) throws -> Void in
+            guard plain.count == plaintext.count else { throw PrefsSealerLengthMismatch() }
+            if !plain.isEmpty { plaintext.copyMemory(from: plain) }
+        }
+    }
+}
+
+/// A sealer's `open` gave a plaintext of another length than `sealed.count - overhead`.
+struct PrefsSealerLengthMismatch: Error {}
+

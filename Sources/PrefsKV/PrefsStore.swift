@@ -407,20 +407,23 @@ public final class PrefsStore: Sendable {
     ) throws -> R? {
         try read { e throws(PrefsError) -> R? in
             guard let entry = e.liveEntry(e.indexKey(forName: key)) else { return nil }
-            guard entry.type == type else {
-                throw PrefsError(
-                    .typeMismatch, "key \"\(key)\" holds a value of type \(entry.type.name), not \(type.name)",
-                    path: e.paths.data)
-            }
-            return try e.withValue(of: entry, name: key) { bytes throws(PrefsError) -> R? in
-                guard let value = decode(bytes) else {
-                    throw PrefsError(
-                        .corrupted, "the \(type.name) value under key \"\(key)\" has an invalid encoding",
-                        path: e.paths.data)
-                }
-                return value
-            }
+            guard entry.type == type else { throw PrefsStore.typeMismatch(key, entry.type, type, e) }
+            let decoded = try e.withValue(of: entry, name: key) { bytes in decode(bytes) }
+            guard let decoded else { throw PrefsStore.invalidEncoding(key, type, e) }
+            return decoded
         }
+    }
+
+    /// The errors of `readFixed`, built out of line: the read path then keeps nothing alive for them.
+    @inline(never)
+    static func typeMismatch(_ key: String, _ found: ValueType, _ wanted: ValueType, _ e: Engine) -> PrefsError {
+        PrefsError(
+            .typeMismatch, "key \"\(key)\" holds a value of type \(found.name), not \(wanted.name)", path: e.paths.data)
+    }
+
+    @inline(never)
+    static func invalidEncoding(_ key: String, _ type: ValueType, _ e: Engine) -> PrefsError {
+        PrefsError(.corrupted, "the \(type.name) value under key \"\(key)\" has an invalid encoding", path: e.paths.data)
     }
 
     /// Writes one value under the writer lock (the engine appends it in place, or seals it through a commit).

@@ -338,11 +338,7 @@ final class Engine: @unchecked Sendable {
         name: String, type: ValueType, expiresAt: Int64, valueLength: Int, fill: (UnsafeMutableRawBufferPointer) -> Void
     ) throws(PrefsError) {
         guard case .plain = codec else {
-            var value = [UInt8](repeating: 0, count: valueLength)
-            value.withUnsafeMutableBytes { fill($0) }
-            // Wiped when this scope ends: by then the committed change list that shared it is released.
-            defer { value.withUnsafeMutableBytes { Sys.zero($0) } }
-            try commit([.set(name: name, type: type, value: value, expiresAt: expiresAt)])
+            try setSealed(name: name, type: type, expiresAt: expiresAt, valueLength: valueLength, fill: fill)
             return
         }
         if log.holds(name, type: type, expiresAt: expiresAt, valueLength: valueLength, fill: fill) { return }
@@ -354,6 +350,63 @@ final class Engine: @unchecked Sendable {
                     valueLength: valueLength, fill: fill)
             }
         }
+        if wantsChanges { pendingChanges.append(PrefsChange(keys: [name], isExternal: false)) }
+        maybeCompactAutomatically()
+    }
+
+    /// A sealed store's single value: what a one-change commit does (compare-before-set, one committed record
+    /// sealed in place, the name and plaintext CRC learned), without planning a transaction (its arrays and
+    /// dictionaries were half of a sealed write's instructions). The plaintext lives in a temporary buffer,
+    /// wiped before it is released.
+    private func setSealed(
+        name: String, type: ValueType, expiresAt: Int64, valueLength: Int, fill: (UnsafeMutableRawBufferPointer) -> Void
+    ) throws(PrefsError) {
+        guard case .sealed(let sealed) = codec else { preconditionFailure("setSealed on a plain store") }
+        let log = self.log
+        let codec = self.codec
+        let paths = self.paths
+        let wrote = try typed {
+            try withUnsafeTemporaryAllocation(byteCount: Swift.max(valueLength, 1), alignment: 16) { buffer -> Bool in
+                defer { Sys.zero(buffer) }
+                let filled = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<valueLength])
+                fill(filled)
+                let value = UnsafeRawBufferPointer(filled)
+                let indexKey = codec.indexKey(forName: name)
+                if try TransactionPlan.isUnchanged(
+                    indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt, log: log,
+                    codec: codec)
+                {
+                    return false
+                }
+                let key = codec.diskKey(name, indexKey: indexKey)
+                let storedLength = codec.storedLength(name: name, valueLength: valueLength)
+                let auth = log.auth
+                let length = Format.recordLength(
+                    keyLength: key.count, valueLength: storedLength, authenticated: auth != nil)
+                let uuid = log.header.uuid
+                try log.append(length: length, records: 1) { bytes, offset, seq throws(PrefsError) -> [RecordHeader] in
+                    do {
+                        return try key.withUnsafeBytes { key in
+                            [
+                                try codec.writeSet(
+                                    into: bytes, at: offset, flags: RecordFlags.commit, seq: seq, name: name, key: key,
+                                    type: type, value: value, expiresAt: expiresAt, storedLength: storedLength,
+                                    uuid: uuid, auth: auth)
+                            ]
+                        }
+                    } catch {
+                        throw PrefsError(
+                            .io, "the sealer failed to seal the value of key \"\(name)\"", path: paths.data,
+                            underlying: error)
+                    }
+                } applied: { _ in
+                    sealed.names[indexKey] = name
+                    log.index[indexKey]?.plainCRC = CRC32C.checksum(value)
+                }
+                return true
+            }
+        }
+        guard wrote else { return }
         if wantsChanges { pendingChanges.append(PrefsChange(keys: [name], isExternal: false)) }
         maybeCompactAutomatically()
     }

@@ -166,8 +166,8 @@ enum RecordCodec {
     /// and returns its header; `auth` authenticates it (a version-2 sealed store). Throws what the sealer throws.
     func writeSet(
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, flags: UInt8, seq: UInt64, name: String,
-        key: UnsafeRawBufferPointer, type: ValueType, value: [UInt8], expiresAt: Int64, storedLength: Int,
-        uuid: StoreUUID, auth: RecordAuth?
+        key: UnsafeRawBufferPointer, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
+        storedLength: Int, uuid: StoreUUID, auth: RecordAuth?
     ) throws -> RecordHeader {
         switch self {
         case .plain:
@@ -175,7 +175,7 @@ enum RecordCodec {
                 into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags, seq: seq,
                 expiresAt: expiresAt, key: key, valueLength: storedLength, auth: auth
             ) { out in
-                if !value.isEmpty { value.withUnsafeBytes { out.copyMemory(from: $0) } }
+                if !value.isEmpty { out.copyMemory(from: value) }
             }
         case .sealed(let sealed):
             return try RecordWriter.write(

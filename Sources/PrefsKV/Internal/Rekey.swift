@@ -47,10 +47,12 @@ enum Rekey {
             for (i, item) in items.enumerated() {
                 do {
                     offset += try item.key.withUnsafeBytes { key in
-                        try newCodec.writeSet(
-                            into: bytes, at: offset, flags: RecordFlags.commit, seq: UInt64(i + 1), name: item.name,
-                            key: key, type: item.type, value: item.value, expiresAt: item.expiresAt,
-                            storedLength: item.storedLength, uuid: uuid, auth: auth)
+                        try item.value.withUnsafeBytes { value in
+                            try newCodec.writeSet(
+                                into: bytes, at: offset, flags: RecordFlags.commit, seq: UInt64(i + 1),
+                                name: item.name, key: key, type: item.type, value: value, expiresAt: item.expiresAt,
+                                storedLength: item.storedLength, uuid: uuid, auth: auth)
+                        }
                     }.length
                 } catch let error as PrefsError {
                     throw error

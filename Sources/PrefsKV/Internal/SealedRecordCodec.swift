@@ -9,9 +9,10 @@ final class SealedRecordCodec {
     @exclusivity(unchecked) var names: [String: String] = [:]
     /// Key name to index key (hex of the sealer's tag), for names used through this handle.
     /// A tag costs a keyed hash (BLAKE2b, about a microsecond with its hex); a lookup here a tenth of that.
-    /// Cleared when it grows past `indexKeyCacheLimit` names; a new sealer (rekey) gets a new codec.
+    /// Cleared when it grows past `indexKeyCacheLimit` names (about 100 bytes each: at most 1.6 MiB); a new
+    /// sealer (rekey) gets a new codec.
     @exclusivity(unchecked) var indexKeyCache: [ByteKey: String] = [:]
-    static let indexKeyCacheLimit = 4096
+    static let indexKeyCacheLimit = 16_384
 
     init(sealer: any PrefsSealer) {
         self.sealer = sealer
@@ -57,29 +58,20 @@ final class SealedRecordCodec {
                 let tag = UnsafeRawBufferPointer(rebasing: bytes[entry.keyOffset..<entry.keyOffset + entry.keyLength])
                 let sealed = UnsafeRawBufferPointer(
                     rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength])
-                return try SealedRecordCodec.withAssociatedData(
-                    uuid: uuid, tag: tag, type: entry.type, expiresAt: entry.expiresAt
-                ) { ad in
-                    try sealer.open(sealed, associatedData: ad) { plain in
-                        guard plain.count >= 4 else { throw SealedPayloadError() }
-                        let nameLength = Int(UInt32(littleEndian: plain.loadUnaligned(as: UInt32.self)))
-                        guard 4 + nameLength <= plain.count else { throw SealedPayloadError() }
-                        let nameBytes = UnsafeRawBufferPointer(rebasing: plain[4..<4 + nameLength])
-                        let name: String
-                        if let expectedName {
-                            // The sealed name must be exactly the one asked for: compare bytes, no decoding.
-                            var expected = expectedName
-                            let same = expected.withUTF8 { $0.count == nameLength && nameBytes.elementsEqual($0) }
-                            guard same else { throw SealedPayloadError() }
-                            name = expectedName
-                        } else {
-                            guard let decoded = String(validating: nameBytes, as: UTF8.self) else {
-                                throw SealedPayloadError()
-                            }
-                            name = decoded
-                        }
-                        return try body(name, UnsafeRawBufferPointer(rebasing: plain[(4 + nameLength)...]))
+                let length = sealed.count - sealer.overhead
+                guard length >= 0 else { throw SealedPayloadError() }
+                // The plaintext lives in a temporary buffer here, wiped before it is released (a guarded allocation
+                // per read would cost ten times the read); the sealer opens into it without a generic call.
+                return try withUnsafeTemporaryAllocation(byteCount: max(length, 1), alignment: 16) { buffer in
+                    defer { Sys.zero(buffer) }
+                    let plain = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
+                    try SealedRecordCodec.withAssociatedData(
+                        uuid: uuid, tag: tag, type: entry.type, expiresAt: entry.expiresAt
+                    ) { ad in
+                        try sealer.open(sealed, associatedData: ad, into: plain)
                     }
+                    return try SealedRecordCodec.withNameAndValue(
+                        UnsafeRawBufferPointer(plain), expectedName: expectedName, body)
                 }
             }
         } catch let error as PrefsError {
@@ -92,21 +84,52 @@ final class SealedRecordCodec {
         }
     }
 
+    /// Splits a plaintext `u32 nameLength | name | value` and passes the name and value to `body`; with
+    /// `expectedName`, the sealed name must be exactly that one (bytes compared, nothing decoded).
+    @inline(__always)
+    private static func withNameAndValue<R>(
+        _ plain: UnsafeRawBufferPointer, expectedName: String?,
+        _ body: (String, UnsafeRawBufferPointer) throws(PrefsError) -> R
+    ) throws -> R {
+        guard plain.count >= 4 else { throw SealedPayloadError() }
+        let nameLength = Int(UInt32(littleEndian: plain.loadUnaligned(as: UInt32.self)))
+        guard 4 + nameLength <= plain.count else { throw SealedPayloadError() }
+        let nameBytes = UnsafeRawBufferPointer(rebasing: plain[4..<4 + nameLength])
+        let name: String
+        if let expectedName {
+            var expected = expectedName
+            let same = expected.withUTF8 { $0.count == nameLength && nameBytes.elementsEqual($0) }
+            guard same else { throw SealedPayloadError() }
+            name = expectedName
+        } else {
+            guard let decoded = String(validating: nameBytes, as: UTF8.self) else { throw SealedPayloadError() }
+            name = decoded
+        }
+        return try body(name, UnsafeRawBufferPointer(rebasing: plain[(4 + nameLength)...]))
+    }
+
     /// Seals `u32 nameLength | name | value` into `out` (exactly `storedLength` bytes) with the associated data
-    /// of the record. The plaintext copy is wiped once sealed: freed heap must not keep it.
+    /// of the record. The plaintext is assembled in a temporary buffer, wiped once sealed.
     func seal(
-        name: String, value: [UInt8], tag: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
+        name: String, value: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
         uuid: StoreUUID, into out: UnsafeMutableRawBufferPointer
     ) throws {
-        var plain = [UInt8]()
-        defer { plain.withUnsafeMutableBytes { Sys.zero($0) } }
-        plain.reserveCapacity(4 + name.utf8.count + value.count)
-        withUnsafeBytes(of: UInt32(name.utf8.count).littleEndian) { plain.append(contentsOf: $0) }
-        plain.append(contentsOf: name.utf8)
-        plain.append(contentsOf: value)
+        var name = name
         let sealer = self.sealer
-        try SealedRecordCodec.withAssociatedData(uuid: uuid, tag: tag, type: type, expiresAt: expiresAt) { ad in
-            try plain.withUnsafeBytes { try sealer.seal($0, associatedData: ad, into: out) }
+        try name.withUTF8 { nameBytes in
+            let count = 4 + nameBytes.count + value.count
+            try withUnsafeTemporaryAllocation(byteCount: count, alignment: 16) { plain in
+                defer { Sys.zero(plain) }
+                plain.storeBytes(of: UInt32(nameBytes.count).littleEndian, as: UInt32.self)
+                UnsafeMutableRawBufferPointer(rebasing: plain[4..<4 + nameBytes.count]).copyMemory(
+                    from: UnsafeRawBufferPointer(nameBytes))
+                if !value.isEmpty {
+                    UnsafeMutableRawBufferPointer(rebasing: plain[(4 + nameBytes.count)...]).copyMemory(from: value)
+                }
+                try SealedRecordCodec.withAssociatedData(uuid: uuid, tag: tag, type: type, expiresAt: expiresAt) { ad in
+                    try sealer.seal(UnsafeRawBufferPointer(plain), associatedData: ad, into: out)
+                }
+            }
         }
     }
 

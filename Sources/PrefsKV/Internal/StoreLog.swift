@@ -265,13 +265,12 @@ final class StoreLog {
     }
 
     /// Compare-before-set for a value given as bytes, in a plain record.
-    func holdsPlain(_ old: Entry, value: [UInt8]) -> Bool {
+    func holdsPlain(_ old: Entry, value: UnsafeRawBufferPointer) -> Bool {
         guard old.valueLength == value.count else { return false }
         return file.withBytes { bytes in
-            value.withUnsafeBytes { v in
-                Sys.bytesEqual(
-                    bytes.baseAddress! + old.valueOffset, v.baseAddress ?? bytes.baseAddress!, count: value.count)
-            } && file.stillHolds(old, in: bytes)
+            Sys.bytesEqual(
+                bytes.baseAddress! + old.valueOffset, value.baseAddress ?? bytes.baseAddress!, count: value.count)
+                && file.stillHolds(old, in: bytes)
         }
     }
 

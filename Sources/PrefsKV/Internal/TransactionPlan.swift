@@ -63,6 +63,19 @@ struct TransactionPlan {
         indexKey: String, name: String, type: ValueType, value: [UInt8], expiresAt: Int64, log: StoreLog,
         codec: RecordCodec
     ) throws(PrefsError) -> Bool {
+        try typed {
+            try value.withUnsafeBytes { value in
+                try isUnchanged(
+                    indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt, log: log,
+                    codec: codec)
+            }
+        }
+    }
+
+    static func isUnchanged(
+        indexKey: String, name: String, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
+        log: StoreLog, codec: RecordCodec
+    ) throws(PrefsError) -> Bool {
         guard let old = log.index[indexKey], old.type == type, old.expiresAt == expiresAt,
             !old.isExpired(now: Sys.nowMilliseconds())
         else { return false }
@@ -70,10 +83,10 @@ struct TransactionPlan {
         guard case .sealed(let sealed) = codec else { throw SealedRecordCodec.missingSealer(log.paths) }
         // Sealed: the cached plaintext CRC rules out most changes without opening; equality is confirmed by
         // comparing plaintext, so a CRC collision can never skip a real change.
-        let crc = value.withUnsafeBytes { CRC32C.checksum($0) }
+        let crc = CRC32C.checksum(value)
         if let known = old.plainCRC, known != crc { return false }
         let same = try sealed.withPlaintext(of: old, expectedName: name, in: log) { _, plain throws(PrefsError) in
-            plain.count == value.count && value.withUnsafeBytes { plain.elementsEqual($0) }
+            plain.count == value.count && plain.elementsEqual(value)
         }
         if same { log.index[indexKey]?.plainCRC = crc }
         return same
@@ -134,10 +147,12 @@ struct TransactionPlan {
                 case .set(_, let name, let type, let value, let expiresAt):
                     do {
                         header = try layout.key.withUnsafeBytes { key in
-                            try codec.writeSet(
-                                into: bytes, at: offset, flags: flags, seq: seq, name: name, key: key, type: type,
-                                value: value, expiresAt: expiresAt, storedLength: layout.valueLength, uuid: uuid,
-                                auth: auth)
+                            try value.withUnsafeBytes { value in
+                                try codec.writeSet(
+                                    into: bytes, at: offset, flags: flags, seq: seq, name: name, key: key, type: type,
+                                    value: value, expiresAt: expiresAt, storedLength: layout.valueLength, uuid: uuid,
+                                    auth: auth)
+                            }
                         }
                     } catch {
                         throw PrefsError(

@@ -1,4 +1,6 @@
+import CPrefsKV
 import PrefsKV
+import SystemLayer
 
 /// SecureVault's implementation of PrefsKV's sealing seam: XChaCha20-Poly1305 under a data key derived from the
 /// master key, key names replaced on disk by a keyed BLAKE2b tag, and associated data binding every value to
@@ -21,6 +23,9 @@ final class VaultSealer: PrefsSealer {
     /// The key of the records' authenticators (PrefsKV format 2).
     private let recordKey: SecretBytes
     private let associatedPrefix: [UInt8]
+    /// XChaCha20's per-prefix subkeys of `dataKey` (`Sodium.AEAD.deriveSubkey`): the one of this process's nonce
+    /// prefix, for seals, and the one of the last other prefix a record was opened under. Derived on first use.
+    private let subkeys = SanitizedMutex(PrefixSubkeys())
 
     /// Derives the subkeys of `masterKey` (32 bytes) for `identity` of the vault (or encrypted store) named
     /// `service`, which a format-2 identity binds into the key check and the associated data. Costs four
@@ -64,12 +69,40 @@ final class VaultSealer: PrefsSealer {
     /// records: its header rewritten to format 1 is refused as tampered.
     var acceptsUnauthenticatedLog: Bool { identity.format < 2 }
 
+    /// XChaCha20-Poly1305 with a nonce from `prefs_nonce_next` (this process's random 16-byte prefix and a
+    /// counter: no system call per seal, never repeated, a child after fork draws its own prefix) under the
+    /// prefix's subkey, derived once; the bytes are XChaCha20-Poly1305's. Where the kernel cannot make such
+    /// nonces, a random one per seal, as before.
     func seal(
         _ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
         into output: UnsafeMutableRawBufferPointer
     ) throws {
         withAssociatedData(associatedData) { ad in
-            Sodium.AEAD.seal(plaintext, associatedData: ad, key: dataKey, into: output)
+            guard output.count >= Sodium.AEAD.nonceBytes,
+                prefs_nonce_next(output.baseAddress!.assumingMemoryBound(to: UInt8.self)) == 0
+            else {
+                Sodium.AEAD.seal(plaintext, associatedData: ad, key: dataKey, into: output)
+                return
+            }
+            let prefix = PrefixSubkeys.prefix(of: UnsafeRawPointer(output.baseAddress!))
+            subkeys.withLock { cache in
+                let subkey = cache.subkey(for: prefix, slot: .seal, key: dataKey)
+                Sodium.AEAD.sealDerived(plaintext, associatedData: ad, subkey: subkey, into: output)
+            }
+        }
+    }
+
+    /// Seals as a process whose nonce prefix is `noncePrefix` (16 bytes) would, with plain XChaCha20-Poly1305:
+    /// values "from another process", for the tests of the open path's subkey slots.
+    func sealForTesting(
+        _ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer, noncePrefix: [UInt8],
+        into output: UnsafeMutableRawBufferPointer
+    ) {
+        precondition(noncePrefix.count == Sodium.AEAD.prefixBytes)
+        UnsafeMutableRawBufferPointer(rebasing: output[0..<16]).copyBytes(from: noncePrefix)
+        Sodium.fillRandom(UnsafeMutableRawBufferPointer(rebasing: output[16..<24]))
+        withAssociatedData(associatedData) { ad in
+            Sodium.AEAD.seal(plaintext, associatedData: ad, key: dataKey, nonceIn: output)
         }
     }
 
@@ -84,10 +117,24 @@ final class VaultSealer: PrefsSealer {
         return try withUnsafeTemporaryAllocation(byteCount: max(length, 1), alignment: 16) { buffer in
             let plain = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
             defer { Sodium.zero(buffer) }
-            try withAssociatedData(associatedData) { ad in
-                try Sodium.AEAD.open(sealed, associatedData: ad, key: dataKey, into: plain)
-            }
+            try open(sealed, associatedData: associatedData, into: plain)
             return try body(UnsafeRawBufferPointer(plain))
+        }
+    }
+
+    /// Opens under the subkey of the nonce's prefix: this process's own (its records), or the last other one
+    /// seen (records written by one earlier session share theirs), derived again when it changes.
+    func open(
+        _ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
+        into plaintext: UnsafeMutableRawBufferPointer
+    ) throws {
+        guard sealed.count >= Sodium.AEAD.overhead else { throw Sodium.AEAD.OpenFailure() }
+        let prefix = PrefixSubkeys.prefix(of: sealed.baseAddress!)
+        try withAssociatedData(associatedData) { ad throws in
+            try subkeys.withLock { cache throws in
+                let subkey = cache.subkey(for: prefix, slot: cache.holds(prefix, in: .seal) ? .seal : .open, key: dataKey)
+                try Sodium.AEAD.openDerived(sealed, associatedData: ad, subkey: subkey, into: plaintext)
+            }
         }
     }
 
@@ -104,3 +151,39 @@ final class VaultSealer: PrefsSealer {
         }
     }
 }
+
+/// The subkeys of two nonce prefixes, in guarded memory: `.seal` for this process's prefix, `.open` for the last
+/// other prefix a value was opened under. `@unchecked Sendable`: accessed only under `VaultSealer.subkeys`' lock.
+final class PrefixSubkeys: @unchecked Sendable {
+    enum Slot: Int { case seal = 0, open = 1 }
+    typealias Prefix = (UInt64, UInt64)
+
+    private var sealPrefix: Prefix?
+    private var openPrefix: Prefix?
+    /// Allocated at the first seal or open (a guarded allocation costs about 20 µs; a vault that never opens
+    /// a value pays nothing).
+    private var keys: WritableGuardedBuffer?
+
+    static func prefix(of nonce: UnsafeRawPointer) -> Prefix {
+        (nonce.loadUnaligned(as: UInt64.self), nonce.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
+    }
+
+    func holds(_ prefix: Prefix, in slot: Slot) -> Bool {
+        guard let held = slot == .seal ? sealPrefix : openPrefix else { return false }
+        return held == prefix
+    }
+
+    /// The subkey of `prefix` in `slot`, derived from `key` into that slot unless it holds it already.
+    func subkey(for prefix: Prefix, slot: Slot, key: SecretBytes) -> UnsafeRawPointer {
+        let buffer = keys ?? WritableGuardedBuffer(count: 2 * Sodium.AEAD.subkeyBytes)
+        keys = buffer
+        let subkey = buffer.pointer + slot.rawValue * Sodium.AEAD.subkeyBytes
+        if !holds(prefix, in: slot) {
+            var bytes = prefix
+            withUnsafeBytes(of: &bytes) { Sodium.AEAD.deriveSubkey(prefix: $0.baseAddress!, key: key, into: subkey) }
+            if slot == .seal { sealPrefix = prefix } else { openPrefix = prefix }
+        }
+        return UnsafeRawPointer(subkey)
+    }
+}
+
