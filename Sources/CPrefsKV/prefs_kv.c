@@ -205,6 +205,7 @@ static int prefs_nonce_unavailable;
 static pthread_mutex_t prefs_nonce_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int prefs_nonce_next(uint8_t nonce[24]) {
+again:;
     struct prefs_nonce_state *state = __atomic_load_n(&prefs_nonce_page, __ATOMIC_ACQUIRE);
     if (state == NULL || __atomic_load_n(&state->ready, __ATOMIC_ACQUIRE) == 0) {
         pthread_mutex_lock(&prefs_nonce_lock);
@@ -241,6 +242,9 @@ int prefs_nonce_next(uint8_t nonce[24]) {
     }
     uint64_t counter = __atomic_fetch_add(&state->counter, 1, __ATOMIC_RELAXED);
     memcpy(nonce, state->prefix, 16);
+    // A fork (from a signal handler that interrupted this function) between the check above and the copy leaves
+    // the child a wiped page: a zero prefix. It then finds `ready` 0 and draws its own.
+    if (__atomic_load_n(&state->ready, __ATOMIC_ACQUIRE) == 0) goto again;
     for (int i = 0; i < 8; i++) nonce[16 + i] = (uint8_t)(counter >> (8 * i));
     return 0;
 }

@@ -396,7 +396,7 @@ public final class PrefsStore: Sendable {
             try e.refreshIfNeeded()
             return (try body(e), e.hasPendingEvents)
         }
-        if deliver { deliverEvents() }
+        if deliver { deliverEvents(externalOnly: true) }
         return value
     }
 
@@ -408,23 +408,22 @@ public final class PrefsStore: Sendable {
         try read { e throws(PrefsError) -> R? in
             guard let entry = e.liveEntry(e.indexKey(forName: key)) else { return nil }
             guard entry.type == type else { throw PrefsStore.typeMismatch(key, entry.type, type, e) }
+            // Decoded inside the read, judged after it (an error thrown from inside made every get retain and
+            // release the key and the engine).
             let decoded = try e.withValue(of: entry, name: key) { bytes in decode(bytes) }
-            guard let decoded else { throw PrefsStore.invalidEncoding(key, type, e) }
+            guard let decoded else { throw e.invalidEncoding(of: entry, key: key) }
             return decoded
         }
     }
 
-    /// The errors of `readFixed`, built out of line: the read path then keeps nothing alive for them.
+    /// `readFixed`'s error for a value of another type, built out of line: the read path then keeps nothing alive
+    /// for it.
     @inline(never)
     static func typeMismatch(_ key: String, _ found: ValueType, _ wanted: ValueType, _ e: Engine) -> PrefsError {
         PrefsError(
             .typeMismatch, "key \"\(key)\" holds a value of type \(found.name), not \(wanted.name)", path: e.paths.data)
     }
 
-    @inline(never)
-    static func invalidEncoding(_ key: String, _ type: ValueType, _ e: Engine) -> PrefsError {
-        PrefsError(.corrupted, "the \(type.name) value under key \"\(key)\" has an invalid encoding", path: e.paths.data)
-    }
 
     /// Writes one value under the writer lock (the engine appends it in place, or seals it through a commit).
     @inline(__always)
@@ -447,9 +446,13 @@ public final class PrefsStore: Sendable {
         if deliver { deliverEvents() }
     }
 
-    /// Logs and notifies what the engine queued, outside every lock.
-    func deliverEvents() {
-        let events = engine.withLock { $0.takeEvents() }
+    /// Logs and notifies what the engine queued, outside every lock. A writer delivers everything queued (its own
+    /// changes first of all, before its write returns); a reader (`externalOnly`) only other processes' changes
+    /// and the log lines: a reader on another thread, such as the watch's, must not take a writer's changes and
+    /// deliver them late, after the writer's next ones (PrefsStoreTests.observersHearEveryChange... saw that under
+    /// load).
+    func deliverEvents(externalOnly: Bool = false) {
+        let events = engine.withLock { $0.takeEvents(externalOnly: externalOnly) }
         log(events.log)
         guard !events.changes.isEmpty else { return }
         let callbacks = observers.withLock { Array($0.callbacks.values) }

@@ -2,6 +2,7 @@
 
 #include "prefs_nonce.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,7 +29,9 @@ int fork_probe_nonces(uint8_t before[24], uint8_t child[24], uint8_t after[24]) 
     }
     close(fds[0]);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {}
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) return -1;
+    }
     if (got != 24 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return -1;
     return prefs_nonce_next(after);
 }

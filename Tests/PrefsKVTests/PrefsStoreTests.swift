@@ -328,6 +328,30 @@ struct Layout: Codable, Equatable {
         #expect(change?.keys == ["streamed"])
     }
 
+    /// A read on another thread (the watch's, or the app's) must not take a writer's changes and deliver them
+    /// after the writer returned: each write's change is heard, in order, before the write returns. (Before the
+    /// fix a reader thread took them; under load the watch's thread delivered one after the next write's.)
+    @Test func aReaderOnAnotherThreadNeverDeliversAWritersChangesLate() throws {
+        let dir = try TempDir()
+        let store = try openStore(dir)
+        let seen = Mutex<[String]>([])
+        let observation = store.observe { change in seen.withLock { $0 += change.keys } }
+        defer { observation.cancel() }
+        let stop = Atomic<Bool>(false)
+        let reader = Thread {
+            while !stop.load(ordering: .relaxed) { _ = try? store.count }
+        }
+        reader.start()
+        defer { stop.store(true, ordering: .relaxed) }
+        var late: [Int] = []
+        for i in 0..<3_000 {
+            try store.set(i, forKey: "k\(i % 7)")
+            let heard = seen.withLock { $0 }
+            if heard.count != i + 1 || heard.last != "k\(i % 7)" { late.append(i) }
+        }
+        #expect(late.isEmpty, "writes whose change was not heard, in order, by the time they returned: \(late.prefix(10))")
+    }
+
     @Test func twoHandlesInOneProcessSeeEachOthersWrites() throws {
         let dir = try TempDir()
         let a = try openStore(dir)

@@ -27,12 +27,14 @@ import Testing
         nonce.withUnsafeBytes { n in
             subkey.withUnsafeMutableBytes { Sodium.AEAD.deriveSubkey(prefix: n.baseAddress!, key: key, into: $0.baseAddress!) }
         }
-        var sealed = [UInt8](repeating: 0, count: plaintext.count + Sodium.AEAD.overhead)
-        sealed.replaceSubrange(0..<24, with: nonce)
+        // The output starts as garbage: the nonce is taken from the private copy and written out.
+        var sealed = [UInt8](repeating: 0xEE, count: plaintext.count + Sodium.AEAD.overhead)
         sealed.withUnsafeMutableBytes { out in
             plaintext.withUnsafeBytes { p in
                 ad.withUnsafeBytes { a in
-                    subkey.withUnsafeBytes { Sodium.AEAD.sealDerived(p, associatedData: a, subkey: $0.baseAddress!, into: out) }
+                    subkey.withUnsafeBytes { k in
+                        Sodium.AEAD.sealDerived(p, associatedData: a, subkey: k.baseAddress!, nonce: nonce, into: out)
+                    }
                 }
             }
         }
@@ -43,7 +45,8 @@ import Testing
             try ad.withUnsafeBytes { a in
                 try subkey.withUnsafeBytes { k in
                     try opened.withUnsafeMutableBytes {
-                        try Sodium.AEAD.openDerived(s, associatedData: a, subkey: k.baseAddress!, into: $0)
+                        try Sodium.AEAD.openDerived(
+                            s, associatedData: a, subkey: k.baseAddress!, nonce: Array(s[0..<24]), into: $0)
                     }
                 }
             }
@@ -59,7 +62,8 @@ import Testing
                     try ad.withUnsafeBytes { a in
                         try subkey.withUnsafeBytes { k in
                             try opened.withUnsafeMutableBytes {
-                                try Sodium.AEAD.openDerived(s, associatedData: a, subkey: k.baseAddress!, into: $0)
+                                try Sodium.AEAD.openDerived(
+                                    s, associatedData: a, subkey: k.baseAddress!, nonce: Array(s[0..<24]), into: $0)
                             }
                         }
                     }
@@ -93,12 +97,11 @@ import Testing
                 }
             }
             var derived = [UInt8](repeating: 0, count: 24 + length + 16)
-            derived.replaceSubrange(0..<24, with: nonce)
             derived.withUnsafeMutableBytes { out in
                 plaintext.withUnsafeBytes { p in
                     ad.withUnsafeBytes { a in
                         subkey.withUnsafeBytes {
-                            Sodium.AEAD.sealDerived(p, associatedData: a, subkey: $0.baseAddress!, into: out)
+                            Sodium.AEAD.sealDerived(p, associatedData: a, subkey: $0.baseAddress!, nonce: nonce, into: out)
                         }
                     }
                 }

@@ -166,6 +166,23 @@ final class Engine: @unchecked Sendable {
         return try codec.withSealedValue(of: entry, name: name, in: log, body)
     }
 
+    /// The error of a value that its type cannot decode, judged as a failure inside the read would be: a sealed
+    /// record that changed underneath (no longer intact, or the file's identity changed) is `changedUnderneath`, so
+    /// the read reopens the file and runs again; otherwise `corrupted`. (A plain read was checked after its bytes
+    /// were used: what it decoded is what the record holds.) Out of line: the read path keeps nothing alive for it.
+    @inline(never)
+    func invalidEncoding(of entry: Entry, key: String) -> PrefsError {
+        let error = PrefsError(
+            .corrupted, "the \(entry.type.name) value under key \"\(key)\" has an invalid encoding", path: paths.data)
+        guard entry.sealed else { return error }
+        do throws(PrefsError) {
+            try log.checkingUnderneath(entry) { () throws(PrefsError) in throw error }
+            return error
+        } catch {
+            return error
+        }
+    }
+
     /// The name and plain value bytes of an entry.
     func plainEntry(_ entry: Entry) throws(PrefsError) -> (String, [UInt8]) {
         try codec.plainEntry(entry, in: log)
@@ -510,12 +527,19 @@ final class Engine: @unchecked Sendable {
         return PrefsError.system(cause, "open", "cannot write: the store was opened read-only", path: paths.data)
     }
 
-    func takeEvents() -> (changes: [PrefsChange], log: [(level: Logger.Level, message: Logger.Message)]) {
-        defer {
-            pendingChanges.removeAll()
-            pendingLog.removeAll()
+    /// The queued changes and log lines, taken; with `externalOnly`, the changes of other processes only (this
+    /// handle's own writes stay queued, in order, for the writer that made them).
+    func takeEvents(externalOnly: Bool = false) -> (
+        changes: [PrefsChange], log: [(level: Logger.Level, message: Logger.Message)]
+    ) {
+        defer { pendingLog.removeAll() }
+        guard externalOnly, pendingChanges.contains(where: { !$0.isExternal }) else {
+            defer { pendingChanges.removeAll() }
+            return (pendingChanges, pendingLog)
         }
-        return (pendingChanges, pendingLog)
+        let external = pendingChanges.filter(\.isExternal)
+        pendingChanges.removeAll { $0.isExternal }
+        return (external, pendingLog)
     }
 }
 

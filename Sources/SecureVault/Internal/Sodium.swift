@@ -106,22 +106,35 @@ package enum Sodium {
             precondition(
                 output.count == plaintext.count + overhead, "seal output must be plaintext + \(overhead) bytes")
             ensureInitialized()
-            randombytes_buf(output.baseAddress!, nonceBytes)
-            seal(plaintext, associatedData: associatedData, key: key, nonceIn: output)
+            withNonceBuffer { nonce in
+                randombytes_buf(nonce, nonceBytes)
+                seal(plaintext, associatedData: associatedData, key: key, nonce: nonce, into: output)
+            }
         }
 
-        /// Seals `plaintext` into `output` (exactly `plaintext.count + overhead` bytes) whose first 24 bytes
-        /// already hold the nonce.
+        /// A 24-byte nonce buffer of the caller's own (stack) memory. A nonce is made and used there, then
+        /// copied out: `output` may be a shared file mapping that another process can write, and a nonce read
+        /// back from it could be one an older value already used.
+        @inline(__always)
+        static func withNonceBuffer<R>(_ body: (UnsafeMutablePointer<UInt8>) throws -> R) rethrows -> R {
+            var nonce: (UInt64, UInt64, UInt64) = (0, 0, 0)
+            return try withUnsafeMutableBytes(of: &nonce) {
+                try body($0.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            }
+        }
+
+        /// Seals `plaintext` under the 24-byte `nonce` (private memory) into `output` (exactly
+        /// `plaintext.count + overhead` bytes): `nonce | ciphertext | tag`.
         static func seal(
             _ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer, key: SecretBytes,
-            nonceIn output: UnsafeMutableRawBufferPointer
+            nonce: UnsafePointer<UInt8>, into output: UnsafeMutableRawBufferPointer
         ) {
             precondition(key.count == keyBytes, "an XChaCha20-Poly1305 key is \(keyBytes) bytes, not \(key.count)")
             precondition(
                 output.count == plaintext.count + overhead, "seal output must be plaintext + \(overhead) bytes")
             ensureInitialized()
-            let nonce = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
-            let cipher = nonce + nonceBytes
+            output.baseAddress!.copyMemory(from: nonce, byteCount: nonceBytes)
+            let cipher = output.baseAddress!.assumingMemoryBound(to: UInt8.self) + nonceBytes
             var cipherLength: UInt64 = 0
             let status = key.withUnsafeBytes { keyBytes in
                 crypto_aead_xchacha20poly1305_ietf_encrypt(
@@ -157,17 +170,18 @@ package enum Sodium {
             }
         }
 
-        /// Seals `plaintext` into `output` (`plaintext.count + overhead` bytes) whose first 24 bytes already
-        /// hold the nonce, under `subkey`, the subkey of the nonce's first 16 bytes.
+        /// Seals `plaintext` under the 24-byte `nonce` (private memory) into `output` (`plaintext.count +
+        /// overhead` bytes: `nonce | ciphertext | tag`), with `subkey`, the subkey of the nonce's first 16 bytes.
         static func sealDerived(
             _ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
-            subkey: UnsafeRawPointer, into output: UnsafeMutableRawBufferPointer
+            subkey: UnsafeRawPointer, nonce: UnsafePointer<UInt8>, into output: UnsafeMutableRawBufferPointer
         ) {
             precondition(
                 output.count == plaintext.count + overhead, "seal output must be plaintext + \(overhead) bytes")
+            output.baseAddress!.copyMemory(from: nonce, byteCount: nonceBytes)
             let out = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
             var cipherLength: UInt64 = 0
-            let status = withInnerNonce(out) { inner in
+            let status = withInnerNonce(nonce) { inner in
                 crypto_aead_chacha20poly1305_ietf_encrypt(
                     out + nonceBytes, &cipherLength,
                     plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
@@ -177,15 +191,16 @@ package enum Sodium {
             precondition(status == 0 && Int(cipherLength) == plaintext.count + tagBytes)
         }
 
-        /// Opens `sealed` (`nonce | ciphertext | tag`) into `output` under `subkey`, the subkey of the nonce's
-        /// first 16 bytes, or fails without writing any plaintext.
+        /// Opens `sealed` (`nonce | ciphertext | tag`) into `output` under `subkey`, the subkey of the first 16
+        /// bytes of `nonce`, the caller's private copy of `sealed`'s first 24 bytes; or fails without writing any
+        /// plaintext.
         static func openDerived(
             _ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
-            subkey: UnsafeRawPointer, into output: UnsafeMutableRawBufferPointer
+            subkey: UnsafeRawPointer, nonce: UnsafePointer<UInt8>, into output: UnsafeMutableRawBufferPointer
         ) throws(OpenFailure) {
             guard sealed.count >= overhead else { throw OpenFailure() }
             precondition(output.count == sealed.count - overhead, "open output must be sealed - \(overhead) bytes")
-            let nonce = sealed.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            let cipher = sealed.baseAddress!.assumingMemoryBound(to: UInt8.self) + nonceBytes
             var plainLength: UInt64 = 0
             var scratch: UInt8 = 0
             let status = withInnerNonce(nonce) { inner in
@@ -193,7 +208,7 @@ package enum Sodium {
                     crypto_aead_chacha20poly1305_ietf_decrypt(
                         output.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? scratchPointer, &plainLength,
                         nil,
-                        nonce + nonceBytes, UInt64(sealed.count - nonceBytes),
+                        cipher, UInt64(sealed.count - nonceBytes),
                         associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
                         inner, subkey.assumingMemoryBound(to: UInt8.self))
                 }

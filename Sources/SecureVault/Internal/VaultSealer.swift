@@ -78,16 +78,16 @@ final class VaultSealer: PrefsSealer {
         into output: UnsafeMutableRawBufferPointer
     ) throws {
         withAssociatedData(associatedData) { ad in
-            guard output.count >= Sodium.AEAD.nonceBytes,
-                prefs_nonce_next(output.baseAddress!.assumingMemoryBound(to: UInt8.self)) == 0
-            else {
-                Sodium.AEAD.seal(plaintext, associatedData: ad, key: dataKey, into: output)
-                return
-            }
-            let prefix = PrefixSubkeys.prefix(of: UnsafeRawPointer(output.baseAddress!))
-            subkeys.withLock { cache in
-                let subkey = cache.subkey(for: prefix, slot: .seal, key: dataKey)
-                Sodium.AEAD.sealDerived(plaintext, associatedData: ad, subkey: subkey, into: output)
+            // The nonce is made and used in this stack buffer, then copied out (Sodium.AEAD.withNonceBuffer).
+            Sodium.AEAD.withNonceBuffer { nonce in
+                guard prefs_nonce_next(nonce) == 0 else {
+                    Sodium.fillRandom(UnsafeMutableRawBufferPointer(start: nonce, count: Sodium.AEAD.nonceBytes))
+                    Sodium.AEAD.seal(plaintext, associatedData: ad, key: dataKey, nonce: nonce, into: output)
+                    return
+                }
+                withSubkey(for: PrefixSubkeys.prefix(of: nonce), opening: false) { subkey in
+                    Sodium.AEAD.sealDerived(plaintext, associatedData: ad, subkey: subkey, nonce: nonce, into: output)
+                }
             }
         }
     }
@@ -99,10 +99,31 @@ final class VaultSealer: PrefsSealer {
         into output: UnsafeMutableRawBufferPointer
     ) {
         precondition(noncePrefix.count == Sodium.AEAD.prefixBytes)
-        UnsafeMutableRawBufferPointer(rebasing: output[0..<16]).copyBytes(from: noncePrefix)
-        Sodium.fillRandom(UnsafeMutableRawBufferPointer(rebasing: output[16..<24]))
-        withAssociatedData(associatedData) { ad in
-            Sodium.AEAD.seal(plaintext, associatedData: ad, key: dataKey, nonceIn: output)
+        Sodium.AEAD.withNonceBuffer { nonce in
+            UnsafeMutableRawBufferPointer(start: nonce, count: 16).copyBytes(from: noncePrefix)
+            Sodium.fillRandom(UnsafeMutableRawBufferPointer(start: nonce + 16, count: 8))
+            withAssociatedData(associatedData) { ad in
+                Sodium.AEAD.seal(plaintext, associatedData: ad, key: dataKey, nonce: nonce, into: output)
+            }
+        }
+    }
+
+    /// Passes `body` a copy of the subkey of `prefix` (this process's own seal slot, or for an open of another
+    /// prefix the open slot, derived there when it holds another), on the stack and wiped after `body`. The lock
+    /// is held only for the copy: seals and opens of other threads run meanwhile.
+    private func withSubkey<R>(
+        for prefix: PrefixSubkeys.Prefix, opening: Bool, _ body: (UnsafeRawPointer) throws -> R
+    ) rethrows -> R {
+        try withUnsafeTemporaryAllocation(byteCount: 32, alignment: 16) { copy in
+            defer { Sodium.zero(copy) }
+            let dataKey = self.dataKey
+            subkeys.withLock { cache in
+                let slot: PrefixSubkeys.Slot = !opening || cache.holds(prefix, in: .seal) ? .seal : .open
+                copy.copyMemory(
+                    from: UnsafeRawBufferPointer(
+                        start: cache.subkey(for: prefix, slot: slot, key: dataKey), count: Sodium.AEAD.subkeyBytes))
+            }
+            return try body(UnsafeRawPointer(copy.baseAddress!))
         }
     }
 
@@ -123,17 +144,19 @@ final class VaultSealer: PrefsSealer {
     }
 
     /// Opens under the subkey of the nonce's prefix: this process's own (its records), or the last other one
-    /// seen (records written by one earlier session share theirs), derived again when it changes.
+    /// seen (records written by one earlier session share theirs), derived again when it changes. The nonce is
+    /// read once from `sealed`, into a private copy.
     func open(
         _ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
         into plaintext: UnsafeMutableRawBufferPointer
     ) throws {
         guard sealed.count >= Sodium.AEAD.overhead else { throw Sodium.AEAD.OpenFailure() }
-        let prefix = PrefixSubkeys.prefix(of: sealed.baseAddress!)
-        try withAssociatedData(associatedData) { ad throws in
-            try subkeys.withLock { cache throws in
-                let subkey = cache.subkey(for: prefix, slot: cache.holds(prefix, in: .seal) ? .seal : .open, key: dataKey)
-                try Sodium.AEAD.openDerived(sealed, associatedData: ad, subkey: subkey, into: plaintext)
+        try Sodium.AEAD.withNonceBuffer { nonce throws in
+            nonce.update(from: sealed.baseAddress!.assumingMemoryBound(to: UInt8.self), count: Sodium.AEAD.nonceBytes)
+            try withAssociatedData(associatedData) { ad throws in
+                try withSubkey(for: PrefixSubkeys.prefix(of: nonce), opening: true) { subkey throws in
+                    try Sodium.AEAD.openDerived(sealed, associatedData: ad, subkey: subkey, nonce: nonce, into: plaintext)
+                }
             }
         }
     }
