@@ -40,35 +40,13 @@ import Testing
         }
         #expect(sealed == expected)
 
-        var opened = [UInt8](repeating: 0, count: plaintext.count)
-        try expected.withUnsafeBytes { s in
-            try ad.withUnsafeBytes { a in
-                try subkey.withUnsafeBytes { k in
-                    try opened.withUnsafeMutableBytes {
-                        try Sodium.AEAD.openDerived(
-                            s, associatedData: a, subkey: k.baseAddress!, nonce: Array(s[0..<24]), into: $0)
-                    }
-                }
-            }
-        }
-        #expect(opened == plaintext)
+        #expect(try openDerived(expected, ad, subkey: subkey) == plaintext)
         // One flipped bit in the nonce's counter part, the ciphertext or the tag: refused. (A flipped prefix byte
         // names another subkey: VaultSealer derives the subkey from the value's own prefix, checked below.)
         for position in [16, 23, 24, 60, expected.count - 1] {
             var altered = expected
             altered[position] ^= 0x01
-            #expect(throws: Sodium.AEAD.OpenFailure.self) {
-                try altered.withUnsafeBytes { s in
-                    try ad.withUnsafeBytes { a in
-                        try subkey.withUnsafeBytes { k in
-                            try opened.withUnsafeMutableBytes {
-                                try Sodium.AEAD.openDerived(
-                                    s, associatedData: a, subkey: k.baseAddress!, nonce: Array(s[0..<24]), into: $0)
-                            }
-                        }
-                    }
-                }
-            }
+            #expect(throws: Sodium.AEAD.OpenFailure.self) { try openDerived(altered, ad, subkey: subkey) }
         }
     }
 
@@ -169,6 +147,28 @@ import Testing
     }
 
     // MARK: Helpers
+
+    /// `Sodium.AEAD.openDerived` of `sealed` under `subkey`, with a private copy of its nonce.
+    func openDerived(_ sealed: [UInt8], _ ad: [UInt8], subkey: [UInt8]) throws(Sodium.AEAD.OpenFailure) -> [UInt8] {
+        var opened = [UInt8](repeating: 0, count: sealed.count - Sodium.AEAD.overhead)
+        let nonce = Array(sealed[0..<24])
+        var failure: Sodium.AEAD.OpenFailure?
+        sealed.withUnsafeBytes { s in
+            ad.withUnsafeBytes { a in
+                subkey.withUnsafeBytes { k in
+                    opened.withUnsafeMutableBytes { out in
+                        do throws(Sodium.AEAD.OpenFailure) {
+                            try Sodium.AEAD.openDerived(s, associatedData: a, subkey: k.baseAddress!, nonce: nonce, into: out)
+                        } catch {
+                            failure = error
+                        }
+                    }
+                }
+            }
+        }
+        if let failure { throw failure }
+        return opened
+    }
 
     func makeSealer() -> VaultSealer {
         VaultSealer(

@@ -96,40 +96,38 @@ public struct Curves {
     /// per round and engine); then new processes open the last round's stores and read one key.
     mutating func keyPoint(_ count: Int) {
         note("curves: \(grouped(count)) keys")
-        var stores: [(EngineKind, String)] = []
-        for round in 0..<scale.rounds(forKeys: count) {
-            for engine in orchestrator.rotated(Self.engines, by: round) {
-                let directory = orchestrator.freshDirectory()
-                let result = work(["curve-keys", engine.rawValue, directory, "\(count)"])
-                results.add("set", .keys, count, engine.rawValue, result.samples[0])
-                results.add("get", .keys, count, engine.rawValue, result.extra["get"] ?? 0)
-                results.add("overwrite", .keys, count, engine.rawValue, result.extra["overwrite"] ?? 0)
-                results.add("rss", .keys, count, engine.rawValue, Double(result.peakRSSKiB))
-                results.add("file", .keys, count, engine.rawValue, Double(result.fileBytes ?? 0))
-                if let old = stores.firstIndex(where: { $0.0 == engine }) {
-                    removeTree(stores[old].1)
-                    stores.remove(at: old)
-                }
-                stores.append((engine, directory))
-            }
-        }
-        cold(stores, axis: .keys, x: count, workload: "cold", key: "key.\(count / 2)")
+        point(
+            .keys, count, rounds: scale.rounds(forKeys: count), worker: "curve-keys", arguments: ["\(count)"],
+            cold: "cold", coldKey: "key.\(count / 2)")
     }
 
     /// Each engine writes values of `size` bytes to `valueKeys` keys in turn, then reads them; then new processes
     /// open the store and read one value.
     mutating func valuePoint(_ size: Int) {
         note("curves: values of \(Report.bytes(size))")
-        let writes = scale.writes(ofSize: size)
+        point(
+            .valueBytes, size, rounds: scale.rounds, worker: "curve-values",
+            arguments: ["\(scale.writes(ofSize: size))", "\(size)"], cold: "cold-bytes", coldKey: "\(size)")
+    }
+
+    /// One point of both kinds: `worker` run once per round and engine (engines rotated) on a fresh directory,
+    /// every metric it reports filed (set: its sample; the others from its extras, its peak RSS and file size);
+    /// then cold opens of each engine's last store.
+    mutating func point(
+        _ axis: CurvePoint.Axis, _ x: Int, rounds: Int, worker: String, arguments: [String], cold workload: String,
+        coldKey: String
+    ) {
         var stores: [(EngineKind, String)] = []
-        for round in 0..<scale.rounds {
+        for round in 0..<rounds {
             for engine in orchestrator.rotated(Self.engines, by: round) {
                 let directory = orchestrator.freshDirectory()
-                let result = work(["curve-values", engine.rawValue, directory, "\(writes)", "\(size)"])
-                results.add("set", .valueBytes, size, engine.rawValue, result.samples[0])
-                results.add("get", .valueBytes, size, engine.rawValue, result.extra["get"] ?? 0)
-                results.add("rss", .valueBytes, size, engine.rawValue, Double(result.peakRSSKiB))
-                results.add("file", .valueBytes, size, engine.rawValue, Double(result.fileBytes ?? 0))
+                let result = work([worker, engine.rawValue, directory] + arguments)
+                results.add("set", axis, x, engine.rawValue, result.samples[0])
+                for (metric, value) in result.extra where Self.metrics.contains(metric) {
+                    results.add(metric, axis, x, engine.rawValue, value)
+                }
+                results.add("rss", axis, x, engine.rawValue, Double(result.peakRSSKiB))
+                results.add("file", axis, x, engine.rawValue, Double(result.fileBytes ?? 0))
                 if let old = stores.firstIndex(where: { $0.0 == engine }) {
                     removeTree(stores[old].1)
                     stores.remove(at: old)
@@ -137,7 +135,7 @@ public struct Curves {
                 stores.append((engine, directory))
             }
         }
-        cold(stores, axis: .valueBytes, x: size, workload: "cold-bytes", key: "\(size)")
+        cold(stores, axis: axis, x: x, workload: workload, key: coldKey)
     }
 
     mutating func cold(_ stores: [(EngineKind, String)], axis: CurvePoint.Axis, x: Int, workload: String, key: String) {

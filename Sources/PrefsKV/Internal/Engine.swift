@@ -412,13 +412,10 @@ final class Engine: @unchecked Sendable {
                             ]
                         }
                     } catch {
-                        throw PrefsError(
-                            .io, "the sealer failed to seal the value of key \"\(name)\"", path: paths.data,
-                            underlying: error)
+                        throw SealedRecordCodec.sealFailed(name, path: paths.data, error)
                     }
                 } applied: { _ in
-                    sealed.names[indexKey] = name
-                    log.index[indexKey]?.plainCRC = CRC32C.checksum(value)
+                    sealed.learn(indexKey: indexKey, name: name, value: value, in: log)
                 }
                 return true
             }

@@ -42,6 +42,18 @@ final class SealedRecordCodec {
         return name
     }
 
+    /// After a set record of `name` was published: remembers the name of its index key and its plaintext CRC (so
+    /// that compare-before-set rules out most changes without opening the record).
+    func learn(indexKey: String, name: String, value: UnsafeRawBufferPointer, in log: StoreLog) {
+        names[indexKey] = name
+        log.index[indexKey]?.plainCRC = CRC32C.checksum(value)
+    }
+
+    /// The error of a seal that failed while writing `name`'s value.
+    static func sealFailed(_ name: String, path: String, _ error: any Error) -> PrefsError {
+        PrefsError(.io, "the sealer failed to seal the value of key \"\(name)\"", path: path, underlying: error)
+    }
+
     static func storedLength(name: String, valueLength: Int, sealer: any PrefsSealer) -> Int {
         4 + name.utf8.count + valueLength + sealer.overhead
     }

@@ -155,9 +155,7 @@ struct TransactionPlan {
                             }
                         }
                     } catch {
-                        throw PrefsError(
-                            .io, "the sealer failed to seal the value of key \"\(name)\"", path: paths.data,
-                            underlying: error)
+                        throw SealedRecordCodec.sealFailed(name, path: paths.data, error)
                     }
                 case .delete:
                     header = layout.key.withUnsafeBytes { key in
@@ -187,8 +185,7 @@ struct TransactionPlan {
             guard case .sealed(let sealed) = codec else { return }
             for record in records {
                 if case .set(let indexKey, let name, _, let value, _) = record {
-                    sealed.names[indexKey] = name
-                    log.index[indexKey]?.plainCRC = value.withUnsafeBytes { CRC32C.checksum($0) }
+                    value.withUnsafeBytes { sealed.learn(indexKey: indexKey, name: name, value: $0, in: log) }
                 }
             }
         }
