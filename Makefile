@@ -5,8 +5,9 @@
 # And one to check a machine:
 #   make doctor   build vaultctl and run `vaultctl doctor` inside a private keyring session
 # And for reliability work (Documentation/Reliability.md):
-#   make torture  the torture suites in their long mode (TORTURE_SECONDS per suite, TORTURE_KILLS, ...),
-#                 then the multi-threaded and multi-process tests under ThreadSanitizer; writes torture-report.txt
+#   make torture  the torture suites in their long mode (TORTURE_SECONDS per suite, TORTURE_KILLS, ...), again
+#                 with persisted index tables every TORTURE_INDEX_TAIL records, then the multi-threaded and
+#                 multi-process tests under ThreadSanitizer; writes torture-report.txt
 #   make fuzz     the libFuzzer targets under AddressSanitizer for FUZZ_SECONDS each (default 120)
 # And to install vaultctl (release build) with its man page and shell completions:
 #   make release && make install PREFIX=$HOME/.local   (or `sudo make install PREFIX=/usr/local` after the
@@ -84,6 +85,10 @@ TORTURE_DAMAGES ?= 10000
 TORTURE_POWER_OPS ?= 1500
 VAULT_CRASH_ROUNDS ?= 2000
 TORTURE_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|FileSystemFaultTests|CrashTests|MultiProcessTests|EnvironmentErrorTests|CompactionTests|VaultCrashTests|VaultKeyringTests|VaultTamperTests|ChangedUnderneathTests
+# The suites run a second time with persisted index tables written every few records (PREFSKV_INDEX_TAIL), so that
+# kills, power cuts and damage land in and around them too (the first pass keeps the thresholds of the library).
+TORTURE_INDEX_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|CrashTests|MultiProcessTests|VaultCrashTests|PersistedIndexTests
+TORTURE_INDEX_TAIL ?= 8
 TSAN_FILTER := threadsWritingAndReadingOneHandleLoseNoUpdate|twoHandlesInOneProcessSeeEachOthersWrites|MultiProcessTests|observersHearEveryChange|VaultConcurrencyTests|VaultStaleHandleTests|FileSystemFaultTests
 
 torture: bootstrap
@@ -92,6 +97,10 @@ torture: bootstrap
 	PREFSKV_TORTURE=long TORTURE_SECONDS=$(TORTURE_SECONDS) TORTURE_KILLS=$(TORTURE_KILLS) \
 		TORTURE_DAMAGES=$(TORTURE_DAMAGES) TORTURE_POWER_OPS=$(TORTURE_POWER_OPS) TORTURE_REPORT=$(CURDIR)/torture-report.txt \
 		VAULT_CRASH_ROUNDS=$(VAULT_CRASH_ROUNDS) $(KEYRING) $(SWIFT) test --skip-build --filter '$(TORTURE_FILTER)'
+	PREFSKV_TORTURE=long PREFSKV_INDEX_TAIL=$(TORTURE_INDEX_TAIL) TORTURE_SECONDS=$(TORTURE_SECONDS) \
+		TORTURE_KILLS=$(TORTURE_KILLS) TORTURE_DAMAGES=$(TORTURE_DAMAGES) TORTURE_POWER_OPS=$(TORTURE_POWER_OPS) \
+		TORTURE_REPORT=$(CURDIR)/torture-report.txt VAULT_CRASH_ROUNDS=$(VAULT_CRASH_ROUNDS) \
+		$(KEYRING) $(SWIFT) test --skip-build --filter '$(TORTURE_INDEX_FILTER)'
 	PREFSKV_TORTURE=long $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter '$(TSAN_FILTER)'
 	@echo; cat torture-report.txt
 

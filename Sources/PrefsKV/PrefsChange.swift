@@ -31,7 +31,8 @@ public struct PrefsChange: Sendable, Equatable {
 public struct PrefsStats: Sendable, Equatable {
     /// Live keys (unexpired).
     public var keyCount: Int
-    /// Bytes of the records holding live values: what a compacted log occupies.
+    /// Bytes of the records holding live values, and of the newest persisted index (a table of the keys that the
+    /// next open reads instead of the whole log, in a store of at least 256 keys): what a compacted log occupies.
     public var liveBytes: Int
     /// Bytes of the log (committed records, live or not).
     public var logBytes: Int

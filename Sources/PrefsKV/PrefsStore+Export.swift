@@ -118,6 +118,7 @@ extension PrefsStore {
     /// Every live entry's key, type name, stored value size and expiry, sorted by key (for vaultctl).
     package func entries() throws -> [PrefsEntryInfo] {
         try read { e throws(PrefsError) in
+            try e.readWholeLog()
             let now = Sys.nowMilliseconds()
             var out: [PrefsEntryInfo] = []
             for (key, entry) in e.log.index where !entry.isExpired(now: now) {
@@ -147,6 +148,7 @@ package struct PrefsEntryInfo: Sendable, Equatable {
 extension Engine {
     /// Live entries with plain values, sorted by key.
     func exportEntries() throws(PrefsError) -> [ExportEntry] {
+        try readWholeLog()
         let now = Sys.nowMilliseconds()
         var out: [ExportEntry] = []
         for entry in log.index.values where !entry.isExpired(now: now) {

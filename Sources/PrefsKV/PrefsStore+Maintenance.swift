@@ -52,6 +52,7 @@ extension PrefsStore {
     /// ```
     public func stats() throws -> PrefsStats {
         try read { e throws(PrefsError) in
+            try e.readWholeLog()
             let now = Sys.nowMilliseconds()
             var keys = 0
             var live = 0
@@ -59,6 +60,8 @@ extension PrefsStore {
                 keys += 1
                 live += entry.recordLength
             }
+            // The newest persisted index is live too: it is what the next open reads.
+            live += e.log.indexBytes
             let log = max(0, e.log.knownEnd - e.log.header.firstRecordOffset)
             return PrefsStats(
                 keyCount: keys, liveBytes: live, logBytes: log, fileBytes: try e.log.file.currentSize(),
@@ -161,7 +164,10 @@ extension PrefsStore {
     /// try store.backup(to: "/home/me/ui-backup.prefs")
     /// ```
     public func backup(to path: String) throws {
-        try read { e throws(PrefsError) in try e.log.backup(to: path) }
+        try read { e throws(PrefsError) in
+            try e.readWholeLog()
+            try e.log.backup(to: path)
+        }
     }
 
     /// Replaces the store's contents with a backup made by ``backup(to:)``, after checking every record of

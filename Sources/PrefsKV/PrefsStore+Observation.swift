@@ -91,6 +91,8 @@ extension PrefsStore {
         let multiProcess = configuration.sharing == .multiProcess
         do {
             try engine.withLock { e throws(PrefsError) in
+                // Observers compare whole indexes: a handle that opened from a persisted index reads the log.
+                try e.readWholeLog()
                 e.wantsChanges = true
                 guard multiProcess, e.log.file.writable, e.readOnlyCause == nil else { return }
                 try e.withWriterLock { () throws(PrefsError) in

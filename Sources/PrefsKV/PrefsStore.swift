@@ -56,6 +56,8 @@ public final class PrefsStore: Sendable {
         id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration()
     ) throws {
         let engine = try Engine.open(id: id, directory: directory, configuration: configuration)
+        // An open that read the whole log of a store with enough keys leaves a persisted index for the next one.
+        if engine.log.table == nil { engine.writeIndexIfDue(minimumTail: 1) }
         let events = engine.takeEvents()
         self.id = id
         self.directory = directory
@@ -67,6 +69,12 @@ public final class PrefsStore: Sendable {
 
     deinit {
         observers.withLock { $0.stopWatching() }
+        // A store with enough keys leaves a persisted index for the next open (Engine.writeIndexIfDue).
+        let events = engine.withLock { e in
+            e.writeIndexIfDue()
+            return e.takeEvents()
+        }
+        log(events.log)
     }
 
     /// `$XDG_DATA_HOME/prefskv`, or `$HOME/.local/share/prefskv` when `XDG_DATA_HOME` is unset: one directory
@@ -183,7 +191,7 @@ public final class PrefsStore: Sendable {
     /// if try !store.contains("onboarded") { showOnboarding() }
     /// ```
     public func contains(_ key: String) throws -> Bool {
-        try read { e throws(PrefsError) in e.liveEntry(e.indexKey(forName: key)) != nil }
+        try read { e throws(PrefsError) in try e.liveEntry(e.indexKey(forName: key)) != nil }
     }
 
     /// Every live key, sorted by its UTF-8 bytes (code point order). In a sealed store, names are learned by
@@ -193,7 +201,7 @@ public final class PrefsStore: Sendable {
     /// for key in try store.allKeys { print(key) }
     /// ```
     public var allKeys: [String] {
-        get throws { try read { e throws(PrefsError) in e.liveNames() } }
+        get throws { try read { e throws(PrefsError) in try e.liveNames() } }
     }
 
     /// The number of live (unexpired) keys.
@@ -204,6 +212,7 @@ public final class PrefsStore: Sendable {
     public var count: Int {
         get throws {
             try read { e throws(PrefsError) in
+                try e.readWholeLog()
                 let now = Sys.nowMilliseconds()
                 return e.log.index.values.reduce(0) { $0 + ($1.isExpired(now: now) ? 0 : 1) }
             }
@@ -406,7 +415,7 @@ public final class PrefsStore: Sendable {
         _ key: String, _ type: ValueType, _ decode: (UnsafeRawBufferPointer) -> R?
     ) throws -> R? {
         try read { e throws(PrefsError) -> R? in
-            guard let entry = e.liveEntry(e.indexKey(forName: key)) else { return nil }
+            guard let entry = try e.liveEntry(e.indexKey(forName: key)) else { return nil }
             guard entry.type == type else { throw PrefsStore.typeMismatch(key, entry.type, type, e) }
             // Decoded inside the read, judged after it (an error thrown from inside made every get retain and
             // release the key and the engine).

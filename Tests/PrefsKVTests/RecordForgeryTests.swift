@@ -242,12 +242,12 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
     }
 
     /// A plain store keeps its keyless CRC: what it detects (damage) and what it cannot (a record rewritten with a
-    /// valid checksum) are documented in FileFormat.md. It is written as format 3 for its header copy.
+    /// valid checksum) are documented in FileFormat.md. It is written in the current format (4), with a header copy.
     @Test func aPlainStoreHasAKeylessChecksumAndAHeaderCopy() throws {
         let dir = try TempDir("plain-v3")
         try openStore(dir).set("v", forKey: "k")
         let bytes = try readBytes(dir.file("ui.prefs"))
-        #expect(bytes[8] == 3 && bytes[9] == 0)
+        #expect(bytes[8] == UInt8(Format.version) && bytes[9] == 0)
         let file = try LogFile(dir.file("ui.prefs"))
         #expect(file.records.count == 1 && !file.records[0].isAuthenticated)
         // The header copy: a kind-5 record at 4096 whose value is the header's static part.
@@ -301,7 +301,7 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
         #expect(try LogFile(dir.file("ui.prefs")).records.allSatisfy { !$0.isAuthenticated })
         try store.compact()
         let upgraded = try LogFile(dir.file("ui.prefs"))
-        #expect(upgraded.bytes[8] == 3 && upgraded.records.allSatisfy(\.isAuthenticated))
+        #expect(upgraded.bytes[8] == UInt8(Format.version) && upgraded.records.allSatisfy(\.isAuthenticated))
         #expect(try PrefsStore.inspect(id: "ui", directory: dir.path)?.authenticatesRecords == true)
         #expect(try store.string(forKey: "token") == "later")
         #expect(try openSealed(dir).int(forKey: "count") == 42)

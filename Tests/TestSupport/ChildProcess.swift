@@ -165,9 +165,12 @@ public enum BuildProducts {
 /// collects them there for Documentation/Reliability.md).
 public enum TortureReport {
     public static func line(_ text: String) {
-        let line = "torture: " + text
+        let environment = ProcessInfo.processInfo.environment
+        // The second pass of `make torture` writes persisted index tables every few records: its lines say so.
+        let tables = environment["PREFSKV_INDEX_TAIL"].map { " [index tables every \($0) records]" } ?? ""
+        let line = "torture: " + text + tables
         print(line)
-        guard let path = ProcessInfo.processInfo.environment["TORTURE_REPORT"] else { return }
+        guard let path = environment["TORTURE_REPORT"] else { return }
         let data = Data((line + "\n").utf8)
         if let handle = FileHandle(forWritingAtPath: path) {
             handle.seekToEndOfFile()

@@ -113,6 +113,7 @@ extension StoreLog {
     /// large, so that a small store does not grow its file again in several steps (each an `fallocate` and a new
     /// mapping) before the next compaction; the file then stays within max(2 x live + page, threshold).
     func compact(minimumCapacity: Int, watched: Bool) throws(PrefsError) -> Bool {
+        precondition(table == nil, "a compaction copies every key: the whole log is read first")
         let now = Sys.nowMilliseconds()
         // Live entries in log order. The sort moves plain integers, (record offset / 8) << 20 | ordinal into
         // `positions` (offsets are below 2^48, so this fits while there are fewer than 2^20 keys): sorting the
@@ -177,6 +178,9 @@ extension StoreLog {
         adoptedIdentity = image.headerIdentity
         liveBytes = length
         recordCount = live.count
+        tailRecords = live.count
+        indexBytes = 0
+        skippedDamage = false
         nextSeq = UInt64(live.count) + 1
         knownEnd = newHeader.firstRecordOffset + length
         knownEndWord = image.logEndWord

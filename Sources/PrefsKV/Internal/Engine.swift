@@ -43,6 +43,11 @@ final class Engine: @unchecked Sendable {
     @exclusivity(unchecked) var pendingChanges: [PrefsChange] = []
     @exclusivity(unchecked) var pendingLog: [(level: Logger.Level, message: Logger.Message)] = []
     @exclusivity(unchecked) var autoCompactionBlockedBelow = 0
+    /// `IndexTable.tail`, read once (a static is a lazy global, checked at each access).
+    private let indexTail = IndexTable.tail
+    /// Set when reading the whole log failed (the file is damaged and the store must not salvage): a handle that
+    /// knows its file is damaged appends nothing to it.
+    @exclusivity(unchecked) private var wholeLogFailed = false
 
     @inline(__always) var hasPendingEvents: Bool { !pendingChanges.isEmpty || !pendingLog.isEmpty }
     var sealer: (any PrefsSealer)? { codec.sealer }
@@ -88,14 +93,14 @@ final class Engine: @unchecked Sendable {
             if lock.lockPage != nil,
                 case .intact(let intact) = try StoreLog.loadSnapshotIfIntact(
                     paths: paths, directory: lock.directoryFD, sealer: configuration.sealer,
-                    readOnlyCause: &readOnlyCause)
+                    readOnlyCause: &readOnlyCause, lazy: true)
             {
                 snapshot = intact
             } else {
                 pageLocked = try lock.lockPageForOpen()
                 snapshot = try StoreLog.loadSnapshot(
                     paths: paths, directory: lock.directoryFD, sealer: configuration.sealer,
-                    readOnlyCause: &readOnlyCause, create: true)
+                    readOnlyCause: &readOnlyCause, create: true, lazy: true)
             }
         } catch {
             // A file no copy of whose header verifies: refused (the default), or, when the app chose that
@@ -146,9 +151,61 @@ final class Engine: @unchecked Sendable {
     @inline(__always)
     func indexKey(forName name: String) -> String { codec.indexKey(forName: name) }
 
-    /// The live (unexpired) entry for an index key.
+    /// The live (unexpired) entry for an index key. A handle that opened from a persisted index looks a key it
+    /// has not seen up in the table (out of line).
     @inline(__always)
-    func liveEntry(_ key: String) -> Entry? { log.liveEntry(key) }
+    func liveEntry(_ key: String) throws(PrefsError) -> Entry? {
+        if let entry = log.index[key] { return entry.isExpired(now: Sys.nowMilliseconds()) ? nil : entry }
+        guard log.table != nil else { return nil }
+        return try liveEntryFromTable(key)
+    }
+
+    @inline(never)
+    private func liveEntryFromTable(_ key: String) throws(PrefsError) -> Entry? {
+        switch log.lookUp(key) {
+        case .found(let entry): return entry.isExpired(now: Sys.nowMilliseconds()) ? nil : entry
+        case .absent: return nil
+        case .tableDamaged:
+            try readTableDamaged()
+            return log.liveEntry(key)
+        }
+    }
+
+    /// Makes the index hold `key`'s entry when the persisted table has it (a handle reading one; nothing to do
+    /// otherwise); when the table does not verify where the lookup read it, reads the whole log instead (which
+    /// finds and recovers the damage, as an open would).
+    @inline(__always)
+    func lookUp(_ key: @autoclosure () -> String) throws(PrefsError) {
+        guard log.table != nil else { return }
+        try lookUpInTable(key())
+    }
+
+    @inline(never)
+    private func lookUpInTable(_ key: String) throws(PrefsError) {
+        guard log.index[key] == nil else { return }
+        if case .tableDamaged = log.lookUp(key) { try readTableDamaged() }
+    }
+
+    @inline(never)
+    private func readTableDamaged() throws(PrefsError) {
+        pendingLog.append((.warning, "the persisted index of \(paths.data) does not verify; the store's whole log is read"))
+        try readWholeLog()
+    }
+
+    /// Reads the whole log when this handle opened from a persisted index (`StoreLog.table`): before anything
+    /// that needs every key (enumeration, counting, transactions, compaction, observers). It reopens the file as
+    /// an open without a table would, under the writer lock, recovering it when damaged.
+    func readWholeLog() throws(PrefsError) {
+        guard log.table != nil else { return }
+        do throws(PrefsError) {
+            try withWriterLock { () throws(PrefsError) in try reload(lazy: false, reportsChanges: false) }
+            wholeLogFailed = false
+        } catch {
+            // Damage under `.fail` (nothing adopted): this handle's writes throw too until a whole read succeeds.
+            wholeLogFailed = true
+            throw error
+        }
+    }
 
     /// Passes the plain value bytes of `entry` to `body`: straight from the mapping, or opened by the sealer.
     @inline(__always)
@@ -194,7 +251,8 @@ final class Engine: @unchecked Sendable {
     }
 
     /// Names of live keys (unexpired), sorted.
-    func liveNames() -> [String] {
+    func liveNames() throws(PrefsError) -> [String] {
+        try readWholeLog()
         let now = Sys.nowMilliseconds()
         let keys = log.index.filter { !$0.value.isExpired(now: now) }.map(\.key)
         return codec.names(forIndexKeys: keys, in: log)
@@ -238,6 +296,9 @@ final class Engine: @unchecked Sendable {
             return
         }
         if !damage.isEmpty {
+            // Until the whole file is read again, no table may be written from an index that lacks them: it would
+            // hide the damage from later opens.
+            log.skippedDamage = true
             pendingLog.append(
                 (.error, "damaged records appeared in \(paths.data) while it was open: \(damage); they were skipped"))
             // Records that fail authentication were written by someone without the key: a store that must not
@@ -290,11 +351,21 @@ final class Engine: @unchecked Sendable {
         if log.file.logEndWord != log.knownEndWord && !log.file.isSuperseded { try refresh() }
     }
 
-    /// Opens the file the path names now and replaces the state with it (recovering it when damaged).
-    func reload() throws(PrefsError) {
+    /// Opens the file the path names now and replaces the state with it (recovering it when damaged); from its
+    /// persisted index when it has one, unless `lazy` is false or someone observes the store.
+    /// `reportsChanges: false`: the same file read again (`readWholeLog`), which changes nothing an observer hears.
+    func reload(lazy: Bool = true, reportsChanges: Bool = true) throws(PrefsError) {
         var cause = readOnlyCause
         let snapshot = try StoreLog.loadSnapshot(
-            paths: paths, directory: Sys.atWorkingDirectory, sealer: sealer, readOnlyCause: &cause, create: false)
+            paths: paths, directory: Sys.atWorkingDirectory, sealer: sealer, readOnlyCause: &cause, create: false,
+            lazy: lazy && !wantsChanges)
+        // A store that must not salvage adopts nothing damaged: the damage is thrown, and the handle keeps what it
+        // had, so every access that needs the damaged file finds it again and throws again (adopting what verified
+        // would serve older values of the keys the damage hit, and a table written from them would hide it).
+        if !snapshot.damage.isEmpty && configuration.recovery == .fail {
+            _ = try Recovery.recover(
+                log, damage: snapshot.damage, recordsKept: snapshot.recordCount, policy: .fail, watched: false)
+        }
         let old = (file: log.file, index: log.index)
         log.adopt(snapshot)
         let index = log.index
@@ -303,7 +374,7 @@ final class Engine: @unchecked Sendable {
         if !snapshot.damage.isEmpty {
             try recover(damage: snapshot.damage, recordsKept: snapshot.recordCount)
         }
-        if wantsChanges {
+        if wantsChanges && reportsChanges {
             if log.file.writable && multiProcess && !log.file.isWatched { log.file.setWatched(true) }
             noteChanges(from: old.file, oldIndex: old.index, isExternal: true)
         }
@@ -335,6 +406,7 @@ final class Engine: @unchecked Sendable {
             try followIfUnlinked()
             try catchUpLocked()
             guard log.file.writable else { throw readOnlyError }
+            if wholeLogFailed { try readWholeLog() }
         } catch {
             endWrite()
             throw error
@@ -358,6 +430,7 @@ final class Engine: @unchecked Sendable {
             try setSealed(name: name, type: type, expiresAt: expiresAt, valueLength: valueLength, fill: fill)
             return
         }
+        try lookUp(name)
         if log.holds(name, type: type, expiresAt: expiresAt, valueLength: valueLength, fill: fill) { return }
         var utf8Name = name
         try typed {
@@ -368,7 +441,7 @@ final class Engine: @unchecked Sendable {
             }
         }
         if wantsChanges { pendingChanges.append(PrefsChange(keys: [name], isExternal: false)) }
-        maybeCompactAutomatically()
+        afterWrite()
     }
 
     /// A sealed store's single value: what a one-change commit does (compare-before-set, one committed record
@@ -379,6 +452,7 @@ final class Engine: @unchecked Sendable {
         name: String, type: ValueType, expiresAt: Int64, valueLength: Int, fill: (UnsafeMutableRawBufferPointer) -> Void
     ) throws(PrefsError) {
         guard case .sealed(let sealed) = codec else { preconditionFailure("setSealed on a plain store") }
+        try lookUp(codec.indexKey(forName: name))
         let log = self.log
         let codec = self.codec
         let paths = self.paths
@@ -422,20 +496,76 @@ final class Engine: @unchecked Sendable {
         }
         guard wrote else { return }
         if wantsChanges { pendingChanges.append(PrefsChange(keys: [name], isExternal: false)) }
-        maybeCompactAutomatically()
+        afterWrite()
     }
+
+    /// About how many keys the store holds: the index's, or for a handle reading a persisted table, the larger of
+    /// the table's and the index's (keys added since the table are not told from keys looked up in it).
+    private var keyCountEstimate: Int { max(log.table?.keyCount ?? 0, log.index.count) }
 
     /// Commits a transaction's changes: one record with the commit flag for a single change, otherwise the
     /// changes followed by a commit record, published together. Unchanged values write nothing.
     func commit(_ ops: [TransactionOp]) throws(PrefsError) {
         precondition(lock.holdsWriterLock, "commit without the writer lock")
+        try readWholeLog()
         var plan = try TransactionPlan(ops, engine: self)
         guard !plan.records.isEmpty else { return }
         try plan.write(engine: self)
         if wantsChanges && !plan.changed.isEmpty {
             pendingChanges.append(PrefsChange(keys: Engine.sortedUnique(plan.changed), isExternal: false))
         }
+        afterWrite()
+    }
+
+    /// After a write: compacts when that is due, otherwise appends an index record when enough records were
+    /// written since the last one.
+    @inline(__always)
+    private func afterWrite() {
         maybeCompactAutomatically()
+        if log.tailRecords >= indexTail { maybeWriteIndex() }
+    }
+
+    /// Appends an index record when the records since the last one are at least twice the key count (and
+    /// `IndexTable.tail`): tables then cost a bounded share of writing (about 8 bytes a record), and an open reads
+    /// at most about twice as many records as the store has keys. A failure is logged, not thrown: the write
+    /// succeeded, and a table only saves work.
+    private func maybeWriteIndex() {
+        guard log.header.hasIndexRecords, log.tailRecords >= max(indexTail, 2 * keyCountEstimate),
+            keyCountEstimate >= IndexTable.minimumKeys
+        else { return }
+        do throws(PrefsError) {
+            try readWholeLog()
+            try log.appendIndex()
+        } catch {
+            log.tailRecords = 0  // not tried again before as many records again (a full disk stays full a while)
+            pendingLog.append((.warning, "writing the persisted index of \(paths.data) failed: \(error.message)"))
+        }
+    }
+
+    /// When the handle was opened by reading the whole log (`minimumTail` 1), and when it closes
+    /// (`IndexTable.closingTail`): appends an index record if the store has enough keys and at least `minimumTail`
+    /// records were applied since the last one, so that the next open reads the table instead of the log (an app
+    /// whose stores are never closed, or whose last writes deleted keys, gets one at its next open). Nothing is
+    /// thrown or logged: the store loses nothing without it.
+    /// A handle that reads a persisted table writes a new one only when the records after it are at least half
+    /// its keys: it must read the whole log first, about what the next open would save.
+    func writeIndexIfDue(minimumTail: Int = IndexTable.closingTail) {
+        func due() -> Bool {
+            let tail = log.table == nil ? minimumTail : max(minimumTail, keyCountEstimate / 2)
+            return keyCountEstimate >= IndexTable.minimumKeys && log.tailRecords >= tail
+        }
+        guard readOnlyCause == nil, log.file.writable, log.header.hasIndexRecords, due() else { return }
+        do throws(PrefsError) {
+            try beginWrite()
+            defer { endWrite() }
+            // Caught up: another handle may have written one, or compacted.
+            guard due() else { return }
+            try readWholeLog()
+            try log.appendIndex()
+        } catch {
+            // Nothing to report: the store was removed or replaced meanwhile, or the disk is full; the next open
+            // reads the log.
+        }
     }
 
     // MARK: Images
@@ -443,6 +573,7 @@ final class Engine: @unchecked Sendable {
     /// Under the writer lock: compacts the log into a new image (Compaction.swift).
     func compactLocked(minimumCapacity: Int = 0) throws(PrefsError) {
         guard log.file.writable else { throw readOnlyError }
+        try readWholeLog()
         if try log.compact(minimumCapacity: minimumCapacity, watched: watchesImages) {
             let index = log.index
             codec.retainNames { index[$0] != nil }
@@ -460,7 +591,8 @@ final class Engine: @unchecked Sendable {
         guard let threshold = configuration.autoCompactionThreshold, knownEnd >= autoCompactionBlockedBelow
         else { return }
         let length = knownEnd - log.header.firstRecordOffset
-        guard length > 0, length >= threshold / 4 * 3, (length - log.liveBytes) * 2 >= length else { return }
+        guard length > 0, length >= threshold / 4 * 3, (length - log.liveBytes - log.indexBytes) * 2 >= length
+        else { return }
         do throws(PrefsError) {
             try compactLocked(minimumCapacity: threshold)
         } catch {
@@ -497,6 +629,7 @@ final class Engine: @unchecked Sendable {
     /// Under the writer lock: re-seals every live value with `newSealer` (Rekey.swift).
     func rekey(to newSealer: (any PrefsSealer)?) throws(PrefsError) {
         guard log.file.writable else { throw readOnlyError }
+        try readWholeLog()
         let (image, header) = try Rekey.image(of: log, codec: codec, to: newSealer, watched: watchesImages)
         let oldCodec = codec
         codec = RecordCodec(sealer: newSealer)

@@ -2,28 +2,33 @@
 // the two must agree (FileFormatTests checks the worked example there against bytes produced here).
 import SystemLayer
 
-/// Layout constants of format versions 1, 2 and 3.
+/// Layout constants of format versions 1 to 4.
 ///
 /// - Version 1: plain stores, and sealed stores whose records are not authenticated.
 /// - Version 2: sealed stores whose every record carries an authenticator (a MAC under the sealer's key, binding
 ///   the record to its store, file generation and offset).
 /// - Version 3 (written now, plain and sealed): version 2's rules, and the log starts with a copy of the header's
 ///   static part (a `header` record at offset 4096), so that a damaged header page is no single point of failure.
+/// - Version 4 (written now): version 3's rules, and the log may hold index records (kind 6), a hash table of the
+///   store's keys that an open uses instead of reading the whole log (IndexTable.swift); the header's index word
+///   names the newest.
 ///
-/// Older versions are read as they are and written as version 3 by their next compaction, recovery, restore or
+/// Older versions are read as they are and written as version 4 by their next compaction, recovery, restore or
 /// rekey.
 enum Format {
     /// "PREFSKV\0" (`50 52 45 46 53 4b 56 00`), read as one little-endian word.
     static let fileMagic: UInt64 = 0x0056_4B53_4645_5250
     static let fileMagicLength = 8
     /// The newest version this library reads, and the one it writes.
-    static let version: UInt16 = 3
+    static let version: UInt16 = 4
     /// Plain stores, and sealed stores whose records are not authenticated.
     static let unauthenticatedVersion: UInt16 = 1
     /// Sealed stores whose records are authenticated (this version and later).
     static let authenticatedVersion: UInt16 = 2
     /// Stores whose log starts with a copy of the header (this version and later).
     static let headerCopyVersion: UInt16 = 3
+    /// Stores whose log may hold index records (this version and later).
+    static let indexVersion: UInt16 = 4
     /// The header occupies the first page; the log starts right after it.
     static let headerSize = 4096
     static let logStart = headerSize
@@ -45,6 +50,8 @@ enum Format {
     static let logEndOffset = 256
     static let supersededOffset = 264
     static let watchedOffset = 272
+    /// The offset of the newest index record, encoded as the log end is (`encodeLogEnd`); 0 when there is none.
+    static let indexWordOffset = 280
 
     static let flagEncrypted: UInt32 = 1
 
@@ -104,6 +111,8 @@ enum RecordKind: UInt8 {
     case commit = 4
     /// The copy of the header's static part that starts a version-3 log (only at offset 4096).
     case header = 5
+    /// A hash table of the keys of the log before it (version 4): IndexTable.swift. Holds no data.
+    case index = 6
 }
 
 /// Record flag bits.
@@ -160,6 +169,8 @@ struct Header: Equatable {
     var authenticatesRecords: Bool { isEncrypted && version >= Format.authenticatedVersion }
     /// Whether the log starts with a copy of this header (version 3 and later).
     var hasHeaderCopy: Bool { version >= Format.headerCopyVersion }
+    /// Whether index records may be appended to the log (version 4 and later).
+    var hasIndexRecords: Bool { version >= Format.indexVersion }
     /// Where the first record after the header copy goes in a new image of this header.
     var firstRecordOffset: Int {
         Format.logStart + (hasHeaderCopy ? Format.headerCopyLength(authenticated: authenticatesRecords) : 0)
@@ -394,6 +405,10 @@ struct RecordHeader {
             guard offset == Format.logStart, valueType == 0, keyLength == 0, valueLength == Format.staticSize,
                 flags & ~RecordFlags.authenticated == RecordFlags.commit
             else { return nil }
+        case .index:
+            guard valueType == 0, keyLength == 0, valueLength >= IndexTable.headerSize,
+                (valueLength - IndexTable.headerSize) % 8 == 0, flags & ~RecordFlags.authenticated == RecordFlags.commit
+            else { return nil }
         }
         var header = RecordHeader(
             offset: offset, kind: kind, valueType: valueType, flags: flags, keyLength: keyLength,
@@ -543,13 +558,15 @@ struct RecordAuth {
     }
 
     /// Whether the record (which verified its CRC) is flagged authenticated and its authenticator matches.
-    func isAuthentic(_ record: RecordHeader, in bytes: UnsafeRawBufferPointer) -> Bool {
+    /// `fileOffset`: where the record lies in the file, when `bytes` is a copy of it elsewhere (its offset there
+    /// is `record.offset`).
+    func isAuthentic(_ record: RecordHeader, in bytes: UnsafeRawBufferPointer, fileOffset: Int? = nil) -> Bool {
         guard record.isAuthenticated else { return false }
         let end = record.offset + record.length
         let macStart = end - Format.recordTrailerSize - Format.authenticatorSize
         let covered = UnsafeRawBufferPointer(rebasing: bytes[record.offset + 4..<macStart])
         return withUnsafeTemporaryAllocation(byteCount: Format.authenticatorSize, alignment: 8) { expected in
-            withContext(offset: record.offset) { context in
+            withContext(offset: fileOffset ?? record.offset) { context in
                 sealer.authenticate(context: context, record: covered, into: expected)
             }
             // Constant time: the comparison does not stop at the first differing byte.

@@ -261,6 +261,15 @@ enum LogScanner {
                 result.end = record.offset + record.length
                 return
             }
+            // An index record holds no data: it is applied (so a reader knows where the newest table is) but not
+            // counted, and it ends no transaction (none is open where one is written).
+            if record.kind == .index {
+                if pendingTotal > 0 { dropPending(upTo: record.offset, "a transaction's commit record is missing") }
+                result.maxSeq = max(result.maxSeq, record.seq)
+                apply(record)
+                result.end = record.offset + record.length
+                return
+            }
             result.recordsKept += 1
             result.maxSeq = max(result.maxSeq, record.seq)
             if pendingTotal > 0 && pendingSeq != record.seq {
@@ -367,14 +376,27 @@ enum LogScanner {
     /// Counts and names the record headers still recognisable in a damaged range.
     static func describe(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, plainKeys: Bool) -> PrefsDamage {
         var records = 0
-        var headerCopy = false
+        var noData = false
         var keys: [String] = []
         var offset = range.lowerBound
         while offset + Format.recordHeaderSize <= range.upperBound {
             if bytes.load(fromByteOffset: offset, as: UInt32.self) == Format.recordMagic.littleEndian {
                 // The header copy that starts a version-3 log holds no data: it is not a record lost.
                 if offset == Format.logStart && bytes[offset + 4] == RecordKind.header.rawValue {
-                    headerCopy = true
+                    noData = true
+                    offset += 8
+                    continue
+                }
+                // Nor is an index record: a range that lies within one lost nothing.
+                if bytes[offset + 4] == RecordKind.index.rawValue {
+                    let valueLength = Int(
+                        UInt32(littleEndian: bytes.load(fromByteOffset: offset + 12, as: UInt32.self)))
+                    let end =
+                        offset
+                        + Format.recordLength(
+                            keyLength: 0, valueLength: valueLength,
+                            authenticated: bytes[offset + 6] & RecordFlags.authenticated != 0)
+                    if offset == range.lowerBound && end >= range.upperBound { noData = true }
                     offset += 8
                     continue
                 }
@@ -392,7 +414,7 @@ enum LogScanner {
             offset += 8
         }
         return PrefsDamage(
-            range: range, records: headerCopy && records == 0 ? 0 : max(records, 1), keys: keys,
+            range: range, records: noData && records == 0 ? 0 : max(records, 1), keys: keys,
             reason: "checksum mismatch")
     }
 

@@ -241,6 +241,14 @@ final class MappedFile {
         return raw
     }
 
+    /// The raw index word: where the newest index record is (encoded as the log end is), or 0.
+    var indexWord: UInt64 { word(Format.indexWordOffset).pointee.load(ordering: .acquiring) }
+
+    /// Names the index record at `offset` (already inside the published log) as the newest.
+    func publishIndex(at offset: Int) {
+        word(Format.indexWordOffset).pointee.store(Format.encodeLogEnd(offset), ordering: .releasing)
+    }
+
     func setSuperseded(_ value: Bool) {
         word(Format.supersededOffset).pointee.store(value ? 1 : 0, ordering: .sequentiallyConsistent)
     }

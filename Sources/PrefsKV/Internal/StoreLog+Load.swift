@@ -9,7 +9,8 @@ extension StoreLog {
     /// directory's descriptor (`StoreLock.directoryFD`) the file is opened in, or `Sys.atWorkingDirectory` to
     /// open it by its path (a reload: the path may name a new directory by now).
     static func loadSnapshot(
-        paths: StorePaths, directory: Int32, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?, create: Bool
+        paths: StorePaths, directory: Int32, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?, create: Bool,
+        lazy: Bool = false
     ) throws(PrefsError) -> Snapshot {
         let name = directory == Sys.atWorkingDirectory ? paths.data : paths.dataFileName
         var fd: Int32
@@ -28,7 +29,8 @@ extension StoreLog {
         case .failure(let e):
             throw PrefsError.system(e, "open", "cannot open the store file", path: paths.data)
         }
-        let snapshot = try scannedSnapshot(fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil)
+        let snapshot = try scannedSnapshot(
+            fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil, lazy: lazy)
         let file = snapshot.file
         // A superseded flag on the file the path names is stale: a compactor was killed before its rename.
         // We hold the writer lock (or cannot write at all), so no compaction is under way. A damaged file is
@@ -49,23 +51,25 @@ extension StoreLog {
     /// scanned without damage. Errors that `loadSnapshot` would throw the same way (not a store, a wrong
     /// key...) are thrown.
     static func loadSnapshotIfIntact(
-        paths: StorePaths, directory: Int32, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?
+        paths: StorePaths, directory: Int32, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?, lazy: Bool
     ) throws(PrefsError) -> IntactLoad {
         let fd: Int32
         switch Sys.open(at: directory, paths.dataFileName, readOnlyCause == nil ? .readWrite : .readOnly) {
         case .success(let f): fd = f
         case .failure: return .needsWriterLock  // missing, or read-only: `loadSnapshot` sorts it out
         }
-        let snapshot = try scannedSnapshot(fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil)
+        let snapshot = try scannedSnapshot(
+            fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil, lazy: lazy)
         return snapshot.damage.isEmpty && !snapshot.file.isSuperseded ? .intact(snapshot) : .needsWriterLock
     }
 
     /// Maps the data file `fd`, reads its header from the mapping (one `fstat`, no read: the scan goes through
     /// the same pages) and scans its log. Takes ownership of `fd`: it is closed on failure. A file that is not
     /// regular or is shorter than a header page is never mapped; `readHeader` names its problem. Errors leave
-    /// the file untouched.
+    /// the file untouched. `lazy`: when the file names an index record, its table and the records after it are
+    /// read instead of the whole log (`lazyScan`).
     static func scannedSnapshot(
-        fd: Int32, path: String, sealer: (any PrefsSealer)?, writable: Bool
+        fd: Int32, path: String, sealer: (any PrefsSealer)?, writable: Bool, lazy: Bool = false
     ) throws(PrefsError) -> Snapshot {
         let status: FileStatus
         switch Sys.fstat(fd) {
@@ -97,8 +101,65 @@ extension StoreLog {
         }
         var snapshot = Snapshot(file: file, header: header)
         snapshot.damage = headerDamage
+        if lazy && headerDamage.isEmpty && header.hasIndexRecords && lazyScan(into: &snapshot, sealer: sealer) {
+            return snapshot
+        }
         scan(into: &snapshot, sealer: sealer, logEndKnown: headerDamage.isEmpty)
         return snapshot
+    }
+
+    /// Reads the newest index record the header names and the records after it, instead of the whole log: the
+    /// snapshot's index then holds the keys of those records, and the table the rest (`StoreLog.table`). False,
+    /// with the snapshot untouched, when that cannot be done: no index word or one that does not verify, a table
+    /// whose header does not (or, in a sealed store, whose record does not authenticate), records after it that
+    /// delete or clear keys, damage among them, or a lookup in the table that does not verify. The whole log is
+    /// then read, as without a table, and finds whatever damage there is.
+    static func lazyScan(into snapshot: inout Snapshot, sealer: (any PrefsSealer)?) -> Bool {
+        let file = snapshot.file
+        let word = file.logEndWord
+        guard let end = Format.decodeLogEnd(word), end >= Format.logStart, end & 7 == 0, end <= file.mappedLength,
+            let at = Format.decodeLogEnd(file.indexWord), at >= Format.logStart, at < end
+        else { return false }
+        let sealed = snapshot.header.isEncrypted
+        let auth = RecordAuth(header: snapshot.header, sealer: sealer)
+        guard sealed == (auth != nil) else { return false }
+        var index = KeyIndex()
+        var liveBytes = 0
+        var tail = 0
+        var newestIndex = 0
+        var usable = true
+        var table: IndexTable?
+        let result = file.withBytes { bytes -> ScanResult? in
+            // In a sealed store the table must be authentic (one forged or replayed would hide or redirect keys): it is
+            // checked as a private copy, which its lookups read.
+            guard let found = IndexTable.read(in: bytes, at: at, limit: end, auth: auth) else { return nil }
+            table = found
+            newestIndex = found.recordLength
+            liveBytes = found.liveBytes
+            return LogScanner.scan(
+                bytes, from: found.end, to: end, freeSpaceEndsLog: false, plainKeys: !sealed, minimumSeq: found.seq,
+                auth: auth
+            ) { record in
+                tail = record.kind == .index ? 0 : tail + 1
+                if record.kind == .index { newestIndex = record.length }
+                usable =
+                    usable
+                    && StoreLog.applyAfterTable(
+                        record, table: found, bytes: bytes, sealed: sealed, auth: auth, index: &index,
+                        liveBytes: &liveBytes)
+            }
+        }
+        guard let result, let table, usable, result.damage.isEmpty else { return false }
+        snapshot.index = index
+        snapshot.table = table
+        snapshot.tailRecords = tail
+        snapshot.indexBytes = newestIndex
+        snapshot.liveBytes = liveBytes
+        snapshot.recordCount = table.recordCount + result.recordsKept
+        snapshot.maxSeq = max(table.seq, result.maxSeq)
+        snapshot.end = result.end
+        snapshot.endWord = word
+        return true
     }
 
     /// The header an open trusts, read from a mapped file of at least a page: the header page's, or when that
@@ -291,15 +352,21 @@ extension StoreLog {
             minimumCapacity: log / 64,
             reservedCapacity: log / Format.recordLength(keyLength: 1, valueLength: 0))
         var liveBytes = 0
+        var tail = 0
+        var newestIndex = 0
         let result = file.withBytes { bytes in
             LogScanner.scan(
                 bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, plainKeys: !sealed,
                 auth: RecordAuth(header: snapshot.header, sealer: sealer)
             ) { record in
+                tail = record.kind == .index ? 0 : tail + 1
+                if record.kind == .index { newestIndex = record.length }
                 StoreLog.applyToIndex(record, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
             }
         }
         snapshot.index = index
+        snapshot.tailRecords = tail
+        snapshot.indexBytes = newestIndex
         snapshot.liveBytes = liveBytes
         snapshot.recordCount = result.recordsKept
         snapshot.maxSeq = result.maxSeq

@@ -15,6 +15,13 @@ struct Snapshot {
     var end = Format.logStart
     var endWord: UInt64 = 0
     var damage: [PrefsDamage] = []
+    /// The persisted index the open read instead of the log before it (`index` then holds only the keys of the
+    /// records after it): nil when the whole log was read.
+    var table: IndexTable?
+    /// Data records after the newest index record (all of them when there is none).
+    var tailRecords = 0
+    /// The length of the newest index record, 0 when there is none.
+    var indexBytes = 0
 }
 
 final class StoreLog {
@@ -31,7 +38,23 @@ final class StoreLog {
     /// The sealer of a sealed store (the engine's codec holds the same one): it authenticates the records of a
     /// version-2 file.
     @exclusivity(unchecked) var sealer: (any PrefsSealer)?
+    /// Every key of the log, or, while `table` is set, the keys of the records after the table and those looked up
+    /// in it since (see `table`).
     @exclusivity(unchecked) var index: KeyIndex
+    /// The persisted index this handle reads keys from instead of the log before it (a lazy open): a key that
+    /// `index` does not hold is looked up there (`lookUp`). Set only while no record after the table deletes or
+    /// clears anything, so a key the table does not hold and `index` does not either is absent. Whatever needs
+    /// every key (enumeration, counting, transactions, compaction, observers) reads the whole log first
+    /// (`Engine.readWholeLog`), which clears it.
+    @exclusivity(unchecked) var table: IndexTable?
+    /// Data records applied since the newest index record: when to write the next one.
+    @exclusivity(unchecked) var tailRecords: Int
+    /// The length of the newest index record of the file, 0 when there is none: counted as live (it is what the
+    /// next open reads), by statistics and by the garbage that triggers a compaction.
+    @exclusivity(unchecked) var indexBytes: Int
+    /// Set when a catch-up skipped damaged records other handles appended: no index record is written until the
+    /// file is read again (a table of an index that lacks them would hide the damage from later opens).
+    @exclusivity(unchecked) var skippedDamage = false
     @exclusivity(unchecked) var liveBytes: Int
     @exclusivity(unchecked) var recordCount: Int
     @exclusivity(unchecked) var nextSeq: UInt64
@@ -51,6 +74,9 @@ final class StoreLog {
         header = snapshot.header
         sealer = configuration.sealer
         index = snapshot.index
+        table = snapshot.table
+        tailRecords = snapshot.tailRecords
+        indexBytes = snapshot.indexBytes
         liveBytes = snapshot.liveBytes
         recordCount = snapshot.recordCount
         nextSeq = snapshot.maxSeq + 1
@@ -67,6 +93,10 @@ final class StoreLog {
         file = snapshot.file
         header = snapshot.header
         index = snapshot.index
+        table = snapshot.table
+        tailRecords = snapshot.tailRecords
+        indexBytes = snapshot.indexBytes
+        skippedDamage = false
         liveBytes = snapshot.liveBytes
         recordCount = snapshot.recordCount
         // The file is the truth: a new image is numbered from 1 again.
@@ -146,8 +176,39 @@ final class StoreLog {
         return entry
     }
 
+    /// What `lookUp` found.
+    enum LookUp {
+        /// The key's entry, now in `index` too.
+        case found(Entry)
+        /// The store holds no such key.
+        case absent
+        /// The persisted table did not verify where the lookup read it: read the whole log.
+        case tableDamaged
+    }
+
+    /// Looks `key`, which `index` does not hold, up in the persisted table of a lazy handle, and keeps what it
+    /// finds in `index`.
+    func lookUp(_ key: String) -> LookUp {
+        guard let table else { return .absent }
+        let sealed = header.isEncrypted
+        let auth = self.auth
+        let found = file.withBytes { bytes in table.probe(key, in: bytes, sealed: sealed, auth: auth) }
+        switch found {
+        case .found(let record):
+            // Already counted in the table's live bytes.
+            let entry = Entry(record)
+            index.updateValue(entry, forKey: key)
+            return .found(entry)
+        case .absent:
+            return .absent
+        case .damaged:
+            return .tableDamaged
+        }
+    }
+
     /// Live entries in log order, and the bytes their records occupy.
     func liveEntriesInOrder() -> (entries: [Entry], length: Int) {
+        precondition(table == nil, "the whole log is read before every entry is used")
         let now = Sys.nowMilliseconds()
         let live = index.values.filter { !$0.isExpired(now: now) }.sorted { $0.recordOffset < $1.recordOffset }
         return (live, live.reduce(0) { $0 + $1.recordLength })
@@ -176,19 +237,25 @@ final class StoreLog {
             guard size >= end else { return false }
             try file.remap(length: size)
         }
-        appendScan(to: end, word: word, collectChanges: collectChanges, changed: &changed, damage: &damage)
-        return true
+        return appendScan(to: end, word: word, collectChanges: collectChanges, changed: &changed, damage: &damage)
     }
 
-    /// Reads records other handles appended in `[knownEnd, end)`.
+    /// Reads records other handles appended in `[knownEnd, end)`. False, with nothing changed, when this handle
+    /// reads a persisted table and the records delete or clear keys, or a lookup in the table did not verify: the
+    /// file must then be reloaded (its whole log read).
     private func appendScan(
         to end: Int, word: UInt64, collectChanges wants: Bool, changed: inout [String], damage: inout [PrefsDamage]
-    ) {
+    ) -> Bool {
         let sealed = header.isEncrypted
         var found: [String] = []
         var index = self.index
         self.index = KeyIndex()  // keep the index uniquely referenced while it is mutated
         var liveBytes = self.liveBytes
+        var tail = tailRecords
+        var newestIndex = indexBytes
+        var usable = true
+        let table = self.table
+        let auth = self.auth
         let result = file.withBytes { bytes in
             LogScanner.scan(
                 bytes, from: knownEnd, to: end, freeSpaceEndsLog: false, plainKeys: !sealed, minimumSeq: nextSeq - 1,
@@ -197,25 +264,42 @@ final class StoreLog {
                 if wants {
                     if record.kind == .removeAll {
                         found += index.keys
-                    } else if record.kind != .commit {
+                    } else if record.kind != .commit && record.kind != .index {
                         found.append(RecordCodec.indexKey(record.key(in: bytes), sealed: sealed))
                     }
                 }
-                StoreLog.applyToIndex(record, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
+                tail = record.kind == .index ? 0 : tail + 1
+                if record.kind == .index { newestIndex = record.length }
+                if let table {
+                    usable =
+                        usable
+                        && StoreLog.applyAfterTable(
+                            record, table: table, bytes: bytes, sealed: sealed, auth: auth, index: &index,
+                            liveBytes: &liveBytes)
+                } else {
+                    StoreLog.applyToIndex(record, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
+                }
             }
         }
+        // A lazy handle that cannot apply a record (a delete, a table lookup that does not verify) keeps the sets
+        // applied before it (committed records, each applied once: applying them again is the same) and reloads.
         self.index = index
         self.liveBytes = liveBytes
+        guard usable else { return false }
+        tailRecords = tail
+        indexBytes = newestIndex
         recordCount += result.recordsKept
         nextSeq = max(nextSeq, result.maxSeq + 1)
         knownEnd = end
         knownEndWord = word
         damage += result.damage
         changed += found
+        return true
     }
 
     /// Index keys whose values differ between an old mapping and the current state.
     func changedIndexKeys(from oldFile: MappedFile, oldIndex: KeyIndex) -> [String] {
+        precondition(table == nil, "observed stores read the whole log")
         var changed: [String] = []
         // The same inode rewritten in place (a change underneath): the old mapping shows the new bytes, so nothing
         // can be compared; every key of either is reported.
@@ -335,6 +419,7 @@ final class StoreLog {
         knownEnd = end
         nextSeq += 1
         recordCount += records
+        tailRecords += records
         apply()
         if multiProcess && file.isWatched {
             // Observers in other processes wait on inotify, which stores through a mapping never wake.
@@ -399,8 +484,87 @@ final class StoreLog {
         case .removeAll:
             index.removeAll(keepingCapacity: true)
             liveBytes = 0
-        case .commit, .header:
+        case .commit, .header, .index:
             break
         }
+    }
+
+    /// Applies one committed record that follows the persisted table `table` to the index of a lazy handle (which
+    /// holds the keys of such records and those looked up): false when the record deletes or clears keys (a key
+    /// the index then lacks could be the table's, yet absent), or when the key's entry in the table, whose live
+    /// bytes it replaces, does not verify.
+    static func applyAfterTable(
+        _ record: RecordHeader, table: IndexTable, bytes: UnsafeRawBufferPointer, sealed: Bool, auth: RecordAuth?,
+        index: inout KeyIndex, liveBytes: inout Int
+    ) -> Bool {
+        switch record.kind {
+        case .set:
+            guard record.isSealed == sealed else { return true }
+            let key = RecordCodec.indexKey(record.key(in: bytes), sealed: sealed)
+            let entry = Entry(record)
+            if let old = index.updateValue(entry, forKey: key) {
+                liveBytes -= old.recordLength
+            } else {
+                switch table.probe(key, in: bytes, sealed: sealed, auth: auth) {
+                case .found(let old): liveBytes -= Entry(old).recordLength
+                case .absent: break
+                case .damaged: return false
+                }
+            }
+            liveBytes += entry.recordLength
+            return true
+        case .delete, .removeAll:
+            return false
+        case .commit, .header, .index:
+            return true
+        }
+    }
+
+    // MARK: Index records
+
+    /// Appends an index record of the whole index (this handle read the whole log: `table` is nil) and names it
+    /// in the header's index word. It holds no data: the log end moves past it, the sequence number does not.
+    /// Under the writer lock.
+    func appendIndex() throws(PrefsError) {
+        precondition(table == nil, "an index record is written from an index of every key")
+        guard header.hasIndexRecords, knownEnd < 1 << 40, !skippedDamage else { return }
+        let auth = self.auth
+        let valueLength = IndexTable.valueLength(keyCount: index.count)
+        let length = Format.recordLength(keyLength: 0, valueLength: valueLength, authenticated: auth != nil)
+        let offset = knownEnd
+        try ensureCapacity(offset + length)
+        let seq = nextSeq - 1
+        let seed = UInt64.random(in: 1...UInt64.max)
+        let index = self.index
+        let liveBytes = self.liveBytes
+        let recordCount = self.recordCount
+        file.withMutableBytes { bytes in
+            _ = RecordWriter.write(
+                into: bytes, at: offset, kind: .index, valueType: 0, flags: RecordFlags.commit, seq: seq, expiresAt: 0,
+                key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: valueLength, auth: auth
+            ) { value in
+                IndexTable.write(
+                    index, into: value, recordOffset: offset, liveBytes: liveBytes, recordCount: recordCount, seed: seed)
+            }
+        }
+        if synchronous { try file.syncData() }
+        if hasChangedUnderneath { throw changedUnderneath() }
+        knownEndWord = file.publish(logEnd: offset + length)
+        knownEnd = offset + length
+        file.publishIndex(at: offset)
+        tailRecords = 0
+        indexBytes = length
+        if synchronous { try file.syncData() }
+        #if PREFSKV_INTERNAL_CHECKS
+        file.withBytes { bytes in
+            let table = IndexTable.read(in: bytes, at: offset, limit: knownEnd, auth: auth)
+            precondition(table != nil, "an index record just written does not read back")
+            for (key, entry) in index {
+                guard case .found(let record) = table!.probe(key, in: bytes, sealed: header.isEncrypted, auth: auth)
+                else { preconditionFailure("an index record just written does not give back its keys") }
+                precondition(record.offset == entry.recordOffset, "an index record names another record")
+            }
+        }
+        #endif
     }
 }

@@ -33,7 +33,7 @@ struct TransactionPlan {
         }
         if clearsAll && !log.index.isEmpty {
             records.append(.removeAll)
-            if engine.wantsChanges { changed += engine.liveNames() }
+            if engine.wantsChanges { changed += try engine.liveNames() }
         }
         for name in order {
             let indexKey = codec.indexKey(forName: name)

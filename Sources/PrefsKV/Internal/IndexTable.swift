@@ -1,0 +1,250 @@
+// The persisted index (format version 4): an index record holds a hash table of the store's keys as of its place
+// in the log, so that an open reads that table and the records after it instead of the whole log. The table is
+// an accelerator, never the truth: every slot is checked when read, every record it points to is verified before
+// it is used, and anything that does not verify sends the handle back to reading the whole log (which finds the
+// damage, and recovers from it as from any other). Documentation/FileFormat.md, "Index records".
+import SystemLayer
+
+/// An index record's table, read in place from the mapping.
+///
+/// The record (kind 6, no key, value type 0, flags `commit`, plus `authenticated` in a sealed store) has as its
+/// value a 56-byte table header and then `slotCount` 8-byte slots, all little-endian:
+///
+/// | offset | field |
+/// |---|---|
+/// | 0 | slot count (a power of two, at least 8, at least twice the key count) |
+/// | 8 | key count |
+/// | 16 | live bytes (the bytes of the records the table points to) |
+/// | 24 | records (the data records of the log before the index record) |
+/// | 32 | hash seed (random for each table) |
+/// | 40 | the index record's own offset |
+/// | 48 | CRC32C of bytes 0..<48 |
+/// | 52 | zero |
+///
+/// A slot is `offset / 8` (bits 27..<64; 0 for an empty slot), 11 bits of the key's hash (bits 16..<27) and 16
+/// check bits (bits 0..<16: the low 16 bits of CRC32C of the slot's number and its other 48 bits, or 1 when
+/// those are 0), so a flipped bit, a torn or zeroed slot is found when the slot is read. Keys are placed by
+/// linear probing from `hash & (slotCount - 1)`, the hash being `IndexTable.hash` of the index key's UTF-8 bytes
+/// under the table's seed (part of the format: frozen, unlike the in-memory index's).
+///
+/// A sealed store's table is copied out of the mapping and authenticated as a copy, which the lookups then read:
+/// slots changed in the file after the check (by someone without the key, while the store is open) are never read.
+struct IndexTable {
+    static let headerSize = 56
+    static let slotsOffsetInValue = headerSize
+
+    /// Where the index record starts, and its length.
+    let recordOffset: Int
+    let recordLength: Int
+    let slotCount: Int
+    let keyCount: Int
+    let liveBytes: Int
+    let recordCount: Int
+    let seed: UInt64
+    /// The record's sequence number: the last commit's before it.
+    let seq: UInt64
+    /// The authenticated private copy of a sealed store's record, whose slots lookups read; nil: the mapping's.
+    private let copy: RecordCopy?
+
+    /// Where the records after the table start.
+    var end: Int { recordOffset + recordLength }
+    private var slotsOffset: Int { recordOffset + Format.recordHeaderSize + IndexTable.slotsOffsetInValue }
+
+    /// A record's bytes copied out of the shared mapping (freed with the last table that uses them).
+    private final class RecordCopy {
+        let bytes: UnsafeMutableRawBufferPointer
+
+        init(_ source: UnsafeRawBufferPointer) {
+            bytes = .allocate(byteCount: source.count, alignment: 8)
+            bytes.copyMemory(from: source)
+        }
+
+        deinit { bytes.deallocate() }
+    }
+
+    /// The value length of a table for `keyCount` keys.
+    static func valueLength(keyCount: Int) -> Int { headerSize + 8 * slotCount(for: keyCount) }
+
+    /// At least twice the keys (so probes stay short), a power of two, at least 8.
+    static func slotCount(for keyCount: Int) -> Int {
+        var slots = 8
+        while slots < keyCount * 2 { slots *= 2 }
+        return slots
+    }
+
+    // MARK: When tables are written
+
+    /// A table is written when a handle that read the whole log at its open, or that closes, holds at least
+    /// `minimumKeys` keys and `closingTail` records were applied since the last table; and after any write once
+    /// the records since the last table reach the larger of twice the key count and `tail`, so that writing tables
+    /// costs a bounded share of writing (each is about 16 bytes a key) and an open never reads much more of the log
+    /// than the store has keys. `PREFSKV_INDEX_TAIL` (the torture suites) lowers all three.
+    static let tail = policy(default: 1_024)
+    static let minimumKeys = policy(default: 256)
+    static let closingTail = policy(default: 64)
+
+    private static func policy(default value: Int) -> Int {
+        guard let text = Sys.environment("PREFSKV_INDEX_TAIL"), let lowered = Int(text), lowered > 0 else {
+            return value
+        }
+        return min(value, lowered)
+    }
+
+    // MARK: Reading
+
+    /// The table of the index record at `offset` of the mapping, when its record header is plausible, ends before
+    /// `limit`, and its table header verifies. The slots are checked one by one when read; the record's CRC over
+    /// the whole table is not computed here (the open of a large store would read all of it), but by every scan
+    /// of the log. With `auth` (a sealed store), the record is copied out of the mapping first, and the copy must
+    /// verify its CRC and authenticator; lookups then read the copy.
+    static func read(in bytes: UnsafeRawBufferPointer, at offset: Int, limit: Int, auth: RecordAuth?) -> IndexTable? {
+        guard offset >= Format.logStart, offset & 7 == 0,
+            let record = RecordHeader.plausible(in: bytes, at: offset, limit: limit), record.kind == .index
+        else { return nil }
+        guard let auth else { return parse(record, in: bytes, fileOffset: offset, copy: nil) }
+        let copy = RecordCopy(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + record.length]))
+        let copied = UnsafeRawBufferPointer(copy.bytes)
+        guard let verified = RecordHeader.verified(in: copied, at: 0, limit: copied.count),
+            verified.kind == .index, auth.isAuthentic(verified, in: copied, fileOffset: offset)
+        else { return nil }
+        return parse(verified, in: copied, fileOffset: offset, copy: copy)
+    }
+
+    /// The table of `record` (at `record.offset` of `bytes`, at `fileOffset` in the file), when its header
+    /// verifies. No field is trusted before it is checked: sizes are compared by division, never multiplied.
+    private static func parse(
+        _ record: RecordHeader, in bytes: UnsafeRawBufferPointer, fileOffset: Int, copy: RecordCopy?
+    ) -> IndexTable? {
+        let value = record.valueOffset
+        let crc = UInt32(littleEndian: bytes.load(fromByteOffset: value + 48, as: UInt32.self))
+        guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[value..<value + 48])) else { return nil }
+        func field(_ at: Int) -> Int {
+            Int(truncatingIfNeeded: UInt64(littleEndian: bytes.load(fromByteOffset: value + at, as: UInt64.self)))
+        }
+        let slotCount = field(0)
+        let keyCount = field(8)
+        guard slotCount >= 8, slotCount & (slotCount - 1) == 0,
+            (record.valueLength - headerSize) % 8 == 0, (record.valueLength - headerSize) / 8 == slotCount,
+            keyCount >= 0, keyCount <= slotCount / 2, field(40) == fileOffset, field(16) >= 0,
+            field(16) <= fileOffset, field(24) >= 0
+        else { return nil }
+        return IndexTable(
+            recordOffset: fileOffset, recordLength: record.length, slotCount: slotCount, keyCount: keyCount,
+            liveBytes: field(16), recordCount: field(24), seed: UInt64(truncatingIfNeeded: field(32)), seq: record.seq,
+            copy: copy)
+    }
+
+    /// Slot `slot`'s word: from the private copy of a sealed store's table, or from the mapping.
+    @inline(__always)
+    private func slotWord(_ slot: Int, in bytes: UnsafeRawBufferPointer) -> UInt64 {
+        if let copy {
+            let at = Format.recordHeaderSize + IndexTable.slotsOffsetInValue + 8 * slot
+            return UInt64(littleEndian: copy.bytes.load(fromByteOffset: at, as: UInt64.self))
+        }
+        return UInt64(littleEndian: bytes.load(fromByteOffset: slotsOffset + 8 * slot, as: UInt64.self))
+    }
+
+    /// What a lookup in the table found.
+    enum Probe {
+        /// The key's record, verified (and authenticated, in a sealed store).
+        case found(RecordHeader)
+        /// The table holds no such key.
+        case absent
+        /// A slot or a record the lookup read does not verify.
+        case damaged
+    }
+
+    /// Looks up an index key (a key's UTF-8, or the hex of a sealed key's tag).
+    func probe(_ key: String, in bytes: UnsafeRawBufferPointer, sealed: Bool, auth: RecordAuth?) -> Probe {
+        let hash = KeyIndex.withUTF8(key) { IndexTable.hash($0, seed: seed) }
+        let mask = slotCount - 1
+        var slot = Int(truncatingIfNeeded: hash) & mask
+        for _ in 0..<slotCount {
+            let word = slotWord(slot, in: bytes)
+            guard IndexTable.check(slot: slot, word) == UInt16(truncatingIfNeeded: word) else { return .damaged }
+            let offset = Int(word >> 27) << 3
+            if offset == 0 { return .absent }
+            if (word >> 16) & 0x7FF == hash >> 53 {
+                guard offset >= Format.logStart, offset < recordOffset,
+                    let record = RecordHeader.verified(in: bytes, at: offset, limit: recordOffset),
+                    record.kind == .set, record.isSealed == sealed
+                else { return .damaged }
+                if let auth, !auth.isAuthentic(record, in: bytes) { return .damaged }
+                if IndexTable.record(record, in: bytes, hasKey: key, sealed: sealed) { return .found(record) }
+            }
+            slot = (slot + 1) & mask
+        }
+        return .damaged  // a table is never written full
+    }
+
+    /// Whether a record's key is the index key `key`.
+    private static func record(
+        _ record: RecordHeader, in bytes: UnsafeRawBufferPointer, hasKey key: String, sealed: Bool
+    ) -> Bool {
+        if sealed { return KeyIndex.sameBytes(RecordCodec.indexKey(record.key(in: bytes), sealed: true), key) }
+        return KeyIndex.withUTF8(key) { KeyIndex.equal($0, record.key(in: bytes)) }
+    }
+
+    // MARK: Writing
+
+    /// Writes the table of `index` (whose entries' records all lie before `recordOffset`) into `value`, the
+    /// value of the index record at `recordOffset`.
+    static func write(
+        _ index: KeyIndex, into value: UnsafeMutableRawBufferPointer, recordOffset: Int, liveBytes: Int,
+        recordCount: Int, seed: UInt64
+    ) {
+        let slotCount = slotCount(for: index.count)
+        precondition(value.count == headerSize + 8 * slotCount, "an index record's value has the table's length")
+        let header = UnsafeMutableRawBufferPointer(rebasing: value[0..<headerSize])
+        for (at, field) in [
+            (0, UInt64(slotCount)), (8, UInt64(index.count)), (16, UInt64(liveBytes)), (24, UInt64(recordCount)),
+            (32, seed), (40, UInt64(recordOffset)),
+        ] {
+            header.storeBytes(of: field.littleEndian, toByteOffset: at, as: UInt64.self)
+        }
+        header.storeBytes(
+            of: CRC32C.checksum(UnsafeRawBufferPointer(rebasing: header[0..<48])).littleEndian, toByteOffset: 48,
+            as: UInt32.self)
+        header.storeBytes(of: UInt32(0), toByteOffset: 52, as: UInt32.self)
+        let slots = (value.baseAddress! + headerSize).bindMemory(to: UInt64.self, capacity: slotCount)
+        slots.update(repeating: 0, count: slotCount)
+        let mask = slotCount - 1
+        for (key, entry) in index {
+            precondition(entry.recordOffset < recordOffset && entry.recordOffset >= Format.logStart)
+            let hash = KeyIndex.withUTF8(key) { IndexTable.hash($0, seed: seed) }
+            var slot = Int(truncatingIfNeeded: hash) & mask
+            while slots[slot] != 0 { slot = (slot + 1) & mask }
+            slots[slot] = UInt64(entry.recordOffset >> 3) << 27 | (hash >> 53) << 16
+        }
+        for slot in 0..<slotCount {
+            let word = slots[slot]
+            slots[slot] = (word | UInt64(check(slot: slot, word))).littleEndian
+        }
+    }
+
+    /// The hash of an index key's UTF-8 bytes under a table's seed: FNV-1a (64-bit) started from its offset basis
+    /// XOR the seed, then MurmurHash3's 64-bit finalizer. Part of the format: a table written by one version is
+    /// read by the next, so this never changes (`PersistedIndexTests` pins a value).
+    static func hash(_ bytes: UnsafeRawBufferPointer, seed: UInt64) -> UInt64 {
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ seed
+        for byte in bytes {
+            h ^= UInt64(byte)
+            h = h &* 0x0000_0100_0000_01B3
+        }
+        h ^= h >> 33
+        h = h &* 0xFF51_AFD7_ED55_8CCD
+        h ^= h >> 33
+        h = h &* 0xC4CE_B9FE_1A85_EC53
+        h ^= h >> 33
+        return h
+    }
+
+    /// The check bits of a slot: the low 16 bits of CRC32C of its number and its word without them, never 0 (a
+    /// zeroed slot never verifies).
+    @inline(__always)
+    static func check(slot: Int, _ word: UInt64) -> UInt16 {
+        let pair = (UInt64(slot).littleEndian, (word & ~0xFFFF).littleEndian)
+        let crc = withUnsafeBytes(of: pair) { UInt16(truncatingIfNeeded: CRC32C.checksum($0)) }
+        return crc == 0 ? 1 : crc
+    }
+}

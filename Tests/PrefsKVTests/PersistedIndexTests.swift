@@ -1,0 +1,372 @@
+// Issue 18: an open reads the persisted index (an index record's hash table) and the records after it, not the
+// whole log; the table is only ever an accelerator: every damage to it, and a forged one in a sealed store, is
+// found and costs no value. Every case writes real bytes into a real store file and checks what comes back, value
+// for value.
+import Foundation
+import Glibc
+import TestSealer
+import Testing
+
+@testable import PrefsKV
+
+/// The newest index record of a store file, decoded from the bytes by hand (FileFormat.md, "Index records").
+private struct IndexRecordBytes {
+    var offset: Int
+    var valueOffset: Int
+    var slotCount: Int
+    var keyCount: Int
+    var seed: UInt64
+    var slotsOffset: Int { valueOffset + 56 }
+
+    init(_ bytes: [UInt8]) throws {
+        func u64(_ at: Int) -> UInt64 { bytes[at..<at + 8].reversed().reduce(0) { $0 << 8 | UInt64($1) } }
+        func u32(_ at: Int) -> UInt32 { UInt32(truncatingIfNeeded: u64(at) & 0xFFFF_FFFF) }
+        let word = u64(280)
+        offset = Int(word & 0xFFFF_FFFF_FFFF)
+        guard offset >= 4096, offset + 32 <= bytes.count else { throw TestFailure("no index word: \(word)") }
+        guard u32(offset) == 0x7256_4B50, bytes[offset + 4] == 6 else { throw TestFailure("no index record") }
+        valueOffset = offset + 32
+        slotCount = Int(u64(valueOffset))
+        keyCount = Int(u64(valueOffset + 8))
+        seed = u64(valueOffset + 32)
+    }
+
+    func slot(_ i: Int, in bytes: [UInt8]) -> UInt64 {
+        let at = slotsOffset + 8 * i
+        return bytes[at..<at + 8].reversed().reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// The table's key hash, written out from FileFormat.md (FNV-1a 64 from its basis XOR the seed, then
+    /// MurmurHash3's finalizer).
+    static func hash(_ key: String, seed: UInt64) -> UInt64 {
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325 ^ seed
+        for byte in key.utf8 { h = (h ^ UInt64(byte)) &* 0x100_0000_01B3 }
+        h = (h ^ h >> 33) &* 0xFF51_AFD7_ED55_8CCD
+        h = (h ^ h >> 33) &* 0xC4CE_B9FE_1A85_EC53
+        return h ^ h >> 33
+    }
+
+    static func check(slot: Int, _ word: UInt64) -> UInt64 {
+        var pair = [UInt8]()
+        for v in [UInt64(slot), word & ~0xFFFF] { for b in 0..<8 { pair.append(UInt8(truncatingIfNeeded: v >> (8 * b))) } }
+        let crc = UInt64(pair.withUnsafeBytes { CRC32C.checksum($0) } & 0xFFFF)
+        return crc == 0 ? 1 : crc
+    }
+
+    /// Stores `word` (its check bits recomputed when `fixCheck`) in slot `i`.
+    func store(_ word: UInt64, slot i: Int, into bytes: inout [UInt8], fixCheck: Bool) {
+        let value = fixCheck ? word & ~0xFFFF | Self.check(slot: i, word) : word
+        for b in 0..<8 { bytes[slotsOffset + 8 * i + b] = UInt8(truncatingIfNeeded: value >> (8 * b)) }
+    }
+}
+
+@Suite struct PersistedIndexTests {
+    static let keys = 3_000
+
+    static func value(_ i: Int) -> String { "value \(i) " + String(repeating: "x", count: i % 37) }
+
+    /// A store of `keys` strings, closed (the close writes its table); `then` writes more before it closes.
+    func makeStore(_ dir: TempDir, sealer: TestSealer? = nil, then: (PrefsStore) throws -> Void = { _ in }) throws {
+        let store = try openStore(dir) {
+            $0.autoCompactionThreshold = nil
+            $0.sealer = sealer
+        }
+        for i in 0..<Self.keys { try store.set(Self.value(i), forKey: "key.\(i)") }
+        try then(store)
+    }
+
+    func readsFromTable(_ store: PrefsStore) -> Bool { store.engine.withLock { $0.log.table != nil } }
+
+    func expectEveryValue(_ store: PrefsStore, except changed: [Int: String] = [:], removed: Set<Int> = []) throws {
+        for i in 0..<Self.keys {
+            let expected = removed.contains(i) ? nil : changed[i] ?? Self.value(i)
+            #expect(try store.string(forKey: "key.\(i)") == expected, "key.\(i)")
+        }
+    }
+
+    // MARK: The format
+
+    /// Before issue 18 an open read every record of the log; now a store of thousands of keys leaves a table
+    /// behind when it closes, which the bytes show as FileFormat.md lays it out, and the next open reads it.
+    @Test func aClosedStoreLeavesATableThatTheNextOpenReadsInsteadOfTheLog() throws {
+        let dir = try TempDir("index-format", memory: true)
+        try makeStore(dir)
+        let bytes = try readBytes(dir.file("ui.prefs"))
+        #expect(bytes[8] == 4, "format version 4")
+        let table = try IndexRecordBytes(bytes)
+        #expect(table.keyCount == Self.keys && table.slotCount == 8_192)
+        // Every slot verifies its check bits; the non-empty ones point at the set records of exactly the keys, each
+        // reached by linear probing from its hash (no empty slot in between) and holding its top 11 bits.
+        var names: Set<String> = []
+        let mask = table.slotCount - 1
+        for i in 0..<table.slotCount {
+            let word = table.slot(i, in: bytes)
+            #expect(word & 0xFFFF == IndexRecordBytes.check(slot: i, word), "slot \(i)")
+            let offset = Int(word >> 27) << 3
+            if offset == 0 { continue }
+            #expect(bytes[offset..<offset + 5] == [0x50, 0x4B, 0x56, 0x72, 1], "slot \(i) names a set record")
+            let keyLength = Int(bytes[offset + 8]) | Int(bytes[offset + 9]) << 8
+            let name = String(decoding: bytes[offset + 32..<offset + 32 + keyLength], as: UTF8.self)
+            names.insert(name)
+            let hash = IndexRecordBytes.hash(name, seed: table.seed)
+            #expect((word >> 16) & 0x7FF == hash >> 53, "slot \(i) holds \(name)'s hash bits")
+            var probe = Int(hash & UInt64(mask))
+            while probe != i {
+                #expect(table.slot(probe, in: bytes) >> 27 != 0, "\(name): an empty slot before its own")
+                probe = (probe + 1) & mask
+            }
+        }
+        #expect(names == Set((0..<Self.keys).map { "key.\($0)" }))
+        // The hash is part of the format: the library's and this test's agree, and one value is pinned.
+        #expect(Array("key.1".utf8).withUnsafeBytes { IndexTable.hash($0, seed: 1) } == 0xE01C_86ED_6D9D_D3AF)
+        #expect(IndexRecordBytes.hash("theme", seed: 0x0123_4567_89AB_CDEF) == 0xFA6C_8C43_8B8E_1746)
+
+        let store = try openStore(dir)
+        #expect(readsFromTable(store))
+        #expect(store.engine.withLock { $0.log.index.count } == 0, "nothing but the table was read")
+        try expectEveryValue(store)
+        #expect(try store.string(forKey: "key.absent") == nil)
+        #expect(try store.count == Self.keys)  // counting reads the whole log
+        #expect(!readsFromTable(store))
+    }
+
+    /// Writes after the table are read at the next open with it; deletes and clears send the open to the log.
+    @Test func recordsAfterTheTableAreReadWithIt() throws {
+        let dir = try TempDir("index-tail", memory: true)
+        try makeStore(dir)
+        do {
+            let store = try openStore(dir)
+            try store.set("new 5", forKey: "key.5")
+            try store.set("brand new", forKey: "extra")
+            try store.set(Self.value(9), forKey: "key.9")  // unchanged: nothing written
+        }
+        var store = try openStore(dir)
+        #expect(readsFromTable(store))
+        try expectEveryValue(store, except: [5: "new 5"])
+        #expect(try store.string(forKey: "extra") == "brand new")
+        #expect(try store.count == Self.keys + 1)
+
+        try store.removeValue(forKey: "key.7")
+        store = try openStore(dir)
+        #expect(!readsFromTable(store), "a delete after the table: the whole log is read")
+        try expectEveryValue(store, except: [5: "new 5"], removed: [7])
+        // That open left a new table: the next one reads it.
+        store = try openStore(dir)
+        #expect(readsFromTable(store))
+        try expectEveryValue(store, except: [5: "new 5"], removed: [7])
+        #expect(try store.string(forKey: "extra") == "brand new")
+    }
+
+    /// A handle reading the table while another removes and changes keys it has not read yet.
+    @Test func anotherHandlesDeletesAndWritesAreSeenByAHandleReadingTheTable() throws {
+        let dir = try TempDir("index-shared", memory: true)
+        try makeStore(dir)
+        let reader = try openStore(dir)
+        let writer = try openStore(dir)
+        #expect(readsFromTable(reader) && readsFromTable(writer))
+        #expect(try reader.string(forKey: "key.1") == Self.value(1))
+        try writer.removeValue(forKey: "key.2")
+        try writer.set("changed", forKey: "key.3")
+        #expect(try reader.string(forKey: "key.2") == nil)
+        #expect(try reader.string(forKey: "key.3") == "changed")
+        try writer.removeAll()
+        #expect(try reader.string(forKey: "key.1") == nil && reader.count == 0)
+    }
+
+    /// Enough writes after the table write the next one: an open never reads much more log than it has keys.
+    @Test func writesAppendANewTableOnceTheyOutnumberTheKeys() throws {
+        let dir = try TempDir("index-rewrite", memory: true)
+        try makeStore(dir)
+        let store = try openStore(dir) { $0.autoCompactionThreshold = nil }
+        let first = try IndexRecordBytes(readBytes(dir.file("ui.prefs"))).offset
+        for round in 0..<2 { for i in 0..<Self.keys { try store.set("r\(round) \(i)", forKey: "key.\(i)") } }
+        let second = try IndexRecordBytes(readBytes(dir.file("ui.prefs"))).offset
+        #expect(second > first)
+        let reopened = try openStore(dir)
+        #expect(readsFromTable(reopened))
+        #expect(reopened.engine.withLock { $0.log.tailRecords } < Self.keys)
+        for i in 0..<Self.keys { #expect(try reopened.string(forKey: "key.\(i)") == "r1 \(i)") }
+    }
+
+    // MARK: Damage
+
+    /// A flipped bit in a slot: the lookup that reads it sends the handle to the whole log, which finds the table's
+    /// record damaged and salvages the store; every value comes back and nothing counts as lost.
+    @Test(arguments: [0, 17, 1_000, 4_095, 8_191])
+    func aFlippedBitInASlotCostsNoValue(slot: Int) throws {
+        let dir = try TempDir("index-slot", memory: true)
+        try makeStore(dir)
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let table = try IndexRecordBytes(bytes)
+        bytes[table.slotsOffset + 8 * slot + 3] ^= 0x10
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        let store = try openStore(dir)
+        try expectEveryValue(store)
+        #expect(try store.count == Self.keys)
+        let report = try #require(store.lastRecovery, "the damaged table was found")
+        #expect(report.recordsLost == 0, "\(report)")
+        #expect(dir.files.contains { $0.hasPrefix("ui.prefs.corrupt-") })
+        try expectEveryValue(try openStore(dir))
+    }
+
+    /// A zeroed page in the middle of the table, a damaged table header, a damaged index word, and an index word
+    /// that names a data record: no value is lost, and no damage is made up where there was none.
+    @Test(arguments: ["zeroed page", "table header", "index word", "word names a set record"])
+    func otherDamageToTheTableCostsNoValue(damage: String) throws {
+        let dir = try TempDir("index-damage", memory: true)
+        try makeStore(dir)
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let table = try IndexRecordBytes(bytes)
+        var isDamage = true
+        switch damage {
+        case "zeroed page":
+            let page = (table.slotsOffset + 4096 * 3) & ~4095
+            for i in page..<page + 4096 { bytes[i] = 0 }
+        case "table header":
+            bytes[table.valueOffset + 8] ^= 1
+        case "index word":
+            bytes[283] ^= 0x40
+            isDamage = false
+        default:
+            let encoded = Format.encodeLogEnd(4096 + 168)  // the first set record, after the header copy
+            for b in 0..<8 { bytes[280 + b] = UInt8(truncatingIfNeeded: encoded >> (8 * b)) }
+            isDamage = false
+        }
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        let store = try openStore(dir)
+        try expectEveryValue(store)
+        #expect(try store.count == Self.keys)
+        #expect((store.lastRecovery != nil) == isDamage, "\(String(describing: store.lastRecovery))")
+        if let report = store.lastRecovery { #expect(report.recordsLost == 0, "\(report)") }
+    }
+
+    /// A store that must not salvage (a vault) answers `corrupted` for a damaged table, and leaves the file
+    /// byte-identical.
+    @Test func underFailADamagedTableIsCorruptedAndTheFileIsUntouched() throws {
+        let dir = try TempDir("index-fail", memory: true)
+        try makeStore(dir)
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let table = try IndexRecordBytes(bytes)
+        for slot in 0..<table.slotCount { bytes[table.slotsOffset + 8 * slot] ^= 1 }
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        let store = try openStore(dir) { $0.recovery = .fail }
+        #expect(throws: PrefsError.self) { _ = try store.string(forKey: "key.1") }
+        do {
+            _ = try store.string(forKey: "key.1")
+        } catch let error as PrefsError {
+            #expect(error.code == .corrupted, "\(error)")
+        }
+        #expect(try readBytes(dir.file("ui.prefs")) == bytes)
+    }
+
+    /// A damaged record found by a read (the table points at it) in a store that must not salvage: every read of
+    /// that key throws `corrupted`, none returns the key's older value (which the log still holds), and no table
+    /// written afterwards hides the damage from the next open.
+    @Test func underFailADamagedRecordFoundByAReadIsNeverAnsweredWithAnOlderValue() throws {
+        let dir = try TempDir("index-fail-record", memory: true)
+        try makeStore(dir) { try $0.set("newest", forKey: "key.5") }
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let table = try IndexRecordBytes(bytes)
+        // The newest record of key.5 is the last data record before the table: damage a byte of its value.
+        let marker = Array("newest".utf8)
+        let newest = try #require((4096..<table.offset - 6).last { Array(bytes[$0..<$0 + 6]) == marker })
+        bytes[newest] ^= 0x20
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        do {
+            let store = try openStore(dir) { $0.recovery = .fail }
+            #expect(readsFromTable(store))
+            #expect(try store.string(forKey: "key.6") == Self.value(6))
+            for _ in 0..<3 {
+                #expect { try store.string(forKey: "key.5") } throws: { ($0 as? PrefsError)?.code == .corrupted }
+            }
+            #expect { try store.set("more", forKey: "key.7") } throws: { ($0 as? PrefsError)?.code == .corrupted }
+        }
+        #expect(try readBytes(dir.file("ui.prefs")) == bytes, "nothing written, no table appended")
+        #expect { try openStore(dir) { $0.recovery = .fail }.string(forKey: "key.5") } throws: {
+            ($0 as? PrefsError)?.code == .corrupted
+        }
+    }
+
+    /// A table header crafted to overflow the sizes (a slot count of 2^61, its CRC made right) is not a table: no
+    /// crash, the whole log is read, nothing is lost.
+    @Test func aCraftedTableHeaderIsNeverTrustedNorACrash() throws {
+        let dir = try TempDir("index-crafted", memory: true)
+        try makeStore(dir)
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let table = try IndexRecordBytes(bytes)
+        for (field, value) in [(0, UInt64(1) << 61), (8, UInt64(1) << 62)] {
+            for b in 0..<8 { bytes[table.valueOffset + field + b] = UInt8(truncatingIfNeeded: value >> (8 * b)) }
+        }
+        let crc = bytes[table.valueOffset..<table.valueOffset + 48].withUnsafeBytes { CRC32C.checksum($0) }
+        for b in 0..<4 { bytes[table.valueOffset + 48 + b] = UInt8(truncatingIfNeeded: crc >> (8 * b)) }
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        let store = try openStore(dir)
+        #expect(!readsFromTable(store))
+        try expectEveryValue(store)
+    }
+
+    // MARK: Sealed stores
+
+    /// Someone without the key rewrites every slot of the file as a valid empty slot while a handle reads the
+    /// table: the handle reads its authenticated private copy, so no key goes missing.
+    @Test func slotsRewrittenWhileASealedStoreIsOpenAreNeverRead() throws {
+        let dir = try TempDir("index-live", memory: true)
+        try makeStore(dir, sealer: TestSealer(key: 7))
+        let store = try openStore(dir) { $0.sealer = TestSealer(key: 7) }
+        #expect(readsFromTable(store))
+        let bytes = try readBytes(dir.file("ui.prefs"))
+        let table = try IndexRecordBytes(bytes)
+        var emptied = bytes
+        for slot in 0..<table.slotCount { table.store(0, slot: slot, into: &emptied, fixCheck: true) }
+        let fd = open(dir.file("ui.prefs"), O_WRONLY)
+        defer { close(fd) }
+        let start = table.slotsOffset
+        let written = emptied[start..<start + 8 * table.slotCount].withUnsafeBytes {
+            pwrite(fd, $0.baseAddress, $0.count, off_t(start))
+        }
+        #expect(written == 8 * table.slotCount)
+        try expectEveryValue(store)
+    }
+
+    @Test func aSealedStoreReadsItsAuthenticatedTable() throws {
+        let dir = try TempDir("index-sealed", memory: true)
+        try makeStore(dir, sealer: TestSealer(key: 7))
+        let store = try openStore(dir) { $0.sealer = TestSealer(key: 7) }
+        #expect(readsFromTable(store))
+        try expectEveryValue(store)
+        #expect(try store.string(forKey: "key.absent") == nil)
+        #expect(try store.allKeys.count == Self.keys)
+    }
+
+    /// Someone without the key trades the record offsets of two slots (check bits and the record's CRC made right
+    /// again), which would hide both keys: the table's authenticator fails, a vault's open says `tampered` and
+    /// leaves the file byte-identical, and a salvaging open keeps every authentic record.
+    @Test func aForgedTableInASealedStoreIsTampering() throws {
+        let dir = try TempDir("index-forged", memory: true)
+        try makeStore(dir, sealer: TestSealer(key: 7))
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let table = try IndexRecordBytes(bytes)
+        let used = (0..<table.slotCount).filter { table.slot($0, in: bytes) >> 27 != 0 }
+        let (a, b) = (used[0], used[1])
+        let (wordA, wordB) = (table.slot(a, in: bytes), table.slot(b, in: bytes))
+        let offsetBits: UInt64 = ~0 << 27
+        table.store(wordA & ~offsetBits | wordB & offsetBits, slot: a, into: &bytes, fixCheck: true)
+        table.store(wordB & ~offsetBits | wordA & offsetBits, slot: b, into: &bytes, fixCheck: true)
+        // The record's CRC over the forged table, so only the authenticator can tell.
+        let valueLength = (12..<16).reversed().reduce(0) { $0 << 8 | Int(bytes[table.offset + $1]) }
+        let length = Format.recordLength(keyLength: 0, valueLength: valueLength, authenticated: true)
+        let crc = bytes[table.offset..<table.offset + length - 4].withUnsafeBytes { CRC32C.checksum($0) }
+        for i in 0..<4 { bytes[table.offset + length - 4 + i] = UInt8(truncatingIfNeeded: crc >> (8 * i)) }
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        #expect {
+            try openStore(dir) {
+                $0.sealer = TestSealer(key: 7)
+                $0.recovery = .fail
+            }
+        } throws: { ($0 as? PrefsError)?.code == .tampered }
+        #expect(try readBytes(dir.file("ui.prefs")) == bytes)
+        // Salvaging keeps every authentic record: each key reads its own value.
+        let salvaged = try openStore(dir) { $0.sealer = TestSealer(key: 7) }
+        try expectEveryValue(salvaged)
+    }
+}
