@@ -29,7 +29,10 @@ import SystemLayer
 ///
 /// A sealed store's table is copied out of the mapping and authenticated as a copy, which the lookups then read:
 /// slots changed in the file after the check (by someone without the key, while the store is open) are never read.
-struct IndexTable {
+///
+/// A final class, not a struct: an optional of it is a plain pointer, whose copies in a fresh process's first open
+/// need no type metadata built at run time (an optional struct holding a reference would).
+final class IndexTable {
     static let headerSize = 56
     static let slotsOffsetInValue = headerSize
 
@@ -44,23 +47,28 @@ struct IndexTable {
     /// The record's sequence number: the last commit's before it.
     let seq: UInt64
     /// The authenticated private copy of a sealed store's record, whose slots lookups read; nil: the mapping's.
-    private let copy: RecordCopy?
+    private let copy: UnsafeMutableRawBufferPointer?
 
     /// Where the records after the table start.
     var end: Int { recordOffset + recordLength }
     private var slotsOffset: Int { recordOffset + Format.recordHeaderSize + IndexTable.slotsOffsetInValue }
 
-    /// A record's bytes copied out of the shared mapping (freed with the last table that uses them).
-    private final class RecordCopy {
-        let bytes: UnsafeMutableRawBufferPointer
-
-        init(_ source: UnsafeRawBufferPointer) {
-            bytes = .allocate(byteCount: source.count, alignment: 8)
-            bytes.copyMemory(from: source)
-        }
-
-        deinit { bytes.deallocate() }
+    private init(
+        recordOffset: Int, recordLength: Int, slotCount: Int, keyCount: Int, liveBytes: Int, recordCount: Int,
+        seed: UInt64, seq: UInt64, copy: UnsafeMutableRawBufferPointer?
+    ) {
+        self.recordOffset = recordOffset
+        self.recordLength = recordLength
+        self.slotCount = slotCount
+        self.keyCount = keyCount
+        self.liveBytes = liveBytes
+        self.recordCount = recordCount
+        self.seed = seed
+        self.seq = seq
+        self.copy = copy
     }
+
+    deinit { copy?.deallocate() }
 
     /// The value length of a table for `keyCount` keys.
     static func valueLength(keyCount: Int) -> Int { headerSize + 8 * slotCount(for: keyCount) }
@@ -102,18 +110,24 @@ struct IndexTable {
             let record = RecordHeader.plausible(in: bytes, at: offset, limit: limit), record.kind == .index
         else { return nil }
         guard let auth else { return parse(record, in: bytes, fileOffset: offset, copy: nil) }
-        let copy = RecordCopy(UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + record.length]))
-        let copied = UnsafeRawBufferPointer(copy.bytes)
+        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: record.length, alignment: 8)
+        copy.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + record.length]))
+        let copied = UnsafeRawBufferPointer(copy)
         guard let verified = RecordHeader.verified(in: copied, at: 0, limit: copied.count),
-            verified.kind == .index, auth.isAuthentic(verified, in: copied, fileOffset: offset)
-        else { return nil }
-        return parse(verified, in: copied, fileOffset: offset, copy: copy)
+            verified.kind == .index, auth.isAuthentic(verified, in: copied, fileOffset: offset),
+            let table = parse(verified, in: copied, fileOffset: offset, copy: copy)
+        else {
+            copy.deallocate()
+            return nil
+        }
+        return table
     }
 
     /// The table of `record` (at `record.offset` of `bytes`, at `fileOffset` in the file), when its header
     /// verifies. No field is trusted before it is checked: sizes are compared by division, never multiplied.
     private static func parse(
-        _ record: RecordHeader, in bytes: UnsafeRawBufferPointer, fileOffset: Int, copy: RecordCopy?
+        _ record: RecordHeader, in bytes: UnsafeRawBufferPointer, fileOffset: Int,
+        copy: UnsafeMutableRawBufferPointer?
     ) -> IndexTable? {
         let value = record.valueOffset
         let crc = UInt32(littleEndian: bytes.load(fromByteOffset: value + 48, as: UInt32.self))
@@ -139,7 +153,7 @@ struct IndexTable {
     private func slotWord(_ slot: Int, in bytes: UnsafeRawBufferPointer) -> UInt64 {
         if let copy {
             let at = Format.recordHeaderSize + IndexTable.slotsOffsetInValue + 8 * slot
-            return UInt64(littleEndian: copy.bytes.load(fromByteOffset: at, as: UInt64.self))
+            return UInt64(littleEndian: copy.load(fromByteOffset: at, as: UInt64.self))
         }
         return UInt64(littleEndian: bytes.load(fromByteOffset: slotsOffset + 8 * slot, as: UInt64.self))
     }

@@ -27,6 +27,11 @@ final class MappedFile {
     @exclusivity(unchecked) private var faultCount: UnsafeMutablePointer<Atomic<UInt32>>
     /// Whether an earlier mapping of this file (before a remap) took a fault.
     @exclusivity(unchecked) private var faultedBefore = false
+    /// The persisted index an open read instead of this file's log (`StoreLog.table`); nil when the whole log was
+    /// read. Kept here, with the file it describes, so that a snapshot carries it without a field of its own (an
+    /// optional field was copied through type metadata built at run time, in a fresh process's first open), and
+    /// a handle that adopts another file (a whole read, a compaction, a recovery) drops it with the old file.
+    @exclusivity(unchecked) var indexTable: IndexTable?
 
     /// Maps the whole of `fd` (at least one header page). Takes ownership of `fd`: it is closed on failure.
     /// `status` is the file's `fstat`, when the caller has just made it.

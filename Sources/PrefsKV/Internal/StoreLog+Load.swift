@@ -151,7 +151,7 @@ extension StoreLog {
         }
         guard let result, let table, usable, result.damage.isEmpty else { return false }
         snapshot.index = index
-        snapshot.table = table
+        file.indexTable = table
         snapshot.tailRecords = tail
         snapshot.indexBytes = newestIndex
         snapshot.liveBytes = liveBytes

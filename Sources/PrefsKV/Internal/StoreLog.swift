@@ -15,9 +15,6 @@ struct Snapshot {
     var end = Format.logStart
     var endWord: UInt64 = 0
     var damage: [PrefsDamage] = []
-    /// The persisted index the open read instead of the log before it (`index` then holds only the keys of the
-    /// records after it): nil when the whole log was read.
-    var table: IndexTable?
     /// Data records after the newest index record (all of them when there is none).
     var tailRecords = 0
     /// The length of the newest index record, 0 when there is none.
@@ -46,7 +43,7 @@ final class StoreLog {
     /// clears anything, so a key the table does not hold and `index` does not either is absent. Whatever needs
     /// every key (enumeration, counting, transactions, compaction, observers) reads the whole log first
     /// (`Engine.readWholeLog`), which clears it.
-    @exclusivity(unchecked) var table: IndexTable?
+    var table: IndexTable? { file.indexTable }
     /// Data records applied since the newest index record: when to write the next one.
     @exclusivity(unchecked) var tailRecords: Int
     /// The length of the newest index record of the file, 0 when there is none: counted as live (it is what the
@@ -74,7 +71,6 @@ final class StoreLog {
         header = snapshot.header
         sealer = configuration.sealer
         index = snapshot.index
-        table = snapshot.table
         tailRecords = snapshot.tailRecords
         indexBytes = snapshot.indexBytes
         liveBytes = snapshot.liveBytes
@@ -93,7 +89,6 @@ final class StoreLog {
         file = snapshot.file
         header = snapshot.header
         index = snapshot.index
-        table = snapshot.table
         tailRecords = snapshot.tailRecords
         indexBytes = snapshot.indexBytes
         skippedDamage = false
