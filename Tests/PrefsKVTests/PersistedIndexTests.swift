@@ -130,6 +130,9 @@ private struct IndexRecordBytes {
         #expect(!readsFromTable(store))
     }
 
+    /// The log-end word of a store file.
+    func logEndWord(_ dir: TempDir) throws -> ArraySlice<UInt8> { try readBytes(dir.file("ui.prefs"))[256..<264] }
+
     /// Writes after the table are read at the next open with it; deletes and clears send the open to the log.
     @Test func recordsAfterTheTableAreReadWithIt() throws {
         let dir = try TempDir("index-tail", memory: true)
@@ -138,7 +141,9 @@ private struct IndexRecordBytes {
             let store = try openStore(dir)
             try store.set("new 5", forKey: "key.5")
             try store.set("brand new", forKey: "extra")
-            try store.set(Self.value(9), forKey: "key.9")  // unchanged: nothing written
+            let end = try logEndWord(dir)
+            try store.set(Self.value(9), forKey: "key.9")  // unchanged (found in the table): nothing written
+            #expect(try logEndWord(dir) == end)
         }
         var store = try openStore(dir)
         #expect(readsFromTable(store))
@@ -155,6 +160,27 @@ private struct IndexRecordBytes {
         #expect(readsFromTable(store))
         try expectEveryValue(store, except: [5: "new 5"], removed: [7])
         #expect(try store.string(forKey: "extra") == "brand new")
+
+        try store.removeAll()
+        store = try openStore(dir)
+        #expect(!readsFromTable(store), "a clear after the table: the whole log is read")
+        #expect(try store.string(forKey: "key.1") == nil && store.count == 0)
+    }
+
+    /// A store of fewer than 256 keys gets no table; a store's statistics count its newest table as live.
+    @Test func smallStoresHaveNoTableAndStatisticsCountTheTable() throws {
+        let small = try TempDir("index-small", memory: true)
+        do {
+            let store = try openStore(small)
+            for i in 0..<255 { try store.set(i, forKey: "k\(i)") }
+        }
+        #expect(try readBytes(small.file("ui.prefs"))[280..<288].allSatisfy { $0 == 0 }, "no index word")
+        let dir = try TempDir("index-stats", memory: true)
+        try makeStore(dir)
+        let table = try IndexRecordBytes(readBytes(dir.file("ui.prefs")))
+        let stats = try openStore(dir).stats()
+        #expect(stats.logBytes == table.offset - 4096 - 168 + (8 * table.slotCount + 56 + 32 + 4 + 7) / 8 * 8)
+        #expect(stats.garbageRatio == 0, "the records and the table are all live")
     }
 
     /// A handle reading the table while another removes and changes keys it has not read yet.
@@ -165,21 +191,29 @@ private struct IndexRecordBytes {
         let writer = try openStore(dir)
         #expect(readsFromTable(reader) && readsFromTable(writer))
         #expect(try reader.string(forKey: "key.1") == Self.value(1))
-        try writer.removeValue(forKey: "key.2")
+        // Sets: the reader applies them on top of its table.
         try writer.set("changed", forKey: "key.3")
+        try writer.set("new", forKey: "fresh")
+        #expect(try reader.string(forKey: "key.3") == "changed" && reader.string(forKey: "fresh") == "new")
+        #expect(readsFromTable(reader))
+        // A delete: the reader reopens the file.
+        try writer.removeValue(forKey: "key.2")
         #expect(try reader.string(forKey: "key.2") == nil)
         #expect(try reader.string(forKey: "key.3") == "changed")
         try writer.removeAll()
         #expect(try reader.string(forKey: "key.1") == nil && reader.count == 0)
     }
 
-    /// Enough writes after the table write the next one: an open never reads much more log than it has keys.
-    @Test func writesAppendANewTableOnceTheyOutnumberTheKeys() throws {
+    /// Writes after the table write the next one once they reach twice the keys: an open never reads much more
+    /// log than that, however the app ends.
+    @Test func writesAppendANewTableOnceTheyReachTwiceTheKeys() throws {
         let dir = try TempDir("index-rewrite", memory: true)
         try makeStore(dir)
         let store = try openStore(dir) { $0.autoCompactionThreshold = nil }
         let first = try IndexRecordBytes(readBytes(dir.file("ui.prefs"))).offset
-        for round in 0..<2 { for i in 0..<Self.keys { try store.set("r\(round) \(i)", forKey: "key.\(i)") } }
+        for i in 0..<Self.keys { try store.set("r0 \(i)", forKey: "key.\(i)") }
+        #expect(try IndexRecordBytes(readBytes(dir.file("ui.prefs"))).offset == first, "as many records as keys")
+        for i in 0..<Self.keys { try store.set("r1 \(i)", forKey: "key.\(i)") }
         let second = try IndexRecordBytes(readBytes(dir.file("ui.prefs"))).offset
         #expect(second > first)
         let reopened = try openStore(dir)
@@ -190,18 +224,22 @@ private struct IndexRecordBytes {
 
     // MARK: Damage
 
-    /// A flipped bit in a slot: the lookup that reads it sends the handle to the whole log, which finds the table's
-    /// record damaged and salvages the store; every value comes back and nothing counts as lost.
-    @Test(arguments: [0, 17, 1_000, 4_095, 8_191])
-    func aFlippedBitInASlotCostsNoValue(slot: Int) throws {
+    /// A flipped bit in a used slot (each bit of the word, in turn, across the arguments): the read of its key sends
+    /// the handle to the whole log, which finds the table's record damaged and salvages the store; every value
+    /// comes back and nothing counts as lost.
+    @Test(arguments: [(0, 0), (1, 17), (100, 27), (500, 40), (1_000, 63)])
+    func aFlippedBitInASlotCostsNoValue(used: Int, bit: Int) throws {
         let dir = try TempDir("index-slot", memory: true)
         try makeStore(dir)
         var bytes = try readBytes(dir.file("ui.prefs"))
         let table = try IndexRecordBytes(bytes)
-        bytes[table.slotsOffset + 8 * slot + 3] ^= 0x10
+        let slot = (0..<table.slotCount).filter { table.slot($0, in: bytes) >> 27 != 0 }[used]
+        bytes[table.slotsOffset + 8 * slot + bit / 8] ^= UInt8(1 << (bit % 8))
         try writeBytes(bytes, to: dir.file("ui.prefs"))
         let store = try openStore(dir)
+        #expect(readsFromTable(store) && store.lastRecovery == nil, "the open reads the table's header only")
         try expectEveryValue(store)
+        #expect(store.lastRecovery != nil, "a read found the damaged slot")
         #expect(try store.count == Self.keys)
         let report = try #require(store.lastRecovery, "the damaged table was found")
         #expect(report.recordsLost == 0, "\(report)")
@@ -234,6 +272,9 @@ private struct IndexRecordBytes {
         }
         try writeBytes(bytes, to: dir.file("ui.prefs"))
         let store = try openStore(dir)
+        // Only a zeroed page leaves a table the open can read (its slots are checked when read).
+        #expect(readsFromTable(store) == (damage == "zeroed page"))
+        #expect((store.lastRecovery != nil) == (damage == "table header"), "a damaged table header: found at open")
         try expectEveryValue(store)
         #expect(try store.count == Self.keys)
         #expect((store.lastRecovery != nil) == isDamage, "\(String(describing: store.lastRecovery))")
@@ -250,18 +291,15 @@ private struct IndexRecordBytes {
         for slot in 0..<table.slotCount { bytes[table.slotsOffset + 8 * slot] ^= 1 }
         try writeBytes(bytes, to: dir.file("ui.prefs"))
         let store = try openStore(dir) { $0.recovery = .fail }
-        #expect(throws: PrefsError.self) { _ = try store.string(forKey: "key.1") }
-        do {
-            _ = try store.string(forKey: "key.1")
-        } catch let error as PrefsError {
-            #expect(error.code == .corrupted, "\(error)")
+        for _ in 0..<2 {
+            #expect { try store.string(forKey: "key.1") } throws: { ($0 as? PrefsError)?.code == .corrupted }
         }
         #expect(try readBytes(dir.file("ui.prefs")) == bytes)
     }
 
     /// A damaged record found by a read (the table points at it) in a store that must not salvage: every read of
-    /// that key throws `corrupted`, none returns the key's older value (which the log still holds), and no table
-    /// written afterwards hides the damage from the next open.
+    /// that key throws `corrupted`, none returns the key's older value (which the log still holds), a write throws
+    /// too and appends nothing (no record, no table to hide the damage), and the next open finds it again.
     @Test func underFailADamagedRecordFoundByAReadIsNeverAnsweredWithAnOlderValue() throws {
         let dir = try TempDir("index-fail-record", memory: true)
         try makeStore(dir) { try $0.set("newest", forKey: "key.5") }

@@ -82,11 +82,13 @@ final class IndexTable {
 
     // MARK: When tables are written
 
-    /// A table is written when a handle that read the whole log at its open, or that closes, holds at least
-    /// `minimumKeys` keys and `closingTail` records were applied since the last table; and after any write once
-    /// the records since the last table reach the larger of twice the key count and `tail`, so that writing tables
-    /// costs a bounded share of writing (each is about 16 bytes a key) and an open never reads much more of the log
-    /// than the store has keys. `PREFSKV_INDEX_TAIL` (the torture suites) lowers all three.
+    /// A table is written (Engine.writeIndexIfDue, Engine.maybeWriteIndex) for a store of at least `minimumKeys`
+    /// keys: by a handle that read the whole log at its open, when any record followed the last table; by a handle
+    /// that closes, when `closingTail` records did (half its keys, for a handle that opened from a table and must
+    /// read the whole log first); and after any write once the records since the last table reach the larger of
+    /// twice the key count and `tail`, so that writing tables costs a bounded share of writing (each is about 16
+    /// bytes a key) and an open never reads much more of the log than the store has keys. `PREFSKV_INDEX_TAIL`
+    /// (the torture suites) lowers all three.
     static let tail = policy(default: 1_024)
     static let minimumKeys = policy(default: 256)
     static let closingTail = policy(default: 64)
