@@ -12,8 +12,11 @@ struct SpannedStore {
         var span: Range<Int>
         /// Key to its value after the operation, nil for removed. `removeAll` lists every key.
         var effects: [String: Expected?]
-        /// A transaction of several records: its members, then a commit record at the end of `span`.
+        /// A transaction of several records: its members, then a commit record ending at `dataEnd`.
         var isTransaction = false
+        /// Where the operation's own records end: `span`'s end, or where an index record the write appended after
+        /// them starts (torture runs with tables every few records: PREFSKV_INDEX_TAIL).
+        var dataEnd: Int
     }
 
     let name: String
@@ -77,7 +80,13 @@ struct SpannedStore {
             // An operation that wrote nothing (an unchanged value, an absent key removed) has no effect on disk.
             guard after > before else { continue }
             fixture.keys.formUnion(effects.keys)
-            fixture.operations.append(Operation(span: before..<after, effects: effects, isTransaction: isTransaction))
+            // The index word (bytes 280..<288, the offset in its low 48 bits) names a table the write appended.
+            let word = try readBytes(store.path)[280..<288].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            let table = Int(word & 0xFFFF_FFFF_FFFF)
+            fixture.operations.append(
+                Operation(
+                    span: before..<after, effects: effects, isTransaction: isTransaction,
+                    dataEnd: (before..<after).contains(table) ? table : after))
             fixture.logEnd = after
         }
         fixture.final = fixture.expected(hit: [])
@@ -356,7 +365,7 @@ enum Damage: String, CaseIterable {
                 let commitLength = Format.recordLength(
                     keyLength: 0, valueLength: 4, authenticated: fixture.sealer != nil)
                 let inCommit = fixture.operations.contains {
-                    $0.isTransaction && ($0.span.upperBound - commitLength..<$0.span.upperBound).contains(at)
+                    $0.isTransaction && ($0.dataEnd - commitLength..<$0.dataEnd).contains(at)
                 }
                 if inCommit {
                     commitFlips += 1
