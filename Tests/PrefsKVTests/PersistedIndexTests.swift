@@ -46,16 +46,23 @@ private struct IndexRecordBytes {
         return h ^ h >> 33
     }
 
-    static func check(slot: Int, _ word: UInt64) -> UInt64 {
+    static func check(slot: Int, _ word: UInt64, seed: UInt64) -> UInt64 {
         var pair = [UInt8]()
-        for v in [UInt64(slot), word & ~0xFFFF] { for b in 0..<8 { pair.append(UInt8(truncatingIfNeeded: v >> (8 * b))) } }
+        for v in [UInt64(slot), word & ~0xFFFF, seed] { for b in 0..<8 { pair.append(UInt8(truncatingIfNeeded: v >> (8 * b))) } }
         let crc = UInt64(pair.withUnsafeBytes { CRC32C.checksum($0) } & 0xFFFF)
         return crc == 0 ? 1 : crc
     }
 
+    /// Recomputes the table header's CRC (FileFormat.md: value bytes 0..<48, then the record's sequence number).
+    static func fixHeaderCRC(of table: IndexRecordBytes, in bytes: inout [UInt8]) {
+        let covered = Array(bytes[table.valueOffset..<table.valueOffset + 48]) + bytes[table.offset + 16..<table.offset + 24]
+        let crc = covered.withUnsafeBytes { CRC32C.checksum($0) }
+        for b in 0..<4 { bytes[table.valueOffset + 48 + b] = UInt8(truncatingIfNeeded: crc >> (8 * b)) }
+    }
+
     /// Stores `word` (its check bits recomputed when `fixCheck`) in slot `i`.
     func store(_ word: UInt64, slot i: Int, into bytes: inout [UInt8], fixCheck: Bool) {
-        let value = fixCheck ? word & ~0xFFFF | Self.check(slot: i, word) : word
+        let value = fixCheck ? word & ~0xFFFF | Self.check(slot: i, word, seed: seed) : word
         for b in 0..<8 { bytes[slotsOffset + 8 * i + b] = UInt8(truncatingIfNeeded: value >> (8 * b)) }
     }
 }
@@ -95,13 +102,17 @@ private struct IndexRecordBytes {
         #expect(bytes[8] == 4, "format version 4")
         let table = try IndexRecordBytes(bytes)
         #expect(table.keyCount == Self.keys && table.slotCount == 8_192)
+        // The table header's CRC covers its 48 bytes and the record's sequence number.
+        var recomputed = bytes
+        IndexRecordBytes.fixHeaderCRC(of: table, in: &recomputed)
+        #expect(recomputed == bytes, "the header CRC is FileFormat.md's")
         // Every slot verifies its check bits; the non-empty ones point at the set records of exactly the keys, each
         // reached by linear probing from its hash (no empty slot in between) and holding its top 11 bits.
         var names: Set<String> = []
         let mask = table.slotCount - 1
         for i in 0..<table.slotCount {
             let word = table.slot(i, in: bytes)
-            #expect(word & 0xFFFF == IndexRecordBytes.check(slot: i, word), "slot \(i)")
+            #expect(word & 0xFFFF == IndexRecordBytes.check(slot: i, word, seed: table.seed), "slot \(i)")
             let offset = Int(word >> 27) << 3
             if offset == 0 { continue }
             #expect(bytes[offset..<offset + 5] == [0x50, 0x4B, 0x56, 0x72, 1], "slot \(i) names a set record")
@@ -335,11 +346,56 @@ private struct IndexRecordBytes {
         for (field, value) in [(0, UInt64(1) << 61), (8, UInt64(1) << 62)] {
             for b in 0..<8 { bytes[table.valueOffset + field + b] = UInt8(truncatingIfNeeded: value >> (8 * b)) }
         }
-        let crc = bytes[table.valueOffset..<table.valueOffset + 48].withUnsafeBytes { CRC32C.checksum($0) }
-        for b in 0..<4 { bytes[table.valueOffset + 48 + b] = UInt8(truncatingIfNeeded: crc >> (8 * b)) }
+        IndexRecordBytes.fixHeaderCRC(of: table, in: &bytes)
         try writeBytes(bytes, to: dir.file("ui.prefs"))
         let store = try openStore(dir)
         #expect(!readsFromTable(store))
+        try expectEveryValue(store)
+    }
+
+    /// One flipped bit in the index record's sequence number (a field of its record header, which an open does not
+    /// check with the whole record's CRC) once lowered the sequence number new writes took, and the next read of the
+    /// whole log dropped every write numbered at or below the table's real one. The table header's CRC covers it.
+    @Test func aFlippedBitInTheTablesSequenceNumberCostsNoWrite() throws {
+        let dir = try TempDir("index-seq", memory: true)
+        try makeStore(dir)
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let table = try IndexRecordBytes(bytes)
+        let seq = bytes[table.offset + 16..<table.offset + 24].reversed().reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        #expect(seq >= UInt64(Self.keys), "the table follows every set")
+        bytes[table.offset + 17] ^= 0x08  // seq - 2048
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        var changed: [Int: String] = [:]
+        do {
+            let store = try openStore(dir) { $0.autoCompactionThreshold = nil }
+            for i in 0..<300 {
+                changed[i] = "rewritten \(i)"
+                try store.set(changed[i]!, forKey: "key.\(i)")
+            }
+            try store.set("added", forKey: "key.new")
+        }
+        // Whole reads of the log: a count, then a fresh open of every key.
+        let store = try openStore(dir) { $0.autoCompactionThreshold = nil }
+        #expect(try store.count == Self.keys + 1)
+        #expect(try store.string(forKey: "key.new") == "added")
+        try expectEveryValue(store, except: changed)
+        let again = try openStore(dir)
+        try expectEveryValue(again, except: changed)
+    }
+
+    /// A slot's check bits bind the table's seed: a slot word of another table (here, the same slots under another
+    /// seed, the table header's CRC made right) never verifies, so a key is never read as absent because of it.
+    @Test func aTablesSlotsVerifyOnlyUnderItsOwnSeed() throws {
+        let dir = try TempDir("index-seed", memory: true)
+        try makeStore(dir)
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let table = try IndexRecordBytes(bytes)
+        let seed = table.seed ^ 0x5DEE_CE66_D1CE_F00D
+        for b in 0..<8 { bytes[table.valueOffset + 32 + b] = UInt8(truncatingIfNeeded: seed >> (8 * b)) }
+        IndexRecordBytes.fixHeaderCRC(of: table, in: &bytes)
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        let store = try openStore(dir)
+        #expect(readsFromTable(store), "the table header verifies")
         try expectEveryValue(store)
     }
 

@@ -18,12 +18,13 @@ import SystemLayer
 /// | 24 | records (the data records of the log before the index record) |
 /// | 32 | hash seed (random for each table) |
 /// | 40 | the index record's own offset |
-/// | 48 | CRC32C of bytes 0..<48 |
+/// | 48 | CRC32C of bytes 0..<48 followed by the index record's sequence number (u64) |
 /// | 52 | zero |
 ///
 /// A slot is `offset / 8` (bits 27..<64; 0 for an empty slot), 11 bits of the key's hash (bits 16..<27) and 16
-/// check bits (bits 0..<16: the low 16 bits of CRC32C of the slot's number and its other 48 bits, or 1 when
-/// those are 0), so a flipped bit, a torn or zeroed slot is found when the slot is read. Keys are placed by
+/// check bits (bits 0..<16: the low 16 bits of CRC32C of the slot's number, its other 48 bits and the table's seed,
+/// or 1 when those are 0), so a flipped bit, a torn or zeroed slot, or a slot of another table (left in place by a
+/// table written over it that did not reach the disk whole) is found when the slot is read. Keys are placed by
 /// linear probing from `hash & (slotCount - 1)`, the hash being `IndexTable.hash` of the index key's UTF-8 bytes
 /// under the table's seed (part of the format: frozen, unlike the in-memory index's).
 ///
@@ -133,7 +134,9 @@ final class IndexTable {
     ) -> IndexTable? {
         let value = record.valueOffset
         let crc = UInt32(littleEndian: bytes.load(fromByteOffset: value + 48, as: UInt32.self))
-        guard crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[value..<value + 48])) else { return nil }
+        // The record's sequence number is covered too: the open takes it for the log's without the record's CRC.
+        guard crc == headerCRC(UnsafeRawBufferPointer(rebasing: bytes[value..<value + 48]), seq: record.seq)
+        else { return nil }
         func field(_ at: Int) -> Int {
             Int(truncatingIfNeeded: UInt64(littleEndian: bytes.load(fromByteOffset: value + at, as: UInt64.self)))
         }
@@ -177,7 +180,9 @@ final class IndexTable {
         var slot = Int(truncatingIfNeeded: hash) & mask
         for _ in 0..<slotCount {
             let word = slotWord(slot, in: bytes)
-            guard IndexTable.check(slot: slot, word) == UInt16(truncatingIfNeeded: word) else { return .damaged }
+            guard IndexTable.check(slot: slot, word, seed: seed) == UInt16(truncatingIfNeeded: word) else {
+                return .damaged
+            }
             let offset = Int(word >> 27) << 3
             if offset == 0 { return .absent }
             if (word >> 16) & 0x7FF == hash >> 53 {
@@ -206,7 +211,7 @@ final class IndexTable {
     /// Writes the table of `index` (whose entries' records all lie before `recordOffset`) into `value`, the
     /// value of the index record at `recordOffset`.
     static func write(
-        _ index: KeyIndex, into value: UnsafeMutableRawBufferPointer, recordOffset: Int, liveBytes: Int,
+        _ index: KeyIndex, into value: UnsafeMutableRawBufferPointer, recordOffset: Int, seq: UInt64, liveBytes: Int,
         recordCount: Int, seed: UInt64
     ) {
         let slotCount = slotCount(for: index.count)
@@ -219,7 +224,7 @@ final class IndexTable {
             header.storeBytes(of: field.littleEndian, toByteOffset: at, as: UInt64.self)
         }
         header.storeBytes(
-            of: CRC32C.checksum(UnsafeRawBufferPointer(rebasing: header[0..<48])).littleEndian, toByteOffset: 48,
+            of: headerCRC(UnsafeRawBufferPointer(rebasing: header[0..<48]), seq: seq).littleEndian, toByteOffset: 48,
             as: UInt32.self)
         header.storeBytes(of: UInt32(0), toByteOffset: 52, as: UInt32.self)
         let slots = (value.baseAddress! + headerSize).bindMemory(to: UInt64.self, capacity: slotCount)
@@ -234,7 +239,7 @@ final class IndexTable {
         }
         for slot in 0..<slotCount {
             let word = slots[slot]
-            slots[slot] = (word | UInt64(check(slot: slot, word))).littleEndian
+            slots[slot] = (word | UInt64(check(slot: slot, word, seed: seed))).littleEndian
         }
     }
 
@@ -255,12 +260,20 @@ final class IndexTable {
         return h
     }
 
-    /// The check bits of a slot: the low 16 bits of CRC32C of its number and its word without them, never 0 (a
-    /// zeroed slot never verifies).
+    /// The check bits of a slot: the low 16 bits of CRC32C of its number, its word without them and the table's
+    /// seed, never 0 (a zeroed slot never verifies; a slot of a table of another seed does not either).
     @inline(__always)
-    static func check(slot: Int, _ word: UInt64) -> UInt16 {
-        let pair = (UInt64(slot).littleEndian, (word & ~0xFFFF).littleEndian)
-        let crc = withUnsafeBytes(of: pair) { UInt16(truncatingIfNeeded: CRC32C.checksum($0)) }
+    static func check(slot: Int, _ word: UInt64, seed: UInt64) -> UInt16 {
+        let words = (UInt64(slot).littleEndian, (word & ~0xFFFF).littleEndian, seed.littleEndian)
+        let crc = withUnsafeBytes(of: words) { UInt16(truncatingIfNeeded: CRC32C.checksum($0)) }
         return crc == 0 ? 1 : crc
+    }
+
+    /// The table header's CRC: CRC32C of its first 48 bytes followed by the index record's sequence number.
+    static func headerCRC(_ header: UnsafeRawBufferPointer, seq: UInt64) -> UInt32 {
+        var crc = CRC32C()
+        crc.update(header)
+        withUnsafeBytes(of: seq.littleEndian) { crc.update($0) }
+        return crc.value
     }
 }

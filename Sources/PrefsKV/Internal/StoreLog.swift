@@ -539,7 +539,8 @@ final class StoreLog {
                 key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: valueLength, auth: auth
             ) { value in
                 IndexTable.write(
-                    index, into: value, recordOffset: offset, liveBytes: liveBytes, recordCount: recordCount, seed: seed)
+                    index, into: value, recordOffset: offset, seq: UInt64(seq), liveBytes: liveBytes,
+                    recordCount: recordCount, seed: seed)
             }
         }
         if synchronous { try file.syncData() }
