@@ -1,7 +1,9 @@
 import SystemLayer
 
 extension PrefsStore {
-    /// Flushes the store file to the disk (`fdatasync`): every write made before survives a power loss.
+    /// Flushes the store file to the disk (`fdatasync`): every write made before survives a power loss. After an
+    /// automatic compaction of a `.buffered` store (which does not wait for the disk) it also makes the new file's
+    /// name durable and removes the previous image kept until then (`<id>.prefs.prev`).
     ///
     /// ```swift
     /// try store.set(token, forKey: "session")
@@ -19,6 +21,15 @@ extension PrefsStore {
             }
             // A compaction of a buffered store leaves its rename to be made durable here.
             e.log.syncDirectoryIfNeeded()
+            // And its base image (FileFormat.md, "Compaction") to be removed, under the writer lock, from the file
+            // the name holds then, flushed: no compaction may rename an unflushed image over it in between.
+            if e.log.header.baseGeneration != nil {
+                try e.withWriterLock { () throws(PrefsError) in
+                    try e.catchUpLocked()
+                    try e.log.file.syncData()
+                    e.log.releaseBaseIfNeeded()
+                }
+            }
         }
     }
 

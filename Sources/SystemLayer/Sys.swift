@@ -230,6 +230,12 @@ public enum Sys {
         from.withCString { f in to.withCString { t in retrying { Glibc.rename(f, t) } } }.map { _ in () }
     }
 
+    // See: man 2 link. A second name for an existing file (never following a symbolic link in `from`); fails with
+    // EEXIST when `to` exists.
+    package static func link(_ from: String, _ to: String) -> Result<Void, Errno> {
+        from.withCString { f in to.withCString { t in retrying { Glibc.link(f, t) } } }.map { _ in () }
+    }
+
     // See: man 2 unlink
     package static func unlink(_ path: String) -> Result<Void, Errno> {
         path.withCString { p in retrying { Glibc.unlink(p) } }.map { _ in () }

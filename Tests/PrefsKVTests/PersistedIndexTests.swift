@@ -48,14 +48,17 @@ private struct IndexRecordBytes {
 
     static func check(slot: Int, _ word: UInt64, seed: UInt64) -> UInt64 {
         var pair = [UInt8]()
-        for v in [UInt64(slot), word & ~0xFFFF, seed] { for b in 0..<8 { pair.append(UInt8(truncatingIfNeeded: v >> (8 * b))) } }
+        for v in [UInt64(slot), word & ~0xFFFF, seed] {
+            for b in 0..<8 { pair.append(UInt8(truncatingIfNeeded: v >> (8 * b))) }
+        }
         let crc = UInt64(pair.withUnsafeBytes { CRC32C.checksum($0) } & 0xFFFF)
         return crc == 0 ? 1 : crc
     }
 
     /// Recomputes the table header's CRC (FileFormat.md: value bytes 0..<48, then the record's sequence number).
     static func fixHeaderCRC(of table: IndexRecordBytes, in bytes: inout [UInt8]) {
-        let covered = Array(bytes[table.valueOffset..<table.valueOffset + 48]) + bytes[table.offset + 16..<table.offset + 24]
+        let covered =
+            Array(bytes[table.valueOffset..<table.valueOffset + 48]) + bytes[table.offset + 16..<table.offset + 24]
         let crc = covered.withUnsafeBytes { CRC32C.checksum($0) }
         for b in 0..<4 { bytes[table.valueOffset + 48 + b] = UInt8(truncatingIfNeeded: crc >> (8 * b)) }
     }

@@ -7,14 +7,22 @@ import Testing
 
 @testable import PrefsKV
 
-/// Records, through `PrefsSyncProbe`, the content of the store files of one directory at every flush PrefsKV
-/// makes there: what a power cut right after that flush is sure to find on disk.
+/// Records, through `PrefsSyncProbe`, what a power cut right after each flush PrefsKV makes in one directory is
+/// sure to find on disk: the bytes of a store file at its `fdatasync`, and which images the store's two names
+/// (`ui.prefs`, and `ui.prefs.prev`, the base image of a buffered store: FileFormat.md, "Compaction") hold at an
+/// `fsync` of the directory. Files are told apart by their image generation (header bytes 32..<40).
 final class FlushRecorder: Sendable {
     enum Flush {
-        /// `fdatasync` of `ui.prefs` or of a new image `ui.prefs.tmp`, with the file's bytes at that moment.
-        case data(name: String, bytes: [UInt8])
-        /// `fsync` of the directory: renames and new names before it are durable.
-        case directory
+        /// `fdatasync` of a store file (`ui.prefs`, a new image `ui.prefs.tmp`), with its bytes at that moment.
+        case data(generation: UInt64, bytes: [UInt8])
+        /// `fsync` of the directory: what the two names held then is durable.
+        case directory(Names)
+    }
+
+    /// The image generations the names hold (nil: no such name).
+    struct Names: Hashable {
+        var data: UInt64?
+        var base: UInt64?
     }
 
     let directory: String
@@ -22,24 +30,45 @@ final class FlushRecorder: Sendable {
 
     init(directory: String) { self.directory = directory }
 
+    static func generation(of bytes: [UInt8]) -> UInt64? {
+        guard bytes.count >= 40 else { return nil }
+        return bytes[32..<40].reversed().reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// The generation of the image at `path`, read from its header (nil when there is none).
+    static func generation(at path: String) -> UInt64? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 40)
+        let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 40, 0) }
+        return n == 40 ? generation(of: bytes) : nil
+    }
+
+    func names() -> Names {
+        Names(
+            data: Self.generation(at: directory + "/ui.prefs"), base: Self.generation(at: directory + "/ui.prefs.prev"))
+    }
+
     func observe(_ fd: Int32) {
         var buffer = [CChar](repeating: 0, count: 4096)
         let n = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
         guard n > 0 else { return }
         let path = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         if path == directory {
-            flushes.withLock { $0.append(.directory) }
+            let names = self.names()
+            flushes.withLock { $0.append(.directory(names)) }
             return
         }
         guard path.hasPrefix(directory + "/") else { return }
         let name = String(path.dropFirst(directory.count + 1))
-        guard name == "ui.prefs" || name == "ui.prefs.tmp" else { return }
+        guard name == "ui.prefs" || name == "ui.prefs.tmp" || name == "ui.prefs.prev" else { return }
         var st = stat()
         guard fstat(fd, &st) == 0 else { return }
         var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
         let read = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        guard read == bytes.count else { return }
-        flushes.withLock { $0.append(.data(name: name, bytes: bytes)) }
+        guard read == bytes.count, let generation = Self.generation(of: bytes) else { return }
+        flushes.withLock { $0.append(.data(generation: generation, bytes: bytes)) }
     }
 
     func take() -> [Flush] {
@@ -50,16 +79,20 @@ final class FlushRecorder: Sendable {
     }
 }
 
-/// A simulated power cut: a file image built from the versions of the data file since its last flush.
+/// A simulated power cut: the files a directory could hold after it.
 ///
 /// The model (Documentation/Reliability.md): after `fdatasync` returns, the file's data and size as they were at
 /// the call are on the disk. Between two flushes the kernel may write back any dirty page at any time and in any
 /// order, and a drive may persist any subset of a page's 512-byte sectors; a sector is written whole (the
-/// power-safe write unit). So a cut leaves each sector as it was in some version between the last flush and the
-/// cut, and the file's size as one of those versions'. A rename is durable once the directory is flushed; before
-/// that, the name may point at the old file or at the new image (which was flushed before the rename).
+/// power-safe write unit). So a cut leaves each sector of a file as it was in some version between its last flush
+/// and the cut (a file never flushed: zeros, its preallocated blocks, or a version), and the file's size as one of
+/// those versions'. Names are durable once the directory is flushed; until then each name may hold what it held at
+/// that flush or anything it held since (a rename or link not yet durable, an unlink not yet durable). Two names
+/// of one file hold the same bytes.
 struct PowerCut {
     var image: [UInt8]
+    /// The base image beside it (`ui.prefs.prev`), if the cut leaves one.
+    var base: [UInt8]?
     /// Operations started and operations promised durable when the power went.
     var started: Int
     var promised: Int
@@ -76,11 +109,21 @@ struct PowerCut {
         case compact
     }
 
+    /// One moment of a file's life: its bytes then, whether a flush made them durable, and the operations started
+    /// and promised durable at that moment (a flush during operation n counts it as started).
     struct Version {
+        var point: Int
         var bytes: [UInt8]
         var barrier: Bool
+    }
+
+    /// A moment of the run where the power may go: the operations started and promised, and the names then.
+    struct Point {
         var started: Int
         var promised: Int
+        var names: FlushRecorder.Names
+        /// Whether the names are durable from here on (an fsync of the directory).
+        var durable: Bool
     }
 
     static let cases: [(String, Bool)] = [
@@ -88,11 +131,12 @@ struct PowerCut {
     ]
 
     /// A store runs a random workload (sets, transactions, deletes, removeAll, `sync()`, compactions, automatic
-    /// compactions) while every flush it makes is recorded; then every power cut the model allows at every
-    /// point in time is opened in a fresh directory. Each must open; every key must hold its value as of the
-    /// last point the API promised durable (the last returned `sync()` or compaction for `.buffered`, the last
-    /// returned write for `.synchronous`) or a value written after it; `.synchronous` stores never need a
-    /// recovery; a recovery always quarantines the image byte for byte.
+    /// compactions: a buffered store's do not wait for the disk and keep a base image until the next `sync()`)
+    /// while every flush it makes is recorded; then every power cut the model allows at every point in time is
+    /// opened in a fresh directory. Each must open; every key must hold its value as of the last point the API
+    /// promised durable (the last returned `sync()` or `compact()` for `.buffered`, the last returned write for
+    /// `.synchronous`) or a value written after it; `.synchronous` stores never need a recovery; a recovery always
+    /// quarantines the image byte for byte.
     @Test(arguments: cases)
     func everyPowerCutKeepsWhatWasPromisedDurable(durability: String, sealed: Bool) throws {
         let operations = Torture.count("POWER_OPS", short: 150, long: 1500)
@@ -105,36 +149,45 @@ struct PowerCut {
         PrefsSyncProbe.install { recorder.observe($0) }
         defer { PrefsSyncProbe.install(nil) }
 
-        var epochs: [[Version]] = [[]]
-        var renameWindow: [PowerCut] = []
-        var pendingImage: [UInt8]?
+        var points: [Point] = []
+        var versions: [UInt64: [Version]] = [:]
         var promised = 0
         var states: [[String: Expected]] = [[:]]
         var ops: [Op] = []
+        var deferredCompactions = 0
         func absorbFlushes(started: Int) {
             for flush in recorder.take() {
                 switch flush {
-                case .data(let name, let bytes) where name == "ui.prefs":
-                    epochs[epochs.count - 1].append(
-                        Version(bytes: bytes, barrier: true, started: started, promised: promised))
-                case .data(_, let bytes):
-                    pendingImage = bytes
-                case .directory:
-                    guard let image = pendingImage else { continue }
-                    renameWindow.append(
-                        PowerCut(image: image, started: started, promised: promised, kind: "renamed image"))
-                    epochs.append([Version(bytes: image, barrier: true, started: started, promised: promised)])
-                    pendingImage = nil
+                case .data(let generation, let bytes):
+                    versions[generation, default: []].append(Version(point: points.count, bytes: bytes, barrier: true))
+                    let names = points.last?.names ?? FlushRecorder.Names()
+                    points.append(Point(started: started, promised: promised, names: names, durable: false))
+                case .directory(let names):
+                    points.append(Point(started: started, promised: promised, names: names, durable: true))
                 }
             }
+        }
+        /// The files as the operation that just returned left them (not yet flushed).
+        func snapshot(started: Int) throws {
+            let names = recorder.names()
+            for (generation, name) in [(names.data, "ui.prefs"), (names.base, "ui.prefs.prev")] {
+                guard let generation, let bytes = try? readBytes(dir.file(name)),
+                    FlushRecorder.generation(of: bytes) == generation
+                else { continue }
+                if versions[generation]?.last?.bytes != bytes {
+                    versions[generation, default: []].append(Version(point: points.count, bytes: bytes, barrier: false))
+                }
+            }
+            points.append(Point(started: started, promised: promised, names: names, durable: false))
         }
 
         let store = try openStore(dir) {
             $0.durability = synchronous ? .synchronous : .buffered
-            $0.autoCompactionThreshold = 16 * 1024
+            $0.autoCompactionThreshold = 8 * 1024
             $0.sealer = sealer
         }
         absorbFlushes(started: 0)
+        try snapshot(started: 0)
         for n in 0..<operations {
             let key = "k\(Int.random(in: 0..<40, using: &rng))"
             let op: Op
@@ -154,9 +207,13 @@ struct PowerCut {
             case 72..<84: op = .remove(key)
             case 84: op = .removeAll
             case 85..<95: op = .sync
-            default: op = .compact
+            case 95..<97: op = .compact
+            default:
+                // Large rewrites: garbage, so that automatic compactions run between the explicit ones.
+                op = .set(key, .data(Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500)))
             }
             var state = states.last!
+            let generationBefore = recorder.names().data
             switch op {
             case .set(let k, let value):
                 switch value {
@@ -186,40 +243,87 @@ struct PowerCut {
             case .sync, .compact: promised = n + 1
             default: if synchronous { promised = n + 1 }
             }
-            epochs[epochs.count - 1].append(
-                Version(bytes: try readBytes(store.path), barrier: false, started: n + 1, promised: promised))
+            try snapshot(started: n + 1)
+            if !synchronous, case .sync = op {
+                #expect(!FileManager.default.fileExists(atPath: dir.file("ui.prefs.prev")), "sync() removes the base")
+            }
+            // An image renamed in place unflushed names its base (header bytes 114..<122).
+            if recorder.names().data != generationBefore, let header = try? readBytes(dir.file("ui.prefs")),
+                header.count >= 122, header[114..<122].contains(where: { $0 != 0 })
+            {
+                deferredCompactions += 1
+            }
         }
         #expect(try CrashModel.read(store).values == states.last!)
+        #expect(synchronous || deferredCompactions > 0, "some automatic compaction did not wait for the disk")
+        #expect(!synchronous || deferredCompactions == 0, "a synchronous store's compactions all wait for the disk")
 
-        // Every cut: at each recorded point, from that epoch's last flush.
-        var cuts = renameWindow
-        for versions in epochs where !versions.isEmpty {
-            var lastBarrier = 0
-            for t in versions.indices {
-                // Cut while version t is in memory: just before its flush completes when it is a flush.
-                defer { if versions[t].barrier { lastBarrier = t } }
-                let window = Array(versions[lastBarrier...t])
-                let (started, promised) = (versions[t].started, versions[t].promised)
-                func cut(_ kind: String, length: Int, _ pick: (Int) -> Int) {
-                    var image = [UInt8](repeating: 0, count: length)
-                    for sector in 0..<(length + 511) / 512 {
-                        let source = window[pick(sector)].bytes
-                        let range = sector * 512..<min((sector + 1) * 512, length)
-                        if range.lowerBound < source.count {
-                            let upper = min(range.upperBound, source.count)
-                            image.replaceSubrange(range.lowerBound..<upper, with: source[range.lowerBound..<upper])
-                        }
+        // Every cut: at each point, each name holding what it held durably or anything since, each file's sectors
+        // from its versions since its last flush.
+        var cuts: [PowerCut] = []
+        var lastDurable = 0
+        for t in points.indices {
+            if points[t].durable { lastDurable = t }
+            let (started, promised) = (points[t].started, points[t].promised)
+            let since = points[lastDurable...t].map(\.names)
+            func candidates(_ name: KeyPath<FlushRecorder.Names, UInt64?>) -> [UInt64?] {
+                var seen: [UInt64?] = []
+                for names in since where !seen.contains(names[keyPath: name]) { seen.append(names[keyPath: name]) }
+                // The durable one, the newest one, and one in between.
+                guard seen.count > 2 else { return seen }
+                return [seen.first!, seen[Int.random(in: 1..<seen.count - 1, using: &rng)], seen.last!]
+            }
+            /// The versions of a file up to this point, from its last flush (zeros before its first one).
+            func window(_ generation: UInt64) -> [[UInt8]] {
+                let known = (versions[generation] ?? []).filter { $0.point <= t }
+                guard let first = known.first else { return [] }
+                if let barrier = known.lastIndex(where: \.barrier) { return known[barrier...].map(\.bytes) }
+                return [[UInt8](repeating: 0, count: first.bytes.count)] + known.map(\.bytes)
+            }
+            func image(_ window: [[UInt8]], length: Int, _ pick: (Int) -> Int) -> [UInt8] {
+                var image = [UInt8](repeating: 0, count: length)
+                for sector in 0..<(length + 511) / 512 {
+                    let source = window[pick(sector)]
+                    let range = sector * 512..<min((sector + 1) * 512, length)
+                    if range.lowerBound < source.count {
+                        let upper = min(range.upperBound, source.count)
+                        image.replaceSubrange(range.lowerBound..<upper, with: source[range.lowerBound..<upper])
                     }
-                    cuts.append(PowerCut(image: image, started: started, promised: promised, kind: kind))
                 }
-                let last = window.count - 1
-                let lengths = window.map(\.bytes.count)
-                cut("every sector new", length: lengths[last]) { _ in last }
-                guard last > 0 else { continue }
-                cut("every sector as flushed", length: lengths[0]) { _ in 0 }
-                cut("header page new, the rest as flushed", length: lengths[last]) { $0 < 8 ? last : 0 }
-                cut("header page as flushed, the rest new", length: lengths[last]) { $0 < 8 ? 0 : last }
-                for _ in 0..<2 {
+                return image
+            }
+            for data in candidates(\.data) {
+                guard let data else { continue }
+                let dataWindow = window(data)
+                guard !dataWindow.isEmpty else { continue }
+                for base in candidates(\.base) {
+                    let baseWindow = base.map(window) ?? []
+                    func cut(_ kind: String, length: Int, _ pick: (Int) -> Int) {
+                        let dataImage = image(dataWindow, length: length, pick)
+                        var baseImage: [UInt8]?
+                        if let base, !baseWindow.isEmpty {
+                            // One file under two names holds the same bytes.
+                            baseImage =
+                                base == data
+                                ? dataImage
+                                : image(
+                                    baseWindow,
+                                    length: baseWindow[Int.random(in: 0..<baseWindow.count, using: &rng)].count
+                                ) {
+                                    _ in Int.random(in: 0..<baseWindow.count, using: &rng)
+                                }
+                        }
+                        cuts.append(
+                            PowerCut(
+                                image: dataImage, base: baseImage, started: started, promised: promised, kind: kind))
+                    }
+                    let last = dataWindow.count - 1
+                    let lengths = dataWindow.map(\.count)
+                    cut("every sector new", length: lengths[last]) { _ in last }
+                    guard last > 0 else { continue }
+                    cut("every sector as flushed", length: lengths[0]) { _ in 0 }
+                    cut("header page new, the rest as flushed", length: lengths[last]) { $0 < 8 ? last : 0 }
+                    cut("header page as flushed, the rest new", length: lengths[last]) { $0 < 8 ? 0 : last }
                     var byPage: [Int: Int] = [:]
                     let length = lengths[Int.random(in: 0...last, using: &rng)]
                     cut("pages from random versions", length: length) { sector in
@@ -241,13 +345,15 @@ struct PowerCut {
         for (i, cut) in cuts.enumerated() {
             var hasher = Hasher()
             hasher.combine(cut.image)
+            hasher.combine(cut.base)
             hasher.combine(cut.started)
             hasher.combine(cut.promised)
             guard seen.insert(hasher.finalize()).inserted else { continue }
             let context =
-                "cut \(i) (\(cut.kind), \(cut.started) started, \(cut.promised) promised; \(durability), sealed \(sealed), seed \(seed))"
+                "cut \(i) (\(cut.kind), \(cut.base == nil ? "no" : "a") base image, \(cut.started) started, \(cut.promised) promised; \(durability), sealed \(sealed), seed \(seed))"
             for name in check.files { try FileManager.default.removeItem(atPath: check.file(name)) }
             try writeBytes(cut.image, to: check.file("ui.prefs"))
+            if let base = cut.base { try writeBytes(base, to: check.file("ui.prefs.prev")) }
             let reopened: PrefsStore
             do {
                 reopened = try openStore(check) { $0.sealer = sealer }
@@ -259,7 +365,10 @@ struct PowerCut {
             if let report = reopened.lastRecovery {
                 recoveries += 1
                 #expect(!synchronous, "\(context): a synchronous store needed a recovery: \(report)")
-                #expect(try report.quarantinePath.map(readBytes) == cut.image, "\(context): quarantine differs")
+                #expect(
+                    try report.quarantinePath.map(readBytes) == cut.image,
+                    "\(context): quarantine differs: \(report) size \(cut.image.count) vs \((try? report.quarantinePath.map(readBytes))??.count ?? -1)"
+                )
             }
             let found = try CrashModel.read(reopened).values
             var allowed: [String: [Expected?]] = [:]
@@ -281,7 +390,8 @@ struct PowerCut {
             }
         }
         Torture.report(
-            "power loss (\(durability), \(sealed ? "sealed" : "plain")): \(operations) operations, \(epochs.count) file images, "
+            "power loss (\(durability), \(sealed ? "sealed" : "plain")): \(operations) operations, \(versions.count) file images "
+                + "(\(deferredCompactions) renamed in place unflushed), "
                 + "\(cuts.count) cuts (\(opened) distinct) opened, \(recoveries) needed a recovery, 0 lost a promised write, "
                 + "0 held a value never written")
     }

@@ -7,11 +7,12 @@ import SystemLayer
 enum StoreImage {
     /// Creates `temporary` (replacing a stale one), sizes it with real blocks, writes the header page and the
     /// header-copy record (version 3, authenticated with `auth` when sealed), and lets `fill` write the
-    /// `logLength` bytes of records from `header.firstRecordOffset`, then flushes it. The result is mapped
-    /// writable; on any failure the temporary file is removed.
+    /// `logLength` bytes of records from `header.firstRecordOffset`, then flushes it (unless `flush` is false: an
+    /// image whose header names a base image, `Header.baseGeneration`). The result is mapped writable; on any
+    /// failure the temporary file is removed.
     static func write(
         temporary: String, finalPath: String, header: Header, auth: RecordAuth?, logLength: Int, capacity: Int,
-        watched: Bool, fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
+        watched: Bool, flush: Bool = true, fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
     ) throws(PrefsError) -> MappedFile {
         let capacity = max(capacity, header.firstRecordOffset + logLength)
         _ = Sys.unlink(temporary)
@@ -33,7 +34,7 @@ enum StoreImage {
                 _ = Header.writeCopy(of: header, into: bytes, auth: auth)
                 try fill(bytes)
             }
-            try image.syncData()
+            if flush { try image.syncData() }
             return image
         } catch {
             _ = Sys.unlink(temporary)
@@ -44,11 +45,11 @@ enum StoreImage {
     /// An image of the store at `paths`, written to its temporary file.
     static func write(
         paths: StorePaths, header: Header, auth: RecordAuth?, logLength: Int, capacity: Int, watched: Bool,
-        fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
+        flush: Bool = true, fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
     ) throws(PrefsError) -> MappedFile {
         try write(
             temporary: paths.temporary, finalPath: paths.data, header: header, auth: auth, logLength: logLength,
-            capacity: capacity, watched: watched, fill: fill)
+            capacity: capacity, watched: watched, flush: flush, fill: fill)
     }
 
     /// Copies `entries`' records (live entries in log order) from `source` into the log of an image of
@@ -104,15 +105,17 @@ extension StoreLog {
     /// rehashing, no rescan of the image). Builds with `PREFSKV_INTERNAL_CHECKS` (debug builds: the tests)
     /// also scan every new image and check that it gives back exactly this index.
     ///
-    /// The directory is fsynced right after the rename, whatever the durability: deferring it to the next
-    /// `sync()` (tried for the benchmarks) saved a few microseconds per automatic compaction on a disk, but left
-    /// the name's durability to a later call that the power-loss model (PowerLossTests) did not hold for, and
-    /// made `compact()` weaker than its documentation.
+    /// The image is flushed before the rename and the directory right after it, unless `deferred` (a buffered
+    /// store's automatic compaction: FileFormat.md, "Compaction"), which makes sure the store has a base image
+    /// (`<id>.prefs.prev`, the newest file made durable), names it in the new image's header and renames the image
+    /// in place unflushed: a power cut before the next `sync()` then recovers from the base image and whatever of
+    /// the data file verifies (`Recovery.restoreBase`). When no base image can be trusted, the compaction flushes.
+    /// `compact()` and every other image are flushed: they promise durability.
     ///
     /// `minimumCapacity` (automatic compaction: the auto-compaction threshold) sizes the new file at least that
     /// large, so that a small store does not grow its file again in several steps (each an `fallocate` and a new
     /// mapping) before the next compaction; the file then stays within max(2 x live + page, threshold).
-    func compact(minimumCapacity: Int, watched: Bool) throws(PrefsError) -> Bool {
+    func compact(minimumCapacity: Int, watched: Bool, deferred: Bool = false) throws(PrefsError) -> Bool {
         precondition(table == nil, "a compaction copies every key: the whole log is read first")
         let now = Sys.nowMilliseconds()
         // Live entries in log order. The sort moves plain integers, (record offset / 8) << 20 | ordinal into
@@ -141,13 +144,15 @@ extension StoreLog {
             }
         }
         let live = ordinals.map { (position: positions[$0], entry: index.values[positions[$0]]) }
-        let newHeader = header.nextImage()
+        var newHeader = header.nextImage()
+        let base = deferred ? prepareBase() : nil
+        if let base { newHeader.baseWord = base + 1 }
         let auth = RecordAuth(header: newHeader, sealer: sealer)
         let length = StoreImage.length(of: live.lazy.map { $0.entry }, authenticated: auth != nil)
         let image = try StoreImage.write(
             paths: paths, header: newHeader, auth: auth, logLength: length,
             capacity: max(Format.headerSize + 2 * length, minimumCapacity / Sys.pageSize * Sys.pageSize),
-            watched: watched
+            watched: watched, flush: base == nil
         ) { bytes throws(PrefsError) in
             let intact = file.withBytes { source in
                 StoreImage.copyRecords(
@@ -155,7 +160,10 @@ extension StoreLog {
             }
             if !intact || file.hasFaulted { throw changedUnderneath() }
         }
-        try rename(image, temporary: paths.temporary)
+        try rename(image, temporary: paths.temporary, durable: base == nil)
+        // A flushed image is the store's durable state: a base image, if any, is stale from now on (and may hold
+        // values since deleted). An unflushed one keeps it.
+        if base == nil { _ = Sys.unlink(paths.previous) }
 
         // The image holds the live records in the same order, back to back after the header copy.
         var offset = newHeader.firstRecordOffset
@@ -184,18 +192,19 @@ extension StoreLog {
         nextSeq = UInt64(live.count) + 1
         knownEnd = newHeader.firstRecordOffset + length
         knownEndWord = image.logEndWord
-        directorySyncedGeneration = newHeader.generation
+        if base == nil { directorySyncedGeneration = newHeader.generation }
         #if PREFSKV_INTERNAL_CHECKS
         var check = Snapshot(file: image, header: newHeader)
         StoreLog.scan(into: &check, sealer: sealer)
         // (Unless something outside PrefsKV shrank the new file already: the next access reopens it.)
         precondition(
-            image.hasFaulted || check.damage.isEmpty && check.end == knownEnd && check.liveBytes == liveBytes
-                && check.index.count == index.count
-                && check.index.allSatisfy {
-                    index[$0.key]?.recordOffset == $0.value.recordOffset
-                        && ($0.value.sealed || index[$0.key]?.recordCRC == $0.value.recordCRC)
-                },
+            image.hasFaulted
+                || check.damage.isEmpty && check.end == knownEnd && check.liveBytes == liveBytes
+                    && check.index.count == index.count
+                    && check.index.allSatisfy {
+                        index[$0.key]?.recordOffset == $0.value.recordOffset
+                            && ($0.value.sealed || index[$0.key]?.recordCRC == $0.value.recordCRC)
+                    },
             "a compacted image does not give back the index it was written from")
         #endif
         return !expired.isEmpty
@@ -204,9 +213,11 @@ extension StoreLog {
     // MARK: Installing an image
 
     /// Swaps a flushed image in: marks the current file superseded (other handles then reopen the path),
-    /// renames the image over the data file, fsyncs the directory, and adopts the image (scanning it).
+    /// renames the image over the data file, fsyncs the directory, and adopts the image (scanning it). A base
+    /// image is stale from then on and removed (after a rekey it holds values under the old key).
     func install(_ image: MappedFile, header newHeader: Header) throws(PrefsError) {
         try rename(image, temporary: paths.temporary)
+        _ = Sys.unlink(paths.previous)
         var snapshot = Snapshot(file: image, header: newHeader)
         StoreLog.scan(into: &snapshot, sealer: sealer)
         // An image this handle just wrote verifies, unless something outside PrefsKV changed it since the rename.
@@ -220,9 +231,9 @@ extension StoreLog {
         directorySyncedGeneration = newHeader.generation
     }
 
-    /// Marks the current file superseded, renames the flushed image over the data file, and fsyncs the
-    /// directory.
-    private func rename(_ image: MappedFile, temporary: String) throws(PrefsError) {
+    /// Marks the current file superseded, renames the image over the data file, and fsyncs the directory unless
+    /// the image is not `durable` (not flushed: the directory is then fsynced by the next `sync()`).
+    private func rename(_ image: MappedFile, temporary: String, durable: Bool = true) throws(PrefsError) {
         let marks = file.writable && !file.isUnreadableOriginal
         if marks { file.setSuperseded(true) }
         if case .failure(let e) = Sys.rename(temporary, paths.data) {
@@ -230,6 +241,6 @@ extension StoreLog {
             _ = Sys.unlink(temporary)
             throw PrefsError.system(e, "rename", "cannot put the new store image in place", path: paths.data)
         }
-        syncDirectory(paths)
+        if durable { syncDirectory(paths) }
     }
 }

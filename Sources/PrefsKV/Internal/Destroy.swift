@@ -13,8 +13,8 @@ enum Destroy {
         var lockKept: Bool
     }
 
-    /// Removes the data file, a stale temporary image, the quarantine copies and, when no other handle has the
-    /// store open, the lock file. A single-process handle holding the store makes it `busy`.
+    /// Removes the data file, a stale temporary image, the base image (`<id>.prefs.prev`), the quarantine copies
+    /// and, when no other handle has the store open, the lock file. A single-process handle holding the store makes it `busy`.
     static func destroy(paths: StorePaths) throws(PrefsError) -> Destroyed {
         // The lock file (created if missing, so that an opener racing with us locks the same file), the presence
         // lock (exclusive when nobody else has the store open), the open lock, then the writer lock: no open,
@@ -49,12 +49,14 @@ enum Destroy {
             throw PrefsError.system(e, "open", "cannot open the store file", path: paths.data)
         }
 
-        // Under the writer lock a temporary image is a leftover of a killed compaction.
-        switch Sys.unlink(paths.temporary) {
-        case .success: removed.append(paths.temporary)
-        case .failure(let e) where e == .noEntry: break
-        case .failure(let e):
-            throw PrefsError.system(e, "unlink", "cannot remove a temporary image", path: paths.temporary)
+        // Under the writer lock a temporary image is a leftover of a killed compaction; a base image is the store's
+        // state as of its last sync() (FileFormat.md, "Compaction"), values the data file may no longer hold.
+        for (path, what) in [(paths.temporary, "a temporary image"), (paths.previous, "the store's base image")] {
+            switch Sys.unlink(path) {
+            case .success: removed.append(path)
+            case .failure(let e) where e == .noEntry: break
+            case .failure(let e): throw PrefsError.system(e, "unlink", "cannot remove \(what)", path: path)
+            }
         }
 
         for name in try Recovery.quarantineCopies(of: paths) {

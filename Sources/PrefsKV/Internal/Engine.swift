@@ -103,26 +103,47 @@ final class Engine: @unchecked Sendable {
                     readOnlyCause: &readOnlyCause, create: true, lazy: true)
             }
         } catch {
-            // A file no copy of whose header verifies: refused (the default), or, when the app chose that
-            // (`unreadableFile`), rebuilt from the records of its body that verify, its original kept aside, under
-            // the writer lock.
-            guard configuration.unreadableFile == .quarantineAndRebuild, readOnlyCause == nil,
-                error.code == .notAStore || error.code == .corrupted
-            else {
-                lock.endOpenLock(pageLocked: pageLocked)
-                throw error
+            // A file no copy of whose header verifies, beside a base image: a buffered store's unflushed image cut
+            // by a power loss; the base image is put back (BaseImage.swift), the file kept aside.
+            var restored: (snapshot: Snapshot, report: PrefsRecoveryReport?)?
+            if configuration.recovery == .salvage, readOnlyCause == nil,
+                error.code == .notAStore || error.code == .corrupted,
+                case .ours = StoreLog.baseHeader(paths: paths, sealer: configuration.sealer)
+            {
+                do throws(PrefsError) {
+                    if !pageLocked { pageLocked = try lock.lockPageForOpen() }
+                    restored = try Recovery.restoreBaseOverUnreadable(
+                        paths: paths, directory: lock.directoryFD, sealer: configuration.sealer,
+                        readOnlyCause: &readOnlyCause, unreadable: error)
+                } catch {
+                    lock.endOpenLock(pageLocked: pageLocked)
+                    throw error
+                }
             }
-            do throws(PrefsError) {
-                if !pageLocked { pageLocked = try lock.lockPageForOpen() }
-                let rebuilt = try Recovery.rebuild(
-                    paths: paths, directory: lock.directoryFD, sealer: configuration.sealer,
-                    readOnlyCause: &readOnlyCause, unreadable: error)
-                snapshot = rebuilt.snapshot
-                if let report = rebuilt.setAside { setAside = [report] }
-                mustSalvage = rebuilt.mustSalvage
-            } catch {
-                lock.endOpenLock(pageLocked: pageLocked)
-                throw error
+            if let restored {
+                snapshot = restored.snapshot
+                if let report = restored.report { setAside = [report] }
+            } else {
+                // Otherwise refused (the default), or, when the app chose that (`unreadableFile`), rebuilt from the
+                // records of its body that verify, its original kept aside, under the writer lock.
+                guard configuration.unreadableFile == .quarantineAndRebuild, readOnlyCause == nil,
+                    error.code == .notAStore || error.code == .corrupted
+                else {
+                    lock.endOpenLock(pageLocked: pageLocked)
+                    throw error
+                }
+                do throws(PrefsError) {
+                    if !pageLocked { pageLocked = try lock.lockPageForOpen() }
+                    let rebuilt = try Recovery.rebuild(
+                        paths: paths, directory: lock.directoryFD, sealer: configuration.sealer,
+                        readOnlyCause: &readOnlyCause, unreadable: error)
+                    snapshot = rebuilt.snapshot
+                    if let report = rebuilt.setAside { setAside = [report] }
+                    mustSalvage = rebuilt.mustSalvage
+                } catch {
+                    lock.endOpenLock(pageLocked: pageLocked)
+                    throw error
+                }
             }
         }
         // The snapshot moves into the engine, its damage (nearly always none) out of it first. (A copy of the
@@ -141,6 +162,8 @@ final class Engine: @unchecked Sendable {
             try engine.recover(
                 damage: damage, recordsKept: engine.log.recordCount,
                 policy: mustSalvage ? .salvage : configuration.recovery)
+            // The report an app reads is about the file it had: the one set aside (both are logged).
+            if let report = setAside.first { engine.lastRecovery = report }
         }
         return engine
     }
@@ -188,7 +211,8 @@ final class Engine: @unchecked Sendable {
 
     @inline(never)
     private func readTableDamaged() throws(PrefsError) {
-        pendingLog.append((.warning, "the persisted index of \(paths.data) does not verify; the store's whole log is read"))
+        pendingLog.append(
+            (.warning, "the persisted index of \(paths.data) does not verify; the store's whole log is read"))
         try readWholeLog()
     }
 
@@ -570,11 +594,12 @@ final class Engine: @unchecked Sendable {
 
     // MARK: Images
 
-    /// Under the writer lock: compacts the log into a new image (Compaction.swift).
-    func compactLocked(minimumCapacity: Int = 0) throws(PrefsError) {
+    /// Under the writer lock: compacts the log into a new image (Compaction.swift); `deferred`: without waiting
+    /// for the disk, the previous image kept as the store's base until the next `sync()`.
+    func compactLocked(minimumCapacity: Int = 0, deferred: Bool = false) throws(PrefsError) {
         guard log.file.writable else { throw readOnlyError }
         try readWholeLog()
-        if try log.compact(minimumCapacity: minimumCapacity, watched: watchesImages) {
+        if try log.compact(minimumCapacity: minimumCapacity, watched: watchesImages, deferred: deferred) {
             let index = log.index
             codec.retainNames { index[$0] != nil }
         }
@@ -594,7 +619,9 @@ final class Engine: @unchecked Sendable {
         guard length > 0, length >= threshold / 4 * 3, (length - log.liveBytes - log.indexBytes) * 2 >= length
         else { return }
         do throws(PrefsError) {
-            try compactLocked(minimumCapacity: threshold)
+            // A buffered store promises power-loss durability up to the last sync() only: its automatic
+            // compactions do not wait for the disk (FileFormat.md, "Compaction").
+            try compactLocked(minimumCapacity: threshold, deferred: !log.synchronous)
         } catch {
             autoCompactionBlockedBelow = knownEnd + length / 2
             pendingLog.append(
@@ -606,9 +633,24 @@ final class Engine: @unchecked Sendable {
     func recover(
         damage: [PrefsDamage], recordsKept: Int, policy: PrefsStore.RecoveryPolicy? = nil
     ) throws(PrefsError) {
-        let report = try Recovery.recover(
-            log, damage: damage, recordsKept: recordsKept, policy: policy ?? configuration.recovery,
-            watched: watchesImages)
+        let policy = policy ?? configuration.recovery
+        let report: PrefsRecoveryReport
+        if policy == .salvage && log.file.writable && Recovery.usableBase(of: log) {
+            // An image a buffered store's compaction left unflushed, cut by a power loss: its base image is the
+            // durable state, and what verifies of the damaged file goes on top of it (BaseImage.swift).
+            let restored = try Recovery.restoreBase(
+                log, damage: damage, recordsKept: recordsKept, watched: watchesImages)
+            report = restored.report
+            let message =
+                "\(paths.data): its newest image was not flushed when its writer stopped (a power loss?); the store "
+                + "was restored from its base image \(paths.previous) (its state as of the last sync()) and every "
+                + "record of the damaged image that verifies was applied again"
+            pendingLog.append((.warning, "\(message)"))
+            if let base = restored.baseRecovery { pendingLog.append((.error, "\(base.description)")) }
+        } else {
+            report = try Recovery.recover(
+                log, damage: damage, recordsKept: recordsKept, policy: policy, watched: watchesImages)
+        }
         let index = log.index
         codec.retainNames { index[$0] != nil }
         autoCompactionBlockedBelow = 0
@@ -659,7 +701,9 @@ final class Engine: @unchecked Sendable {
 
     /// The queued changes and log lines, taken; with `externalOnly`, the changes of other processes only (this
     /// handle's own writes stay queued, in order, for the writer that made them).
-    func takeEvents(externalOnly: Bool = false) -> (
+    func takeEvents(
+        externalOnly: Bool = false
+    ) -> (
         changes: [PrefsChange], log: [(level: Logger.Level, message: Logger.Message)]
     ) {
         defer { pendingLog.removeAll() }

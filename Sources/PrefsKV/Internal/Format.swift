@@ -43,6 +43,9 @@ enum Format {
     static let keyCheckLengthOffset = 48
     static let keyCheckOffset = 50
     static let maxKeyCheckLength = 64
+    /// Version 4: 1 + the generation of the store's base image (`<id>.prefs.prev`) in an image a buffered store's
+    /// automatic compaction renamed into place without flushing it; 0 in every other image.
+    static let baseOffset = 114
     static let staticCRCOffset = 124
     static let staticSize = 128
 
@@ -163,6 +166,8 @@ struct Header: Equatable {
     var generation: UInt64
     var createdAt: Int64
     var keyCheck: [UInt8]
+    /// 0, or 1 + the generation of the base image in an image renamed into place unflushed (`baseGeneration`).
+    var baseWord: UInt64 = 0
 
     var isEncrypted: Bool { flags & Format.flagEncrypted != 0 }
     /// Whether every record of the log carries an authenticator (a sealed store of version 2 or later).
@@ -171,6 +176,10 @@ struct Header: Equatable {
     var hasHeaderCopy: Bool { version >= Format.headerCopyVersion }
     /// Whether index records may be appended to the log (version 4 and later).
     var hasIndexRecords: Bool { version >= Format.indexVersion }
+    /// The generation of the image `<id>.prefs.prev` must hold when this image was renamed into place by a buffered
+    /// store's automatic compaction without being flushed (FileFormat.md, "Compaction"): until a `sync()` makes this
+    /// one durable, the store's durable state is that base image's. Nil for every other image.
+    var baseGeneration: UInt64? { baseWord == 0 ? nil : baseWord - 1 }
     /// Where the first record after the header copy goes in a new image of this header.
     var firstRecordOffset: Int {
         Format.logStart + (hasHeaderCopy ? Format.headerCopyLength(authenticated: authenticatesRecords) : 0)
@@ -191,6 +200,7 @@ struct Header: Equatable {
         var next = self
         next.generation = generation ?? self.generation + 1
         next.version = Format.version
+        next.baseWord = 0
         return next
     }
 
@@ -223,6 +233,7 @@ struct Header: Equatable {
         p.storeBytes(
             of: UInt16(keyCheck.count).littleEndian, toByteOffset: Format.keyCheckLengthOffset, as: UInt16.self)
         for (i, b) in keyCheck.enumerated() { p[Format.keyCheckOffset + i] = b }
+        p.storeBytes(of: baseWord.littleEndian, toByteOffset: Format.baseOffset, as: UInt64.self)
         let crc = CRC32C.checksum(UnsafeRawBufferPointer(rebasing: p[0..<Format.staticCRCOffset]))
         p.storeBytes(of: crc.littleEndian, toByteOffset: Format.staticCRCOffset, as: UInt32.self)
     }
@@ -282,7 +293,9 @@ struct Header: Equatable {
                 ? []
                 : Array(
                     UnsafeRawBufferPointer(
-                        rebasing: bytes[Format.keyCheckOffset..<Format.keyCheckOffset + keyCheckLength])))
+                        rebasing: bytes[Format.keyCheckOffset..<Format.keyCheckOffset + keyCheckLength])),
+            baseWord: version >= Format.indexVersion
+                ? UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: Format.baseOffset, as: UInt64.self)) : 0)
     }
 }
 

@@ -124,10 +124,10 @@ enum Recovery {
     }
 
     /// `<data>.corrupt-<UTC yyyyMMdd'T'HHmmss'Z'>`: the name every quarantine copy starts with, now.
-    private static func quarantineBase(_ paths: StorePaths) -> String { paths.data + ".corrupt-" + Sys.utcTimestamp() }
+    static func quarantineBase(_ paths: StorePaths) -> String { paths.data + ".corrupt-" + Sys.utcTimestamp() }
 
     /// The `attempt`th candidate name for a quarantine copy: `base`, then `base-1`, `base-2`...
-    private static func quarantinePath(_ base: String, attempt: Int) -> String {
+    static func quarantinePath(_ base: String, attempt: Int) -> String {
         attempt == 0 ? base : "\(base)-\(attempt)"
     }
 

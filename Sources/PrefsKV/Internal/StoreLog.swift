@@ -60,6 +60,9 @@ final class StoreLog {
     /// The generation of the file whose name this handle knows to be durable (an fsync of the directory
     /// followed its rename); nil until this handle has synced the directory itself.
     @exclusivity(unchecked) var directorySyncedGeneration: UInt64?
+    /// The generation of the image renamed in place unflushed whose base image this handle removed after flushing
+    /// it (`releaseBaseIfNeeded`).
+    @exclusivity(unchecked) var baseReleasedGeneration: UInt64?
     /// The header words naming the store and image, as the mapping held them when this handle adopted the file.
     @exclusivity(unchecked) var adoptedIdentity: HeaderIdentity
 
@@ -405,7 +408,7 @@ final class StoreLog {
     /// log end pointing at bytes that did not reach the disk (and fsync the directory when a compaction since
     /// the last one left the file's name not yet durable).
     @inline(__always)
-    private func publish(end: Int, records: Int, apply: () -> Void) throws(PrefsError) {
+    func publish(end: Int, records: Int, apply: () -> Void) throws(PrefsError) {
         if synchronous { try file.syncData() }
         // Records written into a file that shrank underneath the mapping reached memory no file holds: nothing is
         // acknowledged (the next access reopens the file).
@@ -424,6 +427,8 @@ final class StoreLog {
         if synchronous {
             try file.syncData()
             syncDirectoryIfNeeded()
+            // Written into an image a buffered handle's compaction left unflushed: now durable, so its base goes.
+            releaseBaseIfNeeded()
         }
     }
 

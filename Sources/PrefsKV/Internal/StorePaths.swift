@@ -8,6 +8,8 @@ struct StorePaths {
     let data: String
     let lock: String
     let temporary: String
+    /// The base image of a buffered store between an unflushed automatic compaction and the next `sync()`.
+    let previous: String
     /// The names of the data and lock files in `directory` (for `Sys.open(at:)`).
     let dataFileName: String
     let lockFileName: String
@@ -21,6 +23,7 @@ struct StorePaths {
         data = Sys.joinPath(self.directory, dataFileName)
         lock = data + ".lock"
         temporary = data + ".tmp"
+        previous = data + ".prev"
     }
 }
 

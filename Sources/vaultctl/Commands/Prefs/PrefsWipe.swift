@@ -6,7 +6,7 @@ extension Prefs {
     struct WipeCommand: StoreCommand {
         static let configuration = CommandConfiguration(
             commandName: "wipe",
-            abstract: "Delete a store: its data, lock and temporary files and its quarantine copies.",
+            abstract: "Delete a store: its data, lock, temporary and base image files and its quarantine copies.",
             discussion: """
                 Needs --yes: without it, exits 64 and touches nothing. Safe while other processes have the \
                 store open: they see it gone on their next access, and its lock file is kept for them. A \
@@ -32,7 +32,7 @@ extension Prefs {
 
         func answer(store target: StoreTarget, console: Console) throws -> Answer {
             let hasFiles =
-                try target.exists || fileExists(target.dataPath + ".tmp")
+                try target.exists || fileExists(target.dataPath + ".tmp") || fileExists(target.dataPath + ".prev")
                 || (fileExists(target.directory)
                     && !PrefsStore.quarantineCopies(id: store, directory: target.directory).isEmpty)
             guard hasFiles else { throw target.missing }

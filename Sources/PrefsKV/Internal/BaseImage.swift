@@ -1,0 +1,235 @@
+// The base image of a buffered store (Documentation/FileFormat.md, "Compaction"): an automatic compaction of a
+// `.buffered` store does not wait for the disk. The newest file made durable (flushed by a `sync()`, or by the
+// flushed path that installed it) keeps a second name, `<id>.prefs.prev`, before the first unflushed image is
+// renamed over the data file, and every such image names that base's generation in its header. A `sync()` (or a
+// synchronous write) flushes the current image and the directory, and only then removes the base. A power cut
+// in between finds either an image that verifies, or a damaged one whose base is still there:
+// `Recovery.restoreBase` puts the base back and replays every record of the damaged image that verifies.
+import SystemLayer
+
+extension StoreLog {
+    /// Under the writer lock, before a deferred compaction: the generation of the base image the new image may
+    /// name, making one when needed; nil when none can be trusted (the compaction then flushes).
+    ///
+    /// - The current file names a base that `<id>.prefs.prev` holds: that base stays.
+    /// - The current file names no base, or names one that a `sync()` removed (no `.prev`): the current file is
+    ///   durable up to the last promise (it was flushed when installed, or by that `sync()`), so it becomes the base:
+    ///   linked as `.prev` (replacing a stale one), then the directory fsynced, so that the link is durable before
+    ///   any unflushed image is renamed over the data file.
+    /// - Anything else in `.prev` (another store's, another owner's, not a store): nil.
+    func prepareBase() -> UInt64? {
+        let current = header.generation
+        let existing = StoreLog.baseHeader(paths: paths, sealer: sealer)
+        if let base = header.baseGeneration {
+            if case .ours(let baseHeader) = existing, baseHeader.uuid == header.uuid,
+                baseHeader.generation == base
+            {
+                return base
+            }
+            guard case .absent = existing else { return nil }
+        } else if case .absent = existing {
+            // Nothing to replace.
+        } else if case .failure = Sys.unlink(paths.previous) {
+            return nil
+        }
+        guard case .success = Sys.link(paths.data, paths.previous) else { return nil }
+        syncDirectory(paths)
+        return current
+    }
+
+    /// Under the writer lock, after the current file was flushed (a `sync()`, a synchronous write): when it is an
+    /// image renamed in place unflushed, makes its name durable, then removes its base image and makes that
+    /// durable too. Once per image and handle.
+    func releaseBaseIfNeeded() {
+        guard header.baseGeneration != nil, baseReleasedGeneration != header.generation else { return }
+        syncDirectory(paths)
+        directorySyncedGeneration = header.generation
+        _ = Sys.unlink(paths.previous)
+        syncDirectory(paths)
+        baseReleasedGeneration = header.generation
+    }
+
+    /// What `<id>.prefs.prev` holds.
+    enum BaseFile {
+        case absent
+        /// A store file of this user whose header verifies (and, sealed, matches the sealer).
+        case ours(Header)
+        /// Anything else: not a regular file, another owner's or open to others, not a store, a wrong key.
+        case foreign
+    }
+
+    /// Reads the header of `<id>.prefs.prev` (never following a link, never blocking on a FIFO), checked as the
+    /// data file's is (FileTrust) and against the sealer.
+    static func baseHeader(paths: StorePaths, sealer: (any PrefsSealer)?) -> BaseFile {
+        let fd: Int32
+        switch Sys.open(paths.previous, .readOnlyNonBlocking) {
+        case .success(let f): fd = f
+        case .failure(let e) where e == .noEntry: return .absent
+        case .failure: return .foreign
+        }
+        defer { Sys.close(fd) }
+        guard case .success(let status) = Sys.fstat(fd), status.isRegular,
+            (try? FileTrust.checkFile(status, path: paths.previous, isData: true, writable: true)) != nil,
+            let header = try? readHeader(fd: fd, path: paths.previous, sealer: sealer)
+        else { return .foreign }
+        return .ours(header)
+    }
+}
+
+extension StoreLog {
+    /// Under the writer lock: appends copies of `records` (committed sets, deletes and remove-alls of `source`, in
+    /// log order) as records of this file, renumbered and, in a sealed store, authenticated for it, published at
+    /// once and applied to the index.
+    func replay(_ records: [RecordHeader], from source: UnsafeRawBufferPointer) throws(PrefsError) {
+        guard !records.isEmpty else { return }
+        let auth = self.auth
+        let total = records.reduce(0) {
+            $0 + Format.recordLength(keyLength: $1.keyLength, valueLength: $1.valueLength, authenticated: auth != nil)
+        }
+        let start = knownEnd
+        try ensureCapacity(start + total)
+        let seq = nextSeq
+        let sealed = header.isEncrypted
+        var copies: [RecordHeader] = []
+        copies.reserveCapacity(records.count)
+        file.withMutableBytes { bytes in
+            var offset = start
+            for record in records {
+                let length = RecordWriter.copy(record, from: source, into: bytes, at: offset, seq: seq, auth: auth)
+                if let copy = RecordHeader.plausible(
+                    in: UnsafeRawBufferPointer(bytes), at: offset, limit: offset + length)
+                {
+                    copies.append(copy)
+                }
+                offset += length
+            }
+        }
+        try publish(end: start + total, records: records.count) { () in
+            file.withBytes { bytes in
+                for copy in copies {
+                    StoreLog.applyToIndex(copy, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
+                }
+            }
+        }
+    }
+}
+
+extension Recovery {
+    /// The base image of the damaged file `log` holds, when `<id>.prefs.prev` is the one its header names (same
+    /// store, that generation, checked as the data file is).
+    static func usableBase(of log: StoreLog) -> Bool {
+        guard let base = log.header.baseGeneration,
+            case .ours(let header) = StoreLog.baseHeader(paths: log.paths, sealer: log.sealer)
+        else { return false }
+        return header.uuid == log.header.uuid && header.generation == base
+    }
+
+    /// Under the writer lock, for a damaged data file whose base image is there (`usableBase`) and a policy that
+    /// salvages: the state of a buffered store cut by a power loss before a `sync()` made its newest image durable.
+    /// Copies the damaged file aside byte for byte (its quarantine copy), puts the base image back under the data
+    /// name (a rename, then the directory fsynced), reads it (recovering its own damage, a tail written after its
+    /// last flush, as any), then replays every committed record of the damaged file that verifies, in order: what
+    /// the base image holds is what was promised durable, and nothing that verifies in the newer file is lost.
+    static func restoreBase(
+        _ log: StoreLog, damage: [PrefsDamage], recordsKept: Int, watched: Bool
+    ) throws(PrefsError) -> (report: PrefsRecoveryReport, baseRecovery: PrefsRecoveryReport?) {
+        let paths = log.paths
+        let damaged = log.file
+        let damagedHeader = log.header
+        var report = PrefsRecoveryReport(
+            path: paths.data, quarantinePath: nil, recordsKept: recordsKept,
+            recordsLost: damage.reduce(0) { $0 + $1.records }, lostKeys: damage.flatMap(\.keys), damage: damage,
+            recoveredAt: Sys.nowMilliseconds())
+        report.quarantinePath = try quarantine(damaged, paths: paths)
+        // The records of the damaged file that verify, in log order (its log end when that word still reads, else
+        // up to the free space after the last record, as the scan that found the damage read it).
+        var records: [RecordHeader] = []
+        damaged.withBytes { bytes in
+            let size = damaged.mappedLength & ~7
+            var limit = size
+            var freeSpaceEndsLog = true
+            if let end = Format.decodeLogEnd(damaged.logEndWord), end >= Format.logStart, end & 7 == 0, end <= size {
+                limit = end
+                freeSpaceEndsLog = false
+            }
+            _ = LogScanner.scan(
+                bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: freeSpaceEndsLog,
+                plainKeys: !damagedHeader.isEncrypted, auth: RecordAuth(header: damagedHeader, sealer: log.sealer)
+            ) { record in
+                switch record.kind {
+                case .set, .delete, .removeAll: records.append(record)
+                case .commit, .header, .index: break
+                }
+            }
+        }
+        if damaged.writable { damaged.setSuperseded(true) }
+        if case .failure(let e) = Sys.rename(paths.previous, paths.data) {
+            if damaged.writable { damaged.setSuperseded(false) }
+            throw PrefsError.system(e, "rename", "cannot put the store's base image back in place", path: paths.data)
+        }
+        syncDirectory(paths)
+        var cause: Errno?
+        let snapshot = try StoreLog.loadSnapshot(
+            paths: paths, directory: Sys.atWorkingDirectory, sealer: log.sealer, readOnlyCause: &cause, create: false)
+        log.adopt(snapshot)
+        var baseRecovery: PrefsRecoveryReport?
+        if !snapshot.damage.isEmpty {
+            baseRecovery = try recover(
+                log, damage: snapshot.damage, recordsKept: snapshot.recordCount, policy: .salvage, watched: watched)
+        }
+        try damaged.withBytes { bytes throws(PrefsError) in try log.replay(records, from: bytes) }
+        return (report, baseRecovery)
+    }
+}
+
+extension Recovery {
+    /// Under the writer lock, at an open that salvages: the data file has no header copy that verifies (an image a
+    /// buffered store's compaction renamed in place unflushed, whose first pages never reached the disk) and
+    /// `<id>.prefs.prev`, a store file of this user, is there. Unless the data file reads by now, it keeps its bytes
+    /// under a quarantine name (a link, mode 0400), the base image is renamed back over it, and the base is read.
+    /// Nil when the data file is not a regular file or there is no such base: the open goes on as before.
+    static func restoreBaseOverUnreadable(
+        paths: StorePaths, directory: Int32, sealer: (any PrefsSealer)?, readOnlyCause: inout Errno?,
+        unreadable: PrefsError
+    ) throws(PrefsError) -> (snapshot: Snapshot, report: PrefsRecoveryReport?)? {
+        do throws(PrefsError) {
+            let snapshot = try StoreLog.loadSnapshot(
+                paths: paths, directory: directory, sealer: sealer, readOnlyCause: &readOnlyCause, create: true)
+            return (snapshot, nil)
+        } catch  where error.code == .notAStore || error.code == .corrupted {
+            guard case .success(let status) = Sys.lstat(paths.data), status.isRegular,
+                case .ours = StoreLog.baseHeader(paths: paths, sealer: sealer)
+            else { return nil }
+            let base = quarantineBase(paths)
+            var attempt = 0
+            var path = base
+            while true {
+                switch Sys.link(paths.data, path) {
+                case .success: break
+                case .failure(let e) where e == .exists:
+                    attempt += 1
+                    path = quarantinePath(base, attempt: attempt)
+                    continue
+                case .failure(let e):
+                    throw PrefsError.system(e, "link", "cannot keep the unreadable store file aside", path: path)
+                }
+                break
+            }
+            _ = Sys.chmod(path, 0o400)
+            try Sys.rename(paths.previous, paths.data).orThrow(
+                "rename", "cannot put the store's base image back in place", path: paths.data)
+            syncDirectory(paths)
+            let snapshot = try StoreLog.loadSnapshot(
+                paths: paths, directory: directory, sealer: sealer, readOnlyCause: &readOnlyCause, create: false)
+            let damage = PrefsDamage(
+                range: 0..<status.size, records: 0, keys: [],
+                reason: "no copy of the header verifies (\(error.message)): an image renamed in place before it was "
+                    + "flushed, cut by a power loss; the store was restored from its base image \(paths.previous), "
+                    + "its state as of the last sync()")
+            let report = PrefsRecoveryReport(
+                path: paths.data, quarantinePath: path, recordsKept: 0, recordsLost: 0, lostKeys: [],
+                damage: [damage], recoveredAt: Sys.nowMilliseconds())
+            return (snapshot, report)
+        }
+    }
+}
