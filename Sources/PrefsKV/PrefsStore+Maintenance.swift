@@ -22,12 +22,15 @@ extension PrefsStore {
             // A compaction of a buffered store leaves its rename to be made durable here.
             e.log.syncDirectoryIfNeeded()
             // And its base image (FileFormat.md, "Compaction") to be removed, under the writer lock, from the file
-            // the name holds then, flushed: no compaction may rename an unflushed image over it in between.
+            // the name holds then, flushed: no compaction may rename an unflushed image over it in between. A
+            // handle that opened that file from its persisted table reads all of it first: damage a power loss left
+            // in it is found, and recovered from the base, while the base is still there.
             if e.log.header.baseGeneration != nil {
                 try e.withWriterLock { () throws(PrefsError) in
                     try e.catchUpLocked()
+                    if e.log.table != nil { try e.readWholeLog() }
                     try e.log.file.syncData()
-                    e.log.releaseBaseIfNeeded()
+                    try e.log.releaseBaseIfNeeded()
                 }
             }
         }

@@ -163,6 +163,37 @@ import Testing
         try expectValues(again, expected)
     }
 
+    /// The same cut in a store large enough to have a persisted index, which the handle closing after the
+    /// compaction wrote into the unflushed image: an open reads only the table and the records after it, so the
+    /// damage is not found at open. A `sync()` then reads the whole image before it removes the base, finds the
+    /// damage and restores the base: `key-05` keeps its synced value. Before, `sync()` removed the base and the
+    /// first read of `key-05` found it lost.
+    @Test func aSyncAfterAnOpenFromThePersistedIndexFindsTheDamageWhileTheBaseIsThere() throws {
+        let dir = try TempDir("base-lazy", memory: true)
+        var bytes: [UInt8]
+        do {
+            let store = try makeStore(dir)
+            for i in 20..<300 { try store.set(Self.value(i), forKey: String(format: "key-%02d", i)) }
+            try store.sync()
+            try compactAutomatically(store, dir)
+        }
+        bytes = try readBytes(dir.file("ui.prefs"))
+        #expect(bytes[280..<288].contains { $0 != 0 }, "the closing handle wrote a table")
+        let sector = Self.recordOffsets(bytes)[6] / 512 * 512
+        for i in sector..<sector + 512 { bytes[i] = 0 }
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+
+        let store = try openStore(dir)
+        #expect(store.lastRecovery == nil, "read from its table: the damage is not seen yet")
+        try store.sync()
+        #expect(try store.lastRecovery.map { try $0.quarantinePath.map(readBytes) } == bytes)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("ui.prefs.prev")))
+        for i in 0..<300 {
+            let key = String(format: "key-%02d", i)
+            #expect(try store.string(forKey: key) == Self.value(i), "\(key)")
+        }
+    }
+
     /// A power cut that left none of the new image's first pages on the disk (no copy of its header verifies): the
     /// open puts the base back, the image kept aside byte for byte, and the store holds its synced state and what
     /// was written to that file before the compaction. Before, the open refused the store (`notAStore`).

@@ -13,8 +13,9 @@ import Testing
 /// `fsync` of the directory. Files are told apart by their image generation (header bytes 32..<40).
 final class FlushRecorder: Sendable {
     enum Flush {
-        /// `fdatasync` of a store file (`ui.prefs`, a new image `ui.prefs.tmp`), with its bytes at that moment.
-        case data(generation: UInt64, bytes: [UInt8])
+        /// `fdatasync` of a store file (`ui.prefs`, a new image `ui.prefs.tmp`), with its bytes at that moment and
+        /// what the names held then.
+        case data(generation: UInt64, bytes: [UInt8], names: Names)
         /// `fsync` of the directory: what the two names held then is durable.
         case directory(Names)
     }
@@ -68,7 +69,8 @@ final class FlushRecorder: Sendable {
         var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
         let read = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         guard read == bytes.count, let generation = Self.generation(of: bytes) else { return }
-        flushes.withLock { $0.append(.data(generation: generation, bytes: bytes)) }
+        let names = self.names()
+        flushes.withLock { $0.append(.data(generation: generation, bytes: bytes, names: names)) }
     }
 
     func take() -> [Flush] {
@@ -158,9 +160,8 @@ struct PowerCut {
         func absorbFlushes(started: Int) {
             for flush in recorder.take() {
                 switch flush {
-                case .data(let generation, let bytes):
+                case .data(let generation, let bytes, let names):
                     versions[generation, default: []].append(Version(point: points.count, bytes: bytes, barrier: true))
-                    let names = points.last?.names ?? FlushRecorder.Names()
                     points.append(Point(started: started, promised: promised, names: names, durable: false))
                 case .directory(let names):
                     points.append(Point(started: started, promised: promised, names: names, durable: true))
@@ -320,6 +321,10 @@ struct PowerCut {
                     let last = dataWindow.count - 1
                     let lengths = dataWindow.map(\.count)
                     cut("every sector new", length: lengths[last]) { _ in last }
+                    if !(versions[data] ?? []).contains(where: { $0.barrier && $0.point <= t }) {
+                        // Never flushed: not even its size may have reached the disk.
+                        cut("an unflushed file of no length", length: 0) { _ in 0 }
+                    }
                     guard last > 0 else { continue }
                     cut("every sector as flushed", length: lengths[0]) { _ in 0 }
                     cut("header page new, the rest as flushed", length: lengths[last]) { $0 < 8 ? last : 0 }
@@ -362,6 +367,9 @@ struct PowerCut {
                 continue
             }
             opened += 1
+            // A sync() right away: it may remove a base image, which must not lose what the base alone holds
+            // (a damaged image read lazily from its persisted table is read whole first).
+            try reopened.sync()
             if let report = reopened.lastRecovery {
                 recoveries += 1
                 #expect(!synchronous, "\(context): a synchronous store needed a recovery: \(report)")

@@ -33,19 +33,26 @@ extension StoreLog {
             return nil
         }
         guard case .success = Sys.link(paths.data, paths.previous) else { return nil }
-        syncDirectory(paths)
+        // The link must be on the disk before an unflushed image is renamed over the data file.
+        guard syncDirectoryChecked(paths) == nil else { return nil }
         return current
     }
 
     /// Under the writer lock, after the current file was flushed (a `sync()`, a synchronous write): when it is an
     /// image renamed in place unflushed, makes its name durable, then removes its base image and makes that
-    /// durable too. Once per image and handle.
-    func releaseBaseIfNeeded() {
+    /// durable too (a base that came back after a power cut would be taken for the base of the next unflushed
+    /// image, and lack what this flush promised). Once per image and handle. Throws when the directory cannot be
+    /// flushed: the promise cannot be kept.
+    func releaseBaseIfNeeded() throws(PrefsError) {
         guard header.baseGeneration != nil, baseReleasedGeneration != header.generation else { return }
-        syncDirectory(paths)
+        if let error = syncDirectoryChecked(paths) { throw error }
         directorySyncedGeneration = header.generation
-        _ = Sys.unlink(paths.previous)
-        syncDirectory(paths)
+        switch Sys.unlink(paths.previous) {
+        case .success, .failure(.noEntry): break
+        case .failure(let e):
+            throw PrefsError.system(e, "unlink", "cannot remove the store's base image", path: paths.previous)
+        }
+        if let error = syncDirectoryChecked(paths) { throw error }
         baseReleasedGeneration = header.generation
     }
 
@@ -76,44 +83,6 @@ extension StoreLog {
     }
 }
 
-extension StoreLog {
-    /// Under the writer lock: appends copies of `records` (committed sets, deletes and remove-alls of `source`, in
-    /// log order) as records of this file, renumbered and, in a sealed store, authenticated for it, published at
-    /// once and applied to the index.
-    func replay(_ records: [RecordHeader], from source: UnsafeRawBufferPointer) throws(PrefsError) {
-        guard !records.isEmpty else { return }
-        let auth = self.auth
-        let total = records.reduce(0) {
-            $0 + Format.recordLength(keyLength: $1.keyLength, valueLength: $1.valueLength, authenticated: auth != nil)
-        }
-        let start = knownEnd
-        try ensureCapacity(start + total)
-        let seq = nextSeq
-        let sealed = header.isEncrypted
-        var copies: [RecordHeader] = []
-        copies.reserveCapacity(records.count)
-        file.withMutableBytes { bytes in
-            var offset = start
-            for record in records {
-                let length = RecordWriter.copy(record, from: source, into: bytes, at: offset, seq: seq, auth: auth)
-                if let copy = RecordHeader.plausible(
-                    in: UnsafeRawBufferPointer(bytes), at: offset, limit: offset + length)
-                {
-                    copies.append(copy)
-                }
-                offset += length
-            }
-        }
-        try publish(end: start + total, records: records.count) { () in
-            file.withBytes { bytes in
-                for copy in copies {
-                    StoreLog.applyToIndex(copy, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
-                }
-            }
-        }
-    }
-}
-
 extension Recovery {
     /// The base image of the damaged file `log` holds, when `<id>.prefs.prev` is the one its header names (same
     /// store, that generation, checked as the data file is).
@@ -126,10 +95,13 @@ extension Recovery {
 
     /// Under the writer lock, for a damaged data file whose base image is there (`usableBase`) and a policy that
     /// salvages: the state of a buffered store cut by a power loss before a `sync()` made its newest image durable.
-    /// Copies the damaged file aside byte for byte (its quarantine copy), puts the base image back under the data
-    /// name (a rename, then the directory fsynced), reads it (recovering its own damage, a tail written after its
-    /// last flush, as any), then replays every committed record of the damaged file that verifies, in order: what
-    /// the base image holds is what was promised durable, and nothing that verifies in the newer file is lost.
+    /// Copies the damaged file aside byte for byte (its quarantine copy), reads the base (a tail written to it after
+    /// its last flush and cut too is damage like any: the base is then quarantined as well), and installs one new
+    /// image: the base's live records, then every committed record of the damaged file that verifies, in its log
+    /// order (renumbered, and in a sealed store authenticated for the new image). What the base holds is what was
+    /// promised durable, and nothing that verifies in the newer file is lost. The image is flushed and renamed over
+    /// the data file as any recovery's, and the base removed after: a kill before the rename leaves both files as
+    /// they were (the next open does this again), after it the restored store.
     static func restoreBase(
         _ log: StoreLog, damage: [PrefsDamage], recordsKept: Int, watched: Bool
     ) throws(PrefsError) -> (report: PrefsRecoveryReport, baseRecovery: PrefsRecoveryReport?) {
@@ -141,8 +113,8 @@ extension Recovery {
             recordsLost: damage.reduce(0) { $0 + $1.records }, lostKeys: damage.flatMap(\.keys), damage: damage,
             recoveredAt: Sys.nowMilliseconds())
         report.quarantinePath = try quarantine(damaged, paths: paths)
-        // The records of the damaged file that verify, in log order (its log end when that word still reads, else
-        // up to the free space after the last record, as the scan that found the damage read it).
+        // The records of the damaged file that verify, in log order (to its log end when that word still reads,
+        // else to the free space after the last record, as the scan that found the damage read it).
         var records: [RecordHeader] = []
         damaged.withBytes { bytes in
             let size = damaged.mappedLength & ~7
@@ -162,22 +134,47 @@ extension Recovery {
                 }
             }
         }
-        if damaged.writable { damaged.setSuperseded(true) }
-        if case .failure(let e) = Sys.rename(paths.previous, paths.data) {
-            if damaged.writable { damaged.setSuperseded(false) }
-            throw PrefsError.system(e, "rename", "cannot put the store's base image back in place", path: paths.data)
-        }
-        syncDirectory(paths)
-        var cause: Errno?
-        let snapshot = try StoreLog.loadSnapshot(
-            paths: paths, directory: Sys.atWorkingDirectory, sealer: log.sealer, readOnlyCause: &cause, create: false)
-        log.adopt(snapshot)
+        // The base, read whole.
+        let fd = try Sys.open(paths.previous, .readOnlyNonBlocking).orThrow(
+            "open", "cannot open the store's base image", path: paths.previous)
+        let base = try StoreLog.scannedSnapshot(fd: fd, path: paths.previous, sealer: log.sealer, writable: false)
         var baseRecovery: PrefsRecoveryReport?
-        if !snapshot.damage.isEmpty {
-            baseRecovery = try recover(
-                log, damage: snapshot.damage, recordsKept: snapshot.recordCount, policy: .salvage, watched: watched)
+        if !base.damage.isEmpty {
+            baseRecovery = PrefsRecoveryReport(
+                path: paths.previous, quarantinePath: try quarantine(base.file, paths: paths),
+                recordsKept: base.recordCount, recordsLost: base.damage.reduce(0) { $0 + $1.records },
+                lostKeys: base.damage.flatMap(\.keys), damage: base.damage, recoveredAt: Sys.nowMilliseconds())
         }
-        try damaged.withBytes { bytes throws(PrefsError) in try log.replay(records, from: bytes) }
+        // One image of both: the base's live records in its log order, then the damaged file's records.
+        let now = Sys.nowMilliseconds()
+        let live = base.index.values.filter { !$0.isExpired(now: now) }.sorted { $0.recordOffset < $1.recordOffset }
+        let newHeader = damagedHeader.nextImage()
+        let auth = RecordAuth(header: newHeader, sealer: log.sealer)
+        let baseLength = StoreImage.length(of: live, authenticated: auth != nil)
+        let length =
+            baseLength
+            + records.reduce(0) {
+                $0
+                    + Format.recordLength(
+                        keyLength: $1.keyLength, valueLength: $1.valueLength, authenticated: auth != nil)
+            }
+        let image = try StoreImage.write(
+            paths: paths, header: newHeader, auth: auth, logLength: length, capacity: Format.headerSize + 2 * length,
+            watched: watched
+        ) { bytes throws(PrefsError) in
+            let intact = base.file.withBytes { source in
+                StoreImage.copyRecords(live, from: source, into: bytes, header: newHeader, auth: auth)
+            }
+            if !intact || base.file.hasFaulted || damaged.hasFaulted { throw log.changedUnderneath() }
+            damaged.withBytes { source in
+                var offset = newHeader.firstRecordOffset + baseLength
+                for (i, record) in records.enumerated() {
+                    offset += RecordWriter.copy(
+                        record, from: source, into: bytes, at: offset, seq: UInt64(live.count + 1 + i), auth: auth)
+                }
+            }
+        }
+        try log.install(image, header: newHeader)
         return (report, baseRecovery)
     }
 }
@@ -197,7 +194,7 @@ extension Recovery {
                 paths: paths, directory: directory, sealer: sealer, readOnlyCause: &readOnlyCause, create: true)
             return (snapshot, nil)
         } catch  where error.code == .notAStore || error.code == .corrupted {
-            guard case .success(let status) = Sys.lstat(paths.data), status.isRegular,
+            guard case .success(let status) = Sys.lstat(paths.data), status.isRegular, neverWritten(paths.data),
                 case .ours = StoreLog.baseHeader(paths: paths, sealer: sealer)
             else { return nil }
             let base = quarantineBase(paths)
@@ -230,6 +227,23 @@ extension Recovery {
                 path: paths.data, quarantinePath: path, recordsKept: 0, recordsLost: 0, lostKeys: [],
                 damage: [damage], recoveredAt: Sys.nowMilliseconds())
             return (snapshot, report)
+        }
+    }
+
+    /// Whether the first sector of the file's header page and the first sector of its header copy (offset 4096)
+    /// read as zeros (or are not there): what an image whose blocks were preallocated holds where nothing it wrote
+    /// reached the disk. A header damaged any other way (a flipped bit, a page of garbage) is not a cut image's,
+    /// and is never answered with a base image, which could be stale.
+    static func neverWritten(_ path: String) -> Bool {
+        guard case .success(let fd) = Sys.open(path, .readOnlyNonBlocking) else { return false }
+        defer { Sys.close(fd) }
+        return withUnsafeTemporaryAllocation(byteCount: 512, alignment: 8) { sector in
+            for offset in [0, Format.logStart] {
+                sector.initializeMemory(as: UInt8.self, repeating: 0)
+                guard case .success = Sys.pread(fd, into: sector, at: offset) else { return false }
+                if sector.contains(where: { $0 != 0 }) { return false }
+            }
+            return true
         }
     }
 }

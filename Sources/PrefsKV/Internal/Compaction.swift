@@ -163,7 +163,7 @@ extension StoreLog {
         try rename(image, temporary: paths.temporary, durable: base == nil)
         // A flushed image is the store's durable state: a base image, if any, is stale from now on (and may hold
         // values since deleted). An unflushed one keeps it.
-        if base == nil { _ = Sys.unlink(paths.previous) }
+        if base == nil, case .success = Sys.unlink(paths.previous) { syncDirectory(paths) }
 
         // The image holds the live records in the same order, back to back after the header copy.
         var offset = newHeader.firstRecordOffset
@@ -217,7 +217,7 @@ extension StoreLog {
     /// image is stale from then on and removed (after a rekey it holds values under the old key).
     func install(_ image: MappedFile, header newHeader: Header) throws(PrefsError) {
         try rename(image, temporary: paths.temporary)
-        _ = Sys.unlink(paths.previous)
+        if case .success = Sys.unlink(paths.previous) { syncDirectory(paths) }
         var snapshot = Snapshot(file: image, header: newHeader)
         StoreLog.scan(into: &snapshot, sealer: sealer)
         // An image this handle just wrote verifies, unless something outside PrefsKV changed it since the rename.

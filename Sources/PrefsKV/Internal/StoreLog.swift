@@ -428,7 +428,7 @@ final class StoreLog {
             try file.syncData()
             syncDirectoryIfNeeded()
             // Written into an image a buffered handle's compaction left unflushed: now durable, so its base goes.
-            releaseBaseIfNeeded()
+            try releaseBaseIfNeeded()
         }
     }
 

@@ -55,7 +55,20 @@ extension Engine {
 /// fsyncs the store's directory so that a rename or a new file name survives a power loss. Failures are
 /// ignored: the data is already in place for every process; only power-loss durability of the name is at risk.
 func syncDirectory(_ paths: StorePaths) {
-    guard case .success(let fd) = Sys.open(paths.directory, .directory) else { return }
-    _ = Sys.fsync(fd)
-    Sys.close(fd)
+    _ = syncDirectoryChecked(paths)
+}
+
+/// `syncDirectory`, for the callers whose promise rests on it (a base image's link before an unflushed image is
+/// renamed over the data file, its removal after one was flushed): the error, nil when the directory was flushed.
+func syncDirectoryChecked(_ paths: StorePaths) -> PrefsError? {
+    let fd: Int32
+    switch Sys.open(paths.directory, .directory) {
+    case .success(let f): fd = f
+    case .failure(let e): return PrefsError.system(e, "open", "cannot open the store directory", path: paths.directory)
+    }
+    defer { Sys.close(fd) }
+    if case .failure(let e) = Sys.fsync(fd) {
+        return PrefsError.system(e, "fsync", "cannot flush the store directory", path: paths.directory)
+    }
+    return nil
 }
