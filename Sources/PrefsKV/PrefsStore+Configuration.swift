@@ -30,9 +30,12 @@ extension PrefsStore {
         /// Compacts on its own after a write when garbage is at least half the log and the log has reached
         /// three quarters of this many bytes; `nil` turns automatic compaction off. A store with less live data
         /// than 3/8 of it then keeps its file at this size at most; a larger one within about twice its live
-        /// data. The default is 256 KiB: each compaction flushes a new image (an `fdatasync`, a rename and a
-        /// directory `fsync`), so a store whose few keys are rewritten all the time pays that once per about
-        /// 190 KiB of writes (overwriting 100 hot keys cost 0.95 µs a write with 64 KiB, 0.43 µs with 256 KiB).
+        /// data. The default is 256 KiB: each compaction writes the live records into a new file and renames
+        /// it into place, so a store whose few keys are rewritten all the time pays that once per about 190 KiB
+        /// of writes (overwriting 100 hot keys cost 0.95 µs a write with 64 KiB, 0.43 µs with 256 KiB). A
+        /// ``Durability/synchronous`` store also flushes each new file (an `fdatasync` and a directory `fsync`);
+        /// a ``Durability/buffered`` one does not, and keeps its last synced file as `<id>.prefs.prev` until the
+        /// next ``PrefsStore/sync()``, which recovers the store after a power cut in between.
         /// A store that is rarely rewritten stays small: its file grows from 4 KiB as its log does.
         public var autoCompactionThreshold: Int? = 256 * 1024
         /// Where recovery reports and compaction failures are logged. Values are never logged. The default
@@ -78,7 +81,9 @@ extension PrefsStore {
         private init(_ value: Value) { self.value = value }
 
         /// A write is acknowledged once it is in the shared mapping: it survives the process being killed
-        /// at any instant; a power loss keeps what was written before the last ``PrefsStore/sync()``.
+        /// at any instant; a power loss keeps what was written before the last ``PrefsStore/sync()`` (or
+        /// ``PrefsStore/compact()``). Automatic compactions do not wait for the disk (see
+        /// ``Configuration/autoCompactionThreshold``).
         public static let buffered = Durability(.buffered)
         /// Records are flushed, then the log end is published and flushed, before a write returns: a power
         /// loss keeps every acknowledged write. Costs two `fdatasync` per write.
