@@ -83,7 +83,7 @@ extension PrefsStore {
         /// A write is acknowledged once it is in the shared mapping: it survives the process being killed
         /// at any instant; a power loss keeps what was written before the last ``PrefsStore/sync()`` (or
         /// ``PrefsStore/compact()``). Automatic compactions do not wait for the disk (see
-        /// ``Configuration/autoCompactionThreshold``).
+        /// ``PrefsStore/Configuration/autoCompactionThreshold``).
         public static let buffered = Durability(.buffered)
         /// Records are flushed, then the log end is published and flushed, before a write returns: a power
         /// loss keeps every acknowledged write. Costs two `fdatasync` per write.
