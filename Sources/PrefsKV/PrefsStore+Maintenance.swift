@@ -28,7 +28,7 @@ extension PrefsStore {
             if e.log.header.baseGeneration != nil {
                 try e.withWriterLock { () throws(PrefsError) in
                     try e.catchUpLocked()
-                    if e.log.table != nil { try e.readWholeLog() }
+                    if e.log.table != nil, e.log.baseFileExists { try e.readWholeLog() }
                     try e.log.file.syncData()
                     try e.log.releaseBaseIfNeeded()
                 }

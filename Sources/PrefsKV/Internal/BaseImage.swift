@@ -56,6 +56,13 @@ extension StoreLog {
         baseReleasedGeneration = header.generation
     }
 
+    /// Whether `<id>.prefs.prev` exists (one `lstat`): a handle reading a persisted table then reads its image
+    /// whole before the base may go.
+    var baseFileExists: Bool {
+        if case .success = Sys.lstat(paths.previous) { return true }
+        return false
+    }
+
     /// What `<id>.prefs.prev` holds.
     enum BaseFile {
         case absent

@@ -434,7 +434,9 @@ final class Engine: @unchecked Sendable {
             // A synchronous write into an image left unflushed removes its base (`releaseBaseIfNeeded`): a handle
             // that opened it from its persisted table reads all of it first, so that damage a power loss left
             // there is found, and recovered from the base, while the base is still there.
-            if log.synchronous, log.table != nil, log.header.baseGeneration != nil { try readWholeLog() }
+            if log.synchronous, log.table != nil, log.header.baseGeneration != nil, log.baseFileExists {
+                try readWholeLog()
+            }
         } catch {
             endWrite()
             throw error
