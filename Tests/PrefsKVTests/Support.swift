@@ -91,6 +91,11 @@ let helperPath: String = {
 /// A helper child process whose stdout is a pipe read by the test.
 final class Child {
     let pid: pid_t
+    /// Set once `waitpid` reaped the child: its pid may then belong to any other process or thread (a `kill` of a
+    /// thread id signals that thread's whole process, so a second kill once took the test process down with it
+    /// when a busy torture run had recycled the pid), and is never signalled again.
+    private var reaped = false
+    private var reapedStatus: Int32 = 0
     private let stdoutFD: Int32
     private var buffer: [UInt8] = []
     private(set) var lines: [String] = []
@@ -119,9 +124,11 @@ final class Child {
     }
 
     deinit {
-        kill(pid, SIGKILL)
-        var status: Int32 = 0
-        _ = waitpid(pid, &status, 0)
+        if !reaped {
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            _ = waitpid(pid, &status, 0)
+        }
         close(stdoutFD)
     }
 
@@ -163,7 +170,7 @@ final class Child {
 
     /// Kills the child with SIGKILL and reads everything it wrote.
     func killAndDrain() {
-        kill(pid, SIGKILL)
+        if !reaped { kill(pid, SIGKILL) }
         drain()
     }
 
@@ -171,9 +178,12 @@ final class Child {
     @discardableResult
     func drain() -> Int32 {
         while pump(timeout: 5) {}
+        guard !reaped else { return reapedStatus }
         var status: Int32 = 0
-        _ = waitpid(pid, &status, 0)
-        return status & 0x7F == 0 ? (status >> 8) & 0xFF : -(status & 0x7F)
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        reaped = true
+        reapedStatus = status & 0x7F == 0 ? (status >> 8) & 0xFF : -(status & 0x7F)
+        return reapedStatus
     }
 }
 
