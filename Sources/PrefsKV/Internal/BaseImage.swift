@@ -4,7 +4,7 @@
 // renamed over the data file, and every such image names that base's generation in its header. A `sync()` (or a
 // synchronous write) flushes the current image and the directory, and only then removes the base. A power cut
 // in between finds either an image that verifies, or a damaged one whose base is still there:
-// `Recovery.restoreBase` puts the base back and replays every record of the damaged image that verifies.
+// `Recovery.restoreBase` writes one image of the base and every record of the damaged image that verifies.
 import SystemLayer
 
 extension StoreLog {
@@ -115,10 +115,7 @@ extension Recovery {
         let paths = log.paths
         let damaged = log.file
         let damagedHeader = log.header
-        var report = PrefsRecoveryReport(
-            path: paths.data, quarantinePath: nil, recordsKept: recordsKept,
-            recordsLost: damage.reduce(0) { $0 + $1.records }, lostKeys: damage.flatMap(\.keys), damage: damage,
-            recoveredAt: Sys.nowMilliseconds())
+        var report = Recovery.report(path: paths.data, damage: damage, recordsKept: recordsKept)
         report.quarantinePath = try quarantine(damaged, paths: paths)
         // The records of the damaged file that verify, in log order (to its log end when that word still reads,
         // else to the free space after the last record, as the scan that found the damage read it).
@@ -147,10 +144,8 @@ extension Recovery {
         let base = try StoreLog.scannedSnapshot(fd: fd, path: paths.previous, sealer: log.sealer, writable: false)
         var baseRecovery: PrefsRecoveryReport?
         if !base.damage.isEmpty {
-            baseRecovery = PrefsRecoveryReport(
-                path: paths.previous, quarantinePath: try quarantine(base.file, paths: paths),
-                recordsKept: base.recordCount, recordsLost: base.damage.reduce(0) { $0 + $1.records },
-                lostKeys: base.damage.flatMap(\.keys), damage: base.damage, recoveredAt: Sys.nowMilliseconds())
+            baseRecovery = Recovery.report(path: paths.previous, damage: base.damage, recordsKept: base.recordCount)
+            baseRecovery?.quarantinePath = try quarantine(base.file, paths: paths)
         }
         // One image of both: the base's live records in its log order, then the damaged file's records.
         let now = Sys.nowMilliseconds()
@@ -204,21 +199,8 @@ extension Recovery {
             guard case .success(let status) = Sys.lstat(paths.data), status.isRegular, neverWritten(paths.data),
                 case .ours = StoreLog.baseHeader(paths: paths, sealer: sealer)
             else { return nil }
-            let base = quarantineBase(paths)
-            var attempt = 0
-            var path = base
-            while true {
-                switch Sys.link(paths.data, path) {
-                case .success: break
-                case .failure(let e) where e == .exists:
-                    attempt += 1
-                    path = quarantinePath(base, attempt: attempt)
-                    continue
-                case .failure(let e):
-                    throw PrefsError.system(e, "link", "cannot keep the unreadable store file aside", path: path)
-                }
-                break
-            }
+            let path = freeQuarantinePath(paths)
+            try Sys.link(paths.data, path).orThrow("link", "cannot keep the unreadable store file aside", path: path)
             _ = Sys.chmod(path, 0o400)
             try Sys.rename(paths.previous, paths.data).orThrow(
                 "rename", "cannot put the store's base image back in place", path: paths.data)

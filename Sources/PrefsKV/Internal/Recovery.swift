@@ -12,10 +12,7 @@ enum Recovery {
         _ log: StoreLog, damage: [PrefsDamage], recordsKept: Int, policy: PrefsStore.RecoveryPolicy, watched: Bool
     ) throws(PrefsError) -> PrefsRecoveryReport {
         let paths = log.paths
-        var report = PrefsRecoveryReport(
-            path: paths.data, quarantinePath: nil, recordsKept: recordsKept,
-            recordsLost: damage.reduce(0) { $0 + $1.records }, lostKeys: damage.flatMap(\.keys), damage: damage,
-            recoveredAt: Sys.nowMilliseconds())
+        var report = Recovery.report(path: paths.data, damage: damage, recordsKept: recordsKept)
         if policy == .fail && damage.contains(where: \.isTampering) {
             throw PrefsError(
                 .tampered,
@@ -110,6 +107,23 @@ enum Recovery {
     /// Renames the data file, bytes unchanged, to `<data>.corrupt-<UTC time>[-n]` (a name not taken), mode 0400,
     /// and makes the rename durable.
     private static func setAside(paths: StorePaths) throws(PrefsError) -> String {
+        let path = freeQuarantinePath(paths)
+        try Sys.rename(paths.data, path).orThrow("rename", "cannot move the unreadable store file aside", path: path)
+        _ = Sys.chmod(path, 0o400)
+        syncDirectory(paths)
+        return path
+    }
+
+    /// The report of a recovery of the file at `path` (its quarantine copy not made yet).
+    static func report(path: String, damage: [PrefsDamage], recordsKept: Int) -> PrefsRecoveryReport {
+        PrefsRecoveryReport(
+            path: path, quarantinePath: nil, recordsKept: recordsKept,
+            recordsLost: damage.reduce(0) { $0 + $1.records }, lostKeys: damage.flatMap(\.keys), damage: damage,
+            recoveredAt: Sys.nowMilliseconds())
+    }
+
+    /// A quarantine name no file has yet (under the writer lock: nobody else makes one meanwhile).
+    static func freeQuarantinePath(_ paths: StorePaths) -> String {
         let base = quarantineBase(paths)
         var attempt = 0
         var path = base
@@ -117,9 +131,6 @@ enum Recovery {
             attempt += 1
             path = quarantinePath(base, attempt: attempt)
         }
-        try Sys.rename(paths.data, path).orThrow("rename", "cannot move the unreadable store file aside", path: path)
-        _ = Sys.chmod(path, 0o400)
-        syncDirectory(paths)
         return path
     }
 
