@@ -56,7 +56,8 @@ import Testing
             let tags = Dictionary(uniqueKeysWithValues: values.keys.map { (hex(sealer?.tag(forKey: $0) ?? Array($0.utf8)), $0) })
             bytes.withUnsafeBytes { raw in
                 var offset = 4096
-                while let record = RecordHeader.verified(in: raw, at: offset, limit: raw.count) {
+                let seed = RecordSeed(headerPage: raw)
+                while let record = RecordHeader.verified(in: raw, at: offset, limit: raw.count, seed: seed) {
                     if record.kind != .header {
                         records.append(
                             Record(
@@ -105,7 +106,10 @@ import Testing
         /// Recomputes the CRC32C of the header-copy record at 4096 after its bytes were changed on purpose.
         static func fixCopyChecksum(_ bytes: inout [UInt8], sealed: Bool) {
             let end = firstRecordOffset(sealed: sealed)
-            let crc = CRC32C.checksum(Array(bytes[4096..<end - 4]))
+            // Its checksum starts with the generation the copy holds (FileFormat.md, "Records").
+            let crc = Array(bytes[4096..<end - 4]).withUnsafeBytes { record in
+                RecordSeed(headerPage: UnsafeRawBufferPointer(rebasing: record[32...])).checksum(record)
+            }
             withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(end - 4..<end, with: $0) }
         }
 

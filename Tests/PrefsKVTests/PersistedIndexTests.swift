@@ -55,10 +55,13 @@ private struct IndexRecordBytes {
         return crc == 0 ? 1 : crc
     }
 
-    /// Recomputes the table header's CRC (FileFormat.md: value bytes 0..<48, then the record's sequence number).
+    /// Recomputes the table header's CRC (FileFormat.md: value bytes 0..<48, then the record's sequence number and,
+    /// from version 5, the header's generation).
     static func fixHeaderCRC(of table: IndexRecordBytes, in bytes: inout [UInt8]) {
+        let generation = bytes[8] >= 5 ? Array(bytes[Format.generationOffset..<Format.generationOffset + 8]) : []
         let covered =
             Array(bytes[table.valueOffset..<table.valueOffset + 48]) + bytes[table.offset + 16..<table.offset + 24]
+            + generation
         let crc = covered.withUnsafeBytes { CRC32C.checksum($0) }
         for b in 0..<4 { bytes[table.valueOffset + 48 + b] = UInt8(truncatingIfNeeded: crc >> (8 * b)) }
     }
@@ -102,7 +105,7 @@ private struct IndexRecordBytes {
         let dir = try TempDir("index-format", memory: true)
         try makeStore(dir)
         let bytes = try readBytes(dir.file("ui.prefs"))
-        #expect(bytes[8] == 4, "format version 4")
+        #expect(bytes[8] == 5, "format version 5")
         let table = try IndexRecordBytes(bytes)
         #expect(table.keyCount == Self.keys && table.slotCount == 8_192)
         // The table header's CRC covers its 48 bytes and the record's sequence number.
@@ -453,7 +456,7 @@ private struct IndexRecordBytes {
         // The record's CRC over the forged table, so only the authenticator can tell.
         let valueLength = (12..<16).reversed().reduce(0) { $0 << 8 | Int(bytes[table.offset + $1]) }
         let length = Format.recordLength(keyLength: 0, valueLength: valueLength, authenticated: true)
-        let crc = bytes[table.offset..<table.offset + length - 4].withUnsafeBytes { CRC32C.checksum($0) }
+        let crc = recordChecksum(bytes[table.offset..<table.offset + length - 4], inFile: bytes)
         for i in 0..<4 { bytes[table.offset + length - 4 + i] = UInt8(truncatingIfNeeded: crc >> (8 * i)) }
         try writeBytes(bytes, to: dir.file("ui.prefs"))
         #expect {

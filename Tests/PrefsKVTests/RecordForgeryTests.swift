@@ -34,13 +34,18 @@ private struct LogFile {
         bytes.withUnsafeBytes { raw in
             var found: [RecordHeader] = []
             var offset = Format.logStart
-            while offset < logEnd, let record = RecordHeader.verified(in: raw, at: offset, limit: logEnd) {
+            while offset < logEnd,
+                let record = RecordHeader.verified(in: raw, at: offset, limit: logEnd, seed: seed)
+            {
                 if record.kind != .header { found.append(record) }
                 offset += record.length
             }
             return found
         }
     }
+
+    /// Where the checksums of the file's records start (its header's generation).
+    var seed: RecordSeed { recordSeed(ofFile: bytes) }
 
     func recordBytes(_ record: RecordHeader) -> [UInt8] { Array(bytes[record.offset..<record.offset + record.length]) }
 
@@ -54,7 +59,7 @@ private struct LogFile {
 
     /// Recomputes the CRC32C of the record at `offset`, `length` bytes long.
     mutating func fixChecksum(at offset: Int, length: Int) {
-        let crc = CRC32C.checksum(Array(bytes[offset..<offset + length - 4]))
+        let crc = recordChecksum(bytes[offset..<offset + length - 4], inFile: bytes)
         withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(offset + length - 4..<offset + length, with: $0) }
     }
 
@@ -74,9 +79,11 @@ private struct LogFile {
     }
 }
 
-/// A record built with the engine's own writer but no key: what anyone who can write the file can produce.
+/// A record built with the engine's own writer but no key, for the file whose records' checksums start with `seed`:
+/// what anyone who can write the file can produce.
 private func forgedRecord(
-    kind: RecordKind, key: [UInt8], seq: UInt64, flags: UInt8, value: [UInt8] = [], valueType: UInt8 = 0
+    kind: RecordKind, key: [UInt8], seq: UInt64, flags: UInt8, value: [UInt8] = [], valueType: UInt8 = 0,
+    seed: RecordSeed
 ) -> [UInt8] {
     let authenticated = flags & RecordFlags.authenticated != 0
     let length = Format.recordLength(keyLength: key.count, valueLength: value.count, authenticated: authenticated)
@@ -85,7 +92,7 @@ private func forgedRecord(
         key.withUnsafeBytes { k in
             _ = RecordWriter.write(
                 into: buffer, at: 0, kind: kind, valueType: valueType, flags: flags, seq: seq, expiresAt: 0, key: k,
-                valueLength: value.count
+                valueLength: value.count, seed: seed
             ) { v in value.withUnsafeBytes { if !$0.isEmpty { v.copyMemory(from: $0) } } }
         }
     }
@@ -94,7 +101,7 @@ private func forgedRecord(
     if authenticated {
         out[6] |= RecordFlags.authenticated
         for i in length - 20..<length - 4 { out[i] = 0xA5 }
-        let crc = CRC32C.checksum(Array(out[0..<length - 4]))
+        let crc = Array(out[0..<length - 4]).withUnsafeBytes { seed.checksum($0) }
         withUnsafeBytes(of: crc.littleEndian) { out.replaceSubrange(length - 4..<length, with: $0) }
     }
     return out
@@ -156,7 +163,7 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
             RecordFlags.commit | RecordFlags.sealed | RecordFlags.authenticated,
         ] {
             var forged = file
-            forged.append(forgedRecord(kind: .delete, key: tag, seq: seq, flags: flags))
+            forged.append(forgedRecord(kind: .delete, key: tag, seq: seq, flags: flags, seed: file.seed))
             let salvaged = try expectTampered(dir, forged.bytes)
             // The forged delete was not applied: the token still reads its real value.
             #expect(try salvaged.string(forKey: "token") == "v2")
@@ -171,15 +178,17 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
         let original = try LogFile(dir.file("ui.prefs"))
         let seq = original.records.last!.seq + 1
         var cleared = original
-        cleared.append(forgedRecord(kind: .removeAll, key: [], seq: seq, flags: RecordFlags.commit))
+        cleared.append(forgedRecord(kind: .removeAll, key: [], seq: seq, flags: RecordFlags.commit, seed: original.seed))
         #expect(try expectTampered(dir, cleared.bytes).string(forKey: "token") == "v2")
         // A transaction of the token's delete and a commit record, both forged.
         var transaction = original
         transaction.append(
             forgedRecord(
-                kind: .delete, key: TestSealer(key: 1).tag(forKey: "token"), seq: seq, flags: RecordFlags.sealed))
+                kind: .delete, key: TestSealer(key: 1).tag(forKey: "token"), seq: seq, flags: RecordFlags.sealed,
+                seed: original.seed))
         transaction.append(
-            forgedRecord(kind: .commit, key: [], seq: seq, flags: RecordFlags.commit, value: [1, 0, 0, 0]))
+            forgedRecord(
+                kind: .commit, key: [], seq: seq, flags: RecordFlags.commit, value: [1, 0, 0, 0], seed: original.seed))
         #expect(try expectTampered(dir, transaction.bytes).string(forKey: "token") == "v2")
     }
 

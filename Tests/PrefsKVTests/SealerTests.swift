@@ -84,7 +84,7 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         let first = firstRecordOffset(sealed: true)
         let second = first + length
         func repairCRC(_ b: inout [UInt8], _ offset: Int, _ length: Int) {
-            let crc = CRC32C.checksum(Array(b[offset..<offset + length - 4]))
+            let crc = recordChecksum(b[offset..<offset + length - 4], inFile: b)
             withUnsafeBytes(of: crc.littleEndian) { for i in 0..<4 { b[offset + length - 4 + i] = $0[i] } }
         }
         /// What each kind of store makes of the altered file: verify with the key finds the one record, verify

@@ -266,3 +266,14 @@ func parseAcknowledgements(_ lines: [String], firstNumber: Int, sourceLocation: 
     }
     return (acknowledged, inFlight, lastAck)
 }
+
+/// The checksum seed of the records of the store file `bytes` (its header's version and generation).
+func recordSeed(ofFile bytes: [UInt8]) -> RecordSeed {
+    bytes.withUnsafeBytes { RecordSeed(headerPage: $0) }
+}
+
+/// The CRC32C a record must end with in the store file `file`, over `record` (its bytes from its magic up to its
+/// CRC): what anyone who can write the file can compute (the generation it starts with is in the header).
+func recordChecksum(_ record: ArraySlice<UInt8>, inFile file: [UInt8]) -> UInt32 {
+    Array(record).withUnsafeBytes { recordSeed(ofFile: file).checksum($0) }
+}

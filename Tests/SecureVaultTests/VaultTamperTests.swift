@@ -54,7 +54,9 @@ struct VaultFileRecords {
     /// Recomputes a record's CRC32C after its bytes were changed on purpose, so only the sealer can object.
     mutating func fixChecksum(of record: Record) {
         let end = record.offset + record.length
-        let crc = CRC32C.checksum(Array(bytes[record.offset..<end - 4]))
+        let crc = Array(bytes[record.offset..<end - 4]).withUnsafeBytes {
+            bytes.withUnsafeBytes(RecordSeed.init(headerPage:)).checksum($0)
+        }
         withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(end - 4..<end, with: $0) }
     }
 

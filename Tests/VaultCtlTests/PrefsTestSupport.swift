@@ -116,6 +116,16 @@ final class PrefsSandbox {
     }
 }
 
+/// The CRC32C a record of the store file `file` ends with, over `record` (its bytes from its magic up to the CRC):
+/// from format version 5 (header bytes 8..<10) it covers the magic, then the header's generation (bytes 32..<40),
+/// then the rest of the record (Documentation/FileFormat.md, "Records").
+func recordCRC(_ record: some Collection<UInt8>, inFile file: [UInt8]) -> UInt32 {
+    let bytes = Array(record)
+    let version = Int(file[8]) | Int(file[9]) << 8
+    guard version >= 5 else { return crc32c(bytes) }
+    return crc32c(bytes[0..<4] + file[32..<40] + bytes[4...])
+}
+
 /// CRC32C (Castagnoli, reflected 0x82F63B78), as the file format uses.
 func crc32c(_ bytes: some Collection<UInt8>) -> UInt32 {
     var crc: UInt32 = 0xFFFF_FFFF

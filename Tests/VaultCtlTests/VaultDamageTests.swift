@@ -172,8 +172,9 @@ import Testing
             out.replaceSubrange(256..<264, with: le(newEnd | check << 48, 8))
             return out
         }
-        func withChecksum(_ record: [UInt8]) -> [UInt8] {
-            Array(record[0..<record.count - 4]) + le(UInt64(crc32c(record[0..<record.count - 4])), 4)
+        /// `record` with its CRC made valid for the file `file` (the generation in its header is public).
+        func withChecksum(_ record: [UInt8], for file: [UInt8]) -> [UInt8] {
+            Array(record[0..<record.count - 4]) + le(UInt64(recordCRC(record[0..<record.count - 4], inFile: file)), 4)
         }
         var files: [String: [UInt8]] = [:]
         func vaultBytes() throws -> [UInt8] { try Array(Data(contentsOf: URL(fileURLWithPath: vault.vaultFile()))) }
@@ -195,7 +196,7 @@ import Testing
                     var delete: [UInt8] = Array("PKVr".utf8) + [2, 0, 3, 0] + le(UInt64(tag.count), 4) + le(0, 4)
                     delete += le(u64(bytes, last.offset + 16) + 1, 8) + le(0, 8) + tag
                     delete += [UInt8](repeating: 0, count: (delete.count + 4 + 7) / 8 * 8 - delete.count)
-                    let forged = appending(withChecksum(delete), to: bytes)
+                    let forged = appending(withChecksum(delete, for: bytes), to: bytes)
                     files["deleted"] = forged
                     try Data(forged).write(to: URL(fileURLWithPath: vault.vaultFile()))
                 },
@@ -208,7 +209,7 @@ import Testing
                     let old = try onlyRecord(oldBytes)
                     var replayed = Array(oldBytes[old.offset..<old.offset + old.length])
                     replayed.replaceSubrange(16..<24, with: le(u64(bytes, current.offset + 16) + 1, 8))
-                    let forged = appending(withChecksum(replayed), to: bytes)
+                    let forged = appending(withChecksum(replayed, for: bytes), to: bytes)
                     files["replayed"] = forged
                     try Data(forged).write(to: URL(fileURLWithPath: vault.vaultFile()))
                 },

@@ -155,7 +155,8 @@ final class VaultSandbox {
     /// The records of a PrefsKV file's log, in file order, after the header copy (Documentation/FileFormat.md:
     /// the log starts at 4096, in version 3 with a kind-5 header-copy record, and ends at the low 48 bits of the
     /// word at 256; a record is 32 header bytes, key, value, padding to 8, a 16-byte authenticator when its flags
-    /// (byte 6) have bit 2, and a CRC32C of everything before it).
+    /// (byte 6) have bit 2, and a CRC32C of everything before it, from version 5 with the header's generation after
+    /// the magic: `recordCRC`).
     static func records(_ bytes: [UInt8]) -> [Record] {
         func u32(_ at: Int) -> Int { (0..<4).reduce(0) { $0 | Int(bytes[at + $1]) << (8 * $1) } }
         let logEnd = (0..<6).reduce(0) { $0 | Int(bytes[256 + $1]) << (8 * $1) }
@@ -188,7 +189,7 @@ final class VaultSandbox {
 
         /// Whether the stored CRC32C matches the record's bytes.
         func checksumMatches(_ bytes: [UInt8]) -> Bool {
-            crc32c(bytes[offset..<crcOffset]) == storedCRC(bytes)
+            recordCRC(bytes[offset..<crcOffset], inFile: bytes) == storedCRC(bytes)
         }
 
         func storedCRC(_ bytes: [UInt8]) -> UInt32 {
@@ -197,7 +198,7 @@ final class VaultSandbox {
 
         /// Recomputes the record's CRC32C after its bytes were changed.
         func fixChecksum(_ bytes: inout [UInt8]) {
-            let crc = crc32c(bytes[offset..<crcOffset])
+            let crc = recordCRC(bytes[offset..<crcOffset], inFile: bytes)
             for i in 0..<4 { bytes[crcOffset + i] = UInt8(truncatingIfNeeded: crc >> (8 * UInt32(i))) }
         }
     }

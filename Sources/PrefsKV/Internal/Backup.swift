@@ -23,7 +23,8 @@ extension StoreLog {
             capacity: Format.headerSize + length, watched: false
         ) { bytes throws(PrefsError) in
             let intact = file.withBytes { source in
-                StoreImage.copyRecords(live, from: source, into: bytes, header: backupHeader, auth: auth)
+                StoreImage.copyRecords(
+                    live, from: source, sourceSeed: recordSeed, into: bytes, header: backupHeader, auth: auth)
             }
             if !intact || file.hasFaulted { throw changedUnderneath() }
         }
@@ -64,7 +65,8 @@ extension StoreLog {
             watched: watched
         ) { bytes throws(PrefsError) in
             let intact = backupFile.withBytes { source in
-                StoreImage.copyRecords(live, from: source, into: bytes, header: newHeader, auth: auth)
+                StoreImage.copyRecords(
+                    live, from: source, sourceSeed: backupHeader.recordSeed, into: bytes, header: newHeader, auth: auth)
             }
             if !intact || backupFile.hasFaulted {
                 throw PrefsError(.invalidInput, "the backup changed while it was being restored", path: source)

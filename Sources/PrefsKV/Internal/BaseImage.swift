@@ -130,7 +130,8 @@ extension Recovery {
             }
             _ = LogScanner.scan(
                 bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: freeSpaceEndsLog,
-                plainKeys: !damagedHeader.isEncrypted, auth: RecordAuth(header: damagedHeader, sealer: log.sealer)
+                plainKeys: !damagedHeader.isEncrypted, seed: damagedHeader.recordSeed,
+                auth: RecordAuth(header: damagedHeader, sealer: log.sealer)
             ) { record in
                 switch record.kind {
                 case .set, .delete, .removeAll: records.append(record)
@@ -165,14 +166,16 @@ extension Recovery {
             watched: watched
         ) { bytes throws(PrefsError) in
             let intact = base.file.withBytes { source in
-                StoreImage.copyRecords(live, from: source, into: bytes, header: newHeader, auth: auth)
+                StoreImage.copyRecords(
+                    live, from: source, sourceSeed: base.header.recordSeed, into: bytes, header: newHeader, auth: auth)
             }
             if !intact || base.file.hasFaulted || damaged.hasFaulted { throw log.changedUnderneath() }
             damaged.withBytes { source in
                 var offset = newHeader.firstRecordOffset + baseLength
                 for (i, record) in records.enumerated() {
                     offset += RecordWriter.copy(
-                        record, from: source, into: bytes, at: offset, seq: UInt64(live.count + 1 + i), auth: auth)
+                        record, from: source, into: bytes, at: offset, seq: UInt64(live.count + 1 + i), auth: auth,
+                        seed: newHeader.recordSeed)
                 }
             }
         }

@@ -52,26 +52,29 @@ enum StoreImage {
             capacity: capacity, watched: watched, flush: flush, fill: fill)
     }
 
-    /// Copies `entries`' records (live entries in log order) from `source` into the log of an image of
-    /// `header`, from its first record offset, numbered 1, 2, 3..., authenticated with `auth` for the image (a
-    /// sealed store). Returns false when a source record is no longer the one its entry means (the file changed
-    /// underneath: a copy gets a fresh checksum, so it must not be made of bytes nobody wrote).
+    /// Copies `entries`' records (live entries in log order) from `source` (an image whose records' checksums
+    /// start with `sourceSeed`) into the log of an image of `header`, from its first record offset, numbered 1, 2,
+    /// 3..., authenticated with `auth` for the image (a sealed store). Returns false when a source record is no
+    /// longer the one its entry means (the file changed underneath: a copy gets a fresh checksum, so it must not be
+    /// made of bytes nobody wrote).
     static func copyRecords(
-        _ entries: some Sequence<Entry>, from source: UnsafeRawBufferPointer, into bytes: UnsafeMutableRawBufferPointer,
-        header: Header, auth: RecordAuth?
+        _ entries: some Sequence<Entry>, from source: UnsafeRawBufferPointer, sourceSeed: RecordSeed,
+        into bytes: UnsafeMutableRawBufferPointer, header: Header, auth: RecordAuth?
     ) -> Bool {
+        let seed = header.recordSeed
         var offset = header.firstRecordOffset
         for (i, entry) in entries.enumerated() {
             let intact =
                 entry.sealed
-                ? RecordHeader.verified(in: source, at: entry.recordOffset, limit: source.count)?.length
+                ? RecordHeader.verified(in: source, at: entry.recordOffset, limit: source.count, seed: sourceSeed)?.length
                     == entry.recordLength
                 : entry.crcOffset + 4 <= source.count
                     && UInt32(littleEndian: source.load(fromByteOffset: entry.crcOffset, as: UInt32.self))
                         == entry.recordCRC
             guard intact else { return false }
             offset += RecordWriter.copy(
-                recordHeader(of: entry), from: source, into: bytes, at: offset, seq: UInt64(i + 1), auth: auth)
+                recordHeader(of: entry), from: source, into: bytes, at: offset, seq: UInt64(i + 1), auth: auth,
+                seed: seed)
         }
         return true
     }
@@ -156,7 +159,8 @@ extension StoreLog {
         ) { bytes throws(PrefsError) in
             let intact = file.withBytes { source in
                 StoreImage.copyRecords(
-                    live.lazy.map { $0.entry }, from: source, into: bytes, header: newHeader, auth: auth)
+                    live.lazy.map { $0.entry }, from: source, sourceSeed: recordSeed, into: bytes, header: newHeader,
+                    auth: auth)
             }
             if !intact || file.hasFaulted { throw changedUnderneath() }
         }

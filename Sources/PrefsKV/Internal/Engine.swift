@@ -505,6 +505,7 @@ final class Engine: @unchecked Sendable {
                 let length = Format.recordLength(
                     keyLength: key.count, valueLength: storedLength, authenticated: auth != nil)
                 let uuid = log.header.uuid
+                let seed = log.recordSeed
                 try log.append(length: length, records: 1) { bytes, offset, seq throws(PrefsError) -> [RecordHeader] in
                     do {
                         return try key.withUnsafeBytes { key in
@@ -512,7 +513,7 @@ final class Engine: @unchecked Sendable {
                                 try codec.writeSet(
                                     into: bytes, at: offset, flags: RecordFlags.commit, seq: seq, name: name, key: key,
                                     type: type, value: value, expiresAt: expiresAt, storedLength: storedLength,
-                                    uuid: uuid, auth: auth)
+                                    uuid: uuid, auth: auth, seed: seed)
                             ]
                         }
                     } catch {

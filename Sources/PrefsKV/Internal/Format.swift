@@ -9,18 +9,21 @@ import SystemLayer
 ///   the record to its store, file generation and offset).
 /// - Version 3 (written now, plain and sealed): version 2's rules, and the log starts with a copy of the header's
 ///   static part (a `header` record at offset 4096), so that a damaged header page is no single point of failure.
-/// - Version 4 (written now): version 3's rules, and the log may hold index records (kind 6), a hash table of the
-///   store's keys that an open uses instead of reading the whole log (IndexTable.swift); the header's index word
-///   names the newest.
+/// - Version 4: version 3's rules, and the log may hold index records (kind 6), a hash table of the store's keys
+///   that an open uses instead of reading the whole log (IndexTable.swift); the header's index word names the
+///   newest.
+/// - Version 5 (written now): version 4's rules, and every record's CRC32C starts with the image's generation
+///   (`RecordSeed`): a record of another image of the store, left in a file or copied into it, does not verify in
+///   this one.
 ///
-/// Older versions are read as they are and written as version 4 by their next compaction, recovery, restore or
+/// Older versions are read as they are and written as version 5 by their next compaction, recovery, restore or
 /// rekey.
 enum Format {
     /// "PREFSKV\0" (`50 52 45 46 53 4b 56 00`), read as one little-endian word.
     static let fileMagic: UInt64 = 0x0056_4B53_4645_5250
     static let fileMagicLength = 8
     /// The newest version this library reads, and the one it writes.
-    static let version: UInt16 = 4
+    static let version: UInt16 = 5
     /// Plain stores, and sealed stores whose records are not authenticated.
     static let unauthenticatedVersion: UInt16 = 1
     /// Sealed stores whose records are authenticated (this version and later).
@@ -29,6 +32,8 @@ enum Format {
     static let headerCopyVersion: UInt16 = 3
     /// Stores whose log may hold index records (this version and later).
     static let indexVersion: UInt16 = 4
+    /// Stores whose record checksums start with the image's generation (this version and later).
+    static let seededVersion: UInt16 = 5
     /// The header occupies the first page; the log starts right after it.
     static let headerSize = 4096
     static let logStart = headerSize
@@ -176,6 +181,8 @@ struct Header: Equatable {
     var hasHeaderCopy: Bool { version >= Format.headerCopyVersion }
     /// Whether index records may be appended to the log (version 4 and later).
     var hasIndexRecords: Bool { version >= Format.indexVersion }
+    /// Where the checksum of every record of this image starts (`RecordSeed`).
+    var recordSeed: RecordSeed { version >= Format.seededVersion ? RecordSeed(generation: generation) : .unseeded }
     /// The generation of the image `<id>.prefs.prev` must hold when this image was renamed into place by a buffered
     /// store's automatic compaction without being flushed (FileFormat.md, "Compaction"): until a `sync()` makes this
     /// one durable, the store's durable state is that base image's. Nil for every other image.
@@ -317,12 +324,14 @@ extension Header {
         return header
     }
 
-    /// The header-copy record at offset 4096, when one verifies its checksum.
+    /// The header-copy record at offset 4096, when one verifies its checksum under the version and generation of
+    /// the header it holds (from version 5 the checksum starts with that generation).
     static func copyRecord(in bytes: UnsafeRawBufferPointer) -> RecordHeader? {
-        guard let record = RecordHeader.verified(in: bytes, at: Format.logStart, limit: bytes.count & ~7),
-            record.kind == .header
+        let limit = bytes.count & ~7
+        guard let shape = RecordHeader.plausible(in: bytes, at: Format.logStart, limit: limit), shape.kind == .header
         else { return nil }
-        return record
+        let seed = RecordSeed(headerPage: shape.value(in: bytes))
+        return RecordHeader.verified(in: bytes, at: Format.logStart, limit: limit, seed: seed)
     }
 
     /// Writes the header-copy record at the start of a version-3 image's log and returns where the next record
@@ -335,7 +344,7 @@ extension Header {
         let record = RecordWriter.write(
             into: bytes, at: Format.logStart, kind: .header, valueType: 0, flags: RecordFlags.commit, seq: 0,
             expiresAt: 0, key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: Format.staticSize,
-            auth: auth
+            auth: auth, seed: header.recordSeed
         ) { value in header.writeStaticPart(into: value) }
         return Format.logStart + record.length
     }
@@ -434,14 +443,15 @@ struct RecordHeader {
         return header
     }
 
-    /// Reads and verifies the record at `offset` (8-aligned) below `limit`.
+    /// Reads and verifies the record at `offset` (8-aligned) below `limit`, whose checksum starts with `seed`
+    /// (the image's `Header.recordSeed`: `.unseeded` before version 5).
     @inline(__always)
-    static func verified(in bytes: UnsafeRawBufferPointer, at offset: Int, limit: Int) -> RecordHeader? {
+    static func verified(
+        in bytes: UnsafeRawBufferPointer, at offset: Int, limit: Int, seed: RecordSeed
+    ) -> RecordHeader? {
         guard let h = plausible(in: bytes, at: offset, limit: limit) else { return nil }
         let end = offset + h.length
-        guard h.crc == CRC32C.checksum(UnsafeRawBufferPointer(rebasing: bytes[offset..<end - 4])) else {
-            return nil
-        }
+        guard h.crc == seed.checksum(UnsafeRawBufferPointer(rebasing: bytes[offset..<end - 4])) else { return nil }
         return h
     }
 
@@ -457,19 +467,61 @@ struct RecordHeader {
 }
 
 /// Writes records into a mutable buffer (the mapping, beyond the published log end, or a new image).
-enum RecordWriter {
-    /// The CRC32C state after the record magic, which every record's checksum starts with.
-    static let afterMagic = CRC32C.afterPrefix(littleEndian: Format.recordMagic)
+/// Where the CRC32C of a record starts: after the record magic (every version), then, from version 5, the
+/// generation of the image the record belongs to (8 bytes, little-endian). The generation is not stored in the
+/// record: it is the header's, so a record verifies only in the image it was written for. When a file holds bytes of
+/// an earlier image of the store (a file reused for a newer image, then cut by a power loss before all of it
+/// reached the disk; a page written in the wrong place), those records fail their checksum instead of being taken
+/// for records of the image. The header-copy record at 4096 holds the generation its checksum starts with: it is
+/// verified on its own under the version and generation it holds (`Header.copyRecord`), and by a scan of the log
+/// under the image's, so a header copy left by an earlier image does not verify as part of a newer one.
+struct RecordSeed {
+    let start: CRC32C
+    /// The generation the checksums start with; nil when unseeded.
+    let generation: UInt64?
 
+    /// The CRC32C state after the record magic: the header copy, and every record before version 5.
+    static let unseeded = RecordSeed(start: CRC32C.afterPrefix(littleEndian: Format.recordMagic), generation: nil)
+
+    private init(start: CRC32C, generation: UInt64?) {
+        self.start = start
+        self.generation = generation
+    }
+
+    /// The seed of the records of the image of generation `generation` (version 5 and later).
+    init(generation: UInt64) {
+        var crc = RecordSeed.unseeded.start
+        withUnsafeBytes(of: generation.littleEndian) { crc.update($0) }
+        self.init(start: crc, generation: generation)
+    }
+
+    /// The seed of the records of a store file whose header page is `page` (its version and generation fields,
+    /// read without checking the header's CRC): for tools and tests that write records into a file by hand.
+    init(headerPage page: UnsafeRawBufferPointer) {
+        let version = UInt16(littleEndian: page.loadUnaligned(fromByteOffset: Format.versionOffset, as: UInt16.self))
+        let generation = UInt64(
+            littleEndian: page.loadUnaligned(fromByteOffset: Format.generationOffset, as: UInt64.self))
+        self = version >= Format.seededVersion ? RecordSeed(generation: generation) : .unseeded
+    }
+
+    /// The checksum of a record whose bytes, from its magic up to its CRC, are `record`.
+    func checksum(_ record: UnsafeRawBufferPointer) -> UInt32 {
+        var crc = start
+        crc.update(UnsafeRawBufferPointer(rebasing: record[4...]))
+        return crc.value
+    }
+}
+
+enum RecordWriter {
     /// Writes one record at `offset` and returns its header (its `length` is the bytes it took). The value is
     /// produced by `fillValue` directly in place. With `auth` (a version-2 sealed store) the record is flagged
-    /// authenticated and its authenticator is computed before the CRC. The magic is stored last, after the CRC,
-    /// so a half-written record never starts with it.
+    /// authenticated and its authenticator is computed before the CRC, which starts with `seed` (the image's
+    /// `Header.recordSeed`). The magic is stored last, after the CRC, so a half-written record never starts with it.
     @inline(__always)
     static func write(
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, kind: RecordKind, valueType: UInt8, flags: UInt8,
         seq: UInt64, expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int, auth: RecordAuth? = nil,
-        fillValue: (UnsafeMutableRawBufferPointer) throws -> Void
+        seed: RecordSeed, fillValue: (UnsafeMutableRawBufferPointer) throws -> Void
     ) rethrows -> RecordHeader {
         let flags = auth == nil ? flags & ~RecordFlags.authenticated : flags | RecordFlags.authenticated
         let length = Format.recordLength(keyLength: key.count, valueLength: valueLength, authenticated: auth != nil)
@@ -492,7 +544,7 @@ enum RecordWriter {
         let padStart = valueStart + valueLength
         (base + padStart).initializeMemory(as: UInt8.self, repeating: 0, count: length - padStart)
         auth?.sign(UnsafeMutableRawBufferPointer(start: base, count: length), at: offset)
-        var crc = RecordWriter.afterMagic
+        var crc = seed.start
         crc.update(UnsafeRawBufferPointer(start: base + 4, count: length - 8))
         base.storeBytes(of: crc.value.littleEndian, toByteOffset: length - 4, as: UInt32.self)
         base.storeBytes(of: Format.recordMagic.littleEndian, toByteOffset: 0, as: UInt32.self)
@@ -503,17 +555,18 @@ enum RecordWriter {
 
     /// Copies a verified record into `bytes` at `offset` with sequence number `seq`, setting its commit flag
     /// (a new image holds only single committed records, numbered 1, 2, 3...), and returns its length. With
-    /// `auth` the copy gets a new authenticator, for its new image and offset.
+    /// `auth` the copy gets a new authenticator, for its new image and offset; its checksum starts with `seed`, the
+    /// new image's.
     static func copy(
         _ record: RecordHeader, from source: UnsafeRawBufferPointer, into bytes: UnsafeMutableRawBufferPointer,
-        at offset: Int, seq: UInt64, auth: RecordAuth?
+        at offset: Int, seq: UInt64, auth: RecordAuth?, seed: RecordSeed
     ) -> Int {
         let key = record.key(in: source)
         let value = record.value(in: source)
         return write(
             into: bytes, at: offset, kind: record.kind, valueType: record.valueType,
             flags: record.flags | RecordFlags.commit, seq: seq, expiresAt: record.expiresAt, key: key,
-            valueLength: value.count, auth: auth
+            valueLength: value.count, auth: auth, seed: seed
         ) { out in
             if !value.isEmpty { out.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count) }
         }.length

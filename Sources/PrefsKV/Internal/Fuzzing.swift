@@ -12,8 +12,9 @@ package enum PrefsFuzzing {
         let view = UnsafeRawBufferPointer(rebasing: buffer[0..<length])
         var index = KeyIndex()
         var liveBytes = 0
-        let result = LogScanner.scan(view, from: 0, to: length, freeSpaceEndsLog: wholeFile, plainKeys: true) {
-            record in
+        let result = LogScanner.scan(
+            view, from: 0, to: length, freeSpaceEndsLog: wholeFile, plainKeys: true, seed: .unseeded
+        ) { record in
             precondition(record.offset >= 0 && record.offset + record.length <= length, "a record outside the log")
             StoreLog.applyToIndex(record, bytes: view, sealed: false, index: &index, liveBytes: &liveBytes)
         }

@@ -45,6 +45,9 @@ final class IndexTable {
     let liveBytes: Int
     let recordCount: Int
     let seed: UInt64
+    /// Where the checksums of the image's records start (the header's `recordSeed`): the records a lookup reads
+    /// are verified with it, and the table header's CRC covers its generation.
+    let recordSeed: RecordSeed
     /// The record's sequence number: the last commit's before it.
     let seq: UInt64
     /// The authenticated private copy of a sealed store's record, whose slots lookups read; nil: the mapping's.
@@ -56,7 +59,7 @@ final class IndexTable {
 
     private init(
         recordOffset: Int, recordLength: Int, slotCount: Int, keyCount: Int, liveBytes: Int, recordCount: Int,
-        seed: UInt64, seq: UInt64, copy: UnsafeMutableRawBufferPointer?
+        seed: UInt64, recordSeed: RecordSeed, seq: UInt64, copy: UnsafeMutableRawBufferPointer?
     ) {
         self.recordOffset = recordOffset
         self.recordLength = recordLength
@@ -65,6 +68,7 @@ final class IndexTable {
         self.liveBytes = liveBytes
         self.recordCount = recordCount
         self.seed = seed
+        self.recordSeed = recordSeed
         self.seq = seq
         self.copy = copy
     }
@@ -107,18 +111,22 @@ final class IndexTable {
     /// `limit`, and its table header verifies. The slots are checked one by one when read; the record's CRC over
     /// the whole table is not computed here (the open of a large store would read all of it), but by every scan
     /// of the log. With `auth` (a sealed store), the record is copied out of the mapping first, and the copy must
-    /// verify its CRC and authenticator; lookups then read the copy.
-    static func read(in bytes: UnsafeRawBufferPointer, at offset: Int, limit: Int, auth: RecordAuth?) -> IndexTable? {
+    /// verify its CRC and authenticator; lookups then read the copy. `recordSeed`: the image header's.
+    static func read(
+        in bytes: UnsafeRawBufferPointer, at offset: Int, limit: Int, auth: RecordAuth?, recordSeed: RecordSeed
+    ) -> IndexTable? {
         guard offset >= Format.logStart, offset & 7 == 0,
             let record = RecordHeader.plausible(in: bytes, at: offset, limit: limit), record.kind == .index
         else { return nil }
-        guard let auth else { return parse(record, in: bytes, fileOffset: offset, copy: nil) }
+        guard let auth else {
+            return parse(record, in: bytes, fileOffset: offset, recordSeed: recordSeed, copy: nil)
+        }
         let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: record.length, alignment: 8)
         copy.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + record.length]))
         let copied = UnsafeRawBufferPointer(copy)
-        guard let verified = RecordHeader.verified(in: copied, at: 0, limit: copied.count),
+        guard let verified = RecordHeader.verified(in: copied, at: 0, limit: copied.count, seed: recordSeed),
             verified.kind == .index, auth.isAuthentic(verified, in: copied, fileOffset: offset),
-            let table = parse(verified, in: copied, fileOffset: offset, copy: copy)
+            let table = parse(verified, in: copied, fileOffset: offset, recordSeed: recordSeed, copy: copy)
         else {
             copy.deallocate()
             return nil
@@ -129,13 +137,17 @@ final class IndexTable {
     /// The table of `record` (at `record.offset` of `bytes`, at `fileOffset` in the file), when its header
     /// verifies. No field is trusted before it is checked: sizes are compared by division, never multiplied.
     private static func parse(
-        _ record: RecordHeader, in bytes: UnsafeRawBufferPointer, fileOffset: Int,
+        _ record: RecordHeader, in bytes: UnsafeRawBufferPointer, fileOffset: Int, recordSeed: RecordSeed,
         copy: UnsafeMutableRawBufferPointer?
     ) -> IndexTable? {
         let value = record.valueOffset
         let crc = UInt32(littleEndian: bytes.load(fromByteOffset: value + 48, as: UInt32.self))
         // The record's sequence number is covered too: the open takes it for the log's without the record's CRC.
-        guard crc == headerCRC(UnsafeRawBufferPointer(rebasing: bytes[value..<value + 48]), seq: record.seq)
+        guard
+            crc
+                == headerCRC(
+                    UnsafeRawBufferPointer(rebasing: bytes[value..<value + 48]), seq: record.seq,
+                    generation: recordSeed.generation)
         else { return nil }
         func field(_ at: Int) -> Int {
             Int(truncatingIfNeeded: UInt64(littleEndian: bytes.load(fromByteOffset: value + at, as: UInt64.self)))
@@ -149,8 +161,8 @@ final class IndexTable {
         else { return nil }
         return IndexTable(
             recordOffset: fileOffset, recordLength: record.length, slotCount: slotCount, keyCount: keyCount,
-            liveBytes: field(16), recordCount: field(24), seed: UInt64(truncatingIfNeeded: field(32)), seq: record.seq,
-            copy: copy)
+            liveBytes: field(16), recordCount: field(24), seed: UInt64(truncatingIfNeeded: field(32)),
+            recordSeed: recordSeed, seq: record.seq, copy: copy)
     }
 
     /// Slot `slot`'s word: from the private copy of a sealed store's table, or from the mapping.
@@ -187,7 +199,7 @@ final class IndexTable {
             if offset == 0 { return .absent }
             if (word >> 16) & 0x7FF == hash >> 53 {
                 guard offset >= Format.logStart, offset < recordOffset,
-                    let record = RecordHeader.verified(in: bytes, at: offset, limit: recordOffset),
+                    let record = RecordHeader.verified(in: bytes, at: offset, limit: recordOffset, seed: recordSeed),
                     record.kind == .set, record.isSealed == sealed
                 else { return .damaged }
                 if let auth, !auth.isAuthentic(record, in: bytes) { return .damaged }
@@ -209,10 +221,10 @@ final class IndexTable {
     // MARK: Writing
 
     /// Writes the table of `index` (whose entries' records all lie before `recordOffset`) into `value`, the
-    /// value of the index record at `recordOffset`.
+    /// value of the index record at `recordOffset`, in an image whose records' checksums start with `recordSeed`.
     static func write(
         _ index: KeyIndex, into value: UnsafeMutableRawBufferPointer, recordOffset: Int, seq: UInt64, liveBytes: Int,
-        recordCount: Int, seed: UInt64
+        recordCount: Int, seed: UInt64, recordSeed: RecordSeed
     ) {
         let slotCount = slotCount(for: index.count)
         precondition(value.count == headerSize + 8 * slotCount, "an index record's value has the table's length")
@@ -224,8 +236,9 @@ final class IndexTable {
             header.storeBytes(of: field.littleEndian, toByteOffset: at, as: UInt64.self)
         }
         header.storeBytes(
-            of: headerCRC(UnsafeRawBufferPointer(rebasing: header[0..<48]), seq: seq).littleEndian, toByteOffset: 48,
-            as: UInt32.self)
+            of: headerCRC(
+                UnsafeRawBufferPointer(rebasing: header[0..<48]), seq: seq, generation: recordSeed.generation
+            ).littleEndian, toByteOffset: 48, as: UInt32.self)
         header.storeBytes(of: UInt32(0), toByteOffset: 52, as: UInt32.self)
         let slots = (value.baseAddress! + headerSize).bindMemory(to: UInt64.self, capacity: slotCount)
         slots.update(repeating: 0, count: slotCount)
@@ -269,11 +282,13 @@ final class IndexTable {
         return crc == 0 ? 1 : crc
     }
 
-    /// The table header's CRC: CRC32C of its first 48 bytes followed by the index record's sequence number.
-    static func headerCRC(_ header: UnsafeRawBufferPointer, seq: UInt64) -> UInt32 {
+    /// The table header's CRC: CRC32C of its first 48 bytes followed by the index record's sequence number and,
+    /// from version 5, the image's generation (a table left in the file by an earlier image does not verify).
+    static func headerCRC(_ header: UnsafeRawBufferPointer, seq: UInt64, generation: UInt64?) -> UInt32 {
         var crc = CRC32C()
         crc.update(header)
         withUnsafeBytes(of: seq.littleEndian) { crc.update($0) }
+        if let generation { withUnsafeBytes(of: generation.littleEndian) { crc.update($0) } }
         return crc.value
     }
 }

@@ -24,13 +24,15 @@ enum LogScanner {
     /// - `freeSpaceEndsLog`: zeros up to `limit` end the log instead of being damage (used when the log-end
     ///   word is unusable and the whole file is scanned).
     /// - `minimumSeq`: records found after damage must not go back in sequence below it.
+    /// - `seed`: where every record's checksum starts (`Header.recordSeed` of the image scanned).
     /// - `auth`: in a version-2 sealed store scanned with its sealer, every record must also carry a matching
     ///   authenticator. One that verifies its CRC but not its authenticator (forged, replayed, moved) is not
     ///   applied, and the damaged range around it is marked as tampering.
     /// - `apply`: called for each committed record (set, delete, removeAll), in log order.
     static func scan(
         _ bytes: UnsafeRawBufferPointer, from start: Int, to limit: Int, freeSpaceEndsLog: Bool,
-        plainKeys: Bool, minimumSeq: UInt64 = 0, auth: RecordAuth? = nil, apply: (RecordHeader) -> Void
+        plainKeys: Bool, minimumSeq: UInt64 = 0, seed: RecordSeed, auth: RecordAuth? = nil,
+        apply: (RecordHeader) -> Void
     ) -> ScanResult {
         precondition(start & 7 == 0 && start <= limit && limit <= bytes.count)
         // The common case, an intact log, takes two passes over the mapping and allocates nothing: the first
@@ -38,11 +40,11 @@ enum LogScanner {
         // scan, which reads the range again from the start.
         guard
             let end = intactEnd(
-                bytes, from: start, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, minimumSeq, auth: auth)
+                bytes, from: start, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, minimumSeq, seed: seed, auth: auth)
         else {
             return salvage(
                 bytes, from: start, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, plainKeys: plainKeys,
-                minimumSeq: minimumSeq, auth: auth, apply: apply)
+                minimumSeq: minimumSeq, seed: seed, auth: auth, apply: apply)
         }
         var log = Reader(bytes: bytes, plainKeys: plainKeys, start: start, minimumSeq: minimumSeq)
         var offset = start
@@ -60,12 +62,12 @@ enum LogScanner {
     /// numbers never decrease (up to trailing zeros, with `freeSpaceEndsLog`); nil when something is damaged.
     private static func intactEnd(
         _ bytes: UnsafeRawBufferPointer, from start: Int, to limit: Int, freeSpaceEndsLog: Bool,
-        _ minimumSeq: UInt64, auth: RecordAuth?
+        _ minimumSeq: UInt64, seed: RecordSeed, auth: RecordAuth?
     ) -> Int? {
         var offset = start
         var lastSeq = minimumSeq
         while offset < limit {
-            guard case .record(let record) = found(in: bytes, at: offset, limit: limit, auth: auth),
+            guard case .record(let record) = found(in: bytes, at: offset, limit: limit, seed: seed, auth: auth),
                 record.seq >= lastSeq
             else {
                 return freeSpaceEndsLog && firstNonZero(bytes, from: offset, to: limit) == nil ? offset : nil
@@ -88,9 +90,11 @@ enum LogScanner {
 
     @inline(__always)
     static func found(
-        in bytes: UnsafeRawBufferPointer, at offset: Int, limit: Int, auth: RecordAuth?
+        in bytes: UnsafeRawBufferPointer, at offset: Int, limit: Int, seed: RecordSeed, auth: RecordAuth?
     ) -> Found {
-        guard let record = RecordHeader.verified(in: bytes, at: offset, limit: limit) else { return .nothing }
+        guard let record = RecordHeader.verified(in: bytes, at: offset, limit: limit, seed: seed) else {
+            return .nothing
+        }
         if let auth, !auth.isAuthentic(record, in: bytes) { return .unauthentic(record) }
         return .record(record)
     }
@@ -98,7 +102,7 @@ enum LogScanner {
     /// The scan of a damaged range (see `scan`): keeps the longest run of verified records in sequence order.
     private static func salvage(
         _ bytes: UnsafeRawBufferPointer, from start: Int, to limit: Int, freeSpaceEndsLog: Bool,
-        plainKeys: Bool, minimumSeq: UInt64, auth: RecordAuth?, apply: (RecordHeader) -> Void
+        plainKeys: Bool, minimumSeq: UInt64, seed: RecordSeed, auth: RecordAuth?, apply: (RecordHeader) -> Void
     ) -> ScanResult {
         var log = Reader(bytes: bytes, plainKeys: plainKeys, start: start, minimumSeq: minimumSeq)
         // Offsets only grow, so remembering the first non-zero byte found keeps zero checks linear overall.
@@ -119,7 +123,7 @@ enum LogScanner {
         var offset = start
         while offset < limit {
             let next: RecordHeader?
-            switch found(in: bytes, at: offset, limit: limit, auth: auth) {
+            switch found(in: bytes, at: offset, limit: limit, seed: seed, auth: auth) {
             case .record(let record): next = record
             case .unauthentic:
                 next = nil
@@ -141,7 +145,7 @@ enum LogScanner {
                 if offset + Format.recordHeaderSize <= limit,
                     bytes.load(fromByteOffset: offset, as: UInt32.self) == Format.recordMagic.littleEndian
                 {
-                    switch found(in: bytes, at: offset, limit: limit, auth: auth) {
+                    switch found(in: bytes, at: offset, limit: limit, seed: seed, auth: auth) {
                     case .record(let r):
                         records.append(r)
                         offset += r.length

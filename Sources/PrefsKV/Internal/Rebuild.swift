@@ -7,7 +7,10 @@ extension StoreLog {
     /// Maps the data file (writable: the caller recovers it, copying it aside first) and scans its body for
     /// records that verify, under the header that keeps the most of them:
     ///
-    /// - a plain store's records verify by their checksum, under a new header;
+    /// - a plain store's records verify by their checksum, which from version 5 starts with the image's
+    ///   generation: each generation still legible in the header page and the header-copy record is tried (and no
+    ///   generation, for older versions), and when none verifies any record, the generation is searched for
+    ///   (`searchGeneration`) among the first 2^24;
     /// - a sealed store's records are bound to its identity (UUID and generation), which only a header copy
     ///   holds: every identity still legible in the header page and in the header-copy record, whether their
     ///   checksums verify or not, is tried, and one under which records authenticate with the key is kept (a
@@ -31,17 +34,11 @@ extension StoreLog {
         let file = try MappedFile(fd: fd, path: paths.data, writable: true, status: status)
         // Its bytes are only read: the recovery copies them aside and installs a new image by a rename.
         file.isUnreadableOriginal = true
-        // What the body holds by checksum alone, and what the damaged header copies still say.
-        var sealedRecords = 0
-        var plainRecords = 0
-        file.withBytes { bytes in
-            _ = LogScanner.scan(
-                bytes, from: Format.logStart, to: bytes.count & ~7, freeSpaceEndsLog: true, plainKeys: false
-            ) { record in
-                guard record.kind == .set || record.kind == .delete else { return }
-                if record.isSealed { sealedRecords += 1 } else { plainRecords += 1 }
-            }
-        }
+        // What the body holds by the shape of its records (their checksums start with a generation not known yet),
+        // and what the damaged header copies still say.
+        let shaped = file.withBytes { plausibleRecords(in: $0) }
+        let sealedRecords = shaped.count { ($0.kind == .set || $0.kind == .delete) && $0.isSealed }
+        let plainRecords = shaped.count { ($0.kind == .set || $0.kind == .delete) && !$0.isSealed }
         let legible = file.withBytes { legibleHeaders(in: $0) }
         guard let sealer else {
             // Rebuilding sealed records needs the key (a plain rebuild would drop them all).
@@ -51,7 +48,7 @@ extension StoreLog {
                     "no copy of the header verifies and the store is sealed: rebuilding it needs its sealer; the file "
                         + "was left untouched", path: paths.data)
             }
-            return rebuilt(file: file, header: Header.new(keyCheck: nil), unreadable: unreadable)
+            return rebuiltPlain(file: file, legible: legible, records: shaped, unreadable: unreadable)
         }
         if plainRecords > 0 && sealedRecords == 0 {
             throw PrefsError(
@@ -96,6 +93,73 @@ extension StoreLog {
         scan(into: &snapshot, sealer: nil, logEndKnown: false)
         snapshot.damage.insert(headerDamage(unreadable), at: 0)
         return snapshot
+    }
+
+    /// A plain rebuild: the body scanned under each generation still legible (version 5: the records' checksums
+    /// start with it) and under none (older versions); when no record verifies under any of them, under the
+    /// generation `searchGeneration` finds. The header that keeps the most records wins.
+    private static func rebuiltPlain(
+        file: MappedFile, legible: [LegibleHeader], records: [RecordHeader], unreadable: PrefsError
+    ) -> Snapshot {
+        func header(generation: UInt64?) -> Header {
+            var header = Header.new(keyCheck: nil)
+            if let generation {
+                header.generation = generation
+            } else {
+                header.version = Format.indexVersion
+            }
+            return header
+        }
+        var best: Snapshot?
+        func consider(_ header: Header) {
+            var snapshot = Snapshot(file: file, header: header)
+            scan(into: &snapshot, sealer: nil, logEndKnown: false)
+            if best == nil || snapshot.recordCount > best!.recordCount { best = snapshot }
+        }
+        consider(header(generation: nil))
+        for generation in Set(legible.map(\.generation)) { consider(header(generation: generation)) }
+        if best!.recordCount == 0 {
+            let found = file.withBytes { searchGeneration(records: records, in: $0) }
+            for generation in found { consider(header(generation: generation)) }
+        }
+        var snapshot = best!
+        snapshot.damage.insert(headerDamage(unreadable), at: 0)
+        return snapshot
+    }
+
+    /// The records of the body whose fields are plausible (their checksums not checked), in file order: from the
+    /// log start, each one skipped whole, and 8 bytes at a time where none is.
+    private static func plausibleRecords(in bytes: UnsafeRawBufferPointer) -> [RecordHeader] {
+        var records: [RecordHeader] = []
+        let limit = bytes.count & ~7
+        var offset = Format.logStart
+        while offset < limit {
+            if let record = RecordHeader.plausible(in: bytes, at: offset, limit: limit) {
+                records.append(record)
+                offset += record.length
+            } else {
+                offset += 8
+            }
+        }
+        return records
+    }
+
+    /// The generations below 2^24 under which the shortest plausible data record verifies its checksum (version 5:
+    /// the checksum starts with the generation, which only the lost headers held): about a second of CRC32C at
+    /// worst, for a path taken only when no header is legible. Usually one; a wrong one (a 2^-8 chance over the
+    /// whole range) verifies nothing else, and the caller keeps the generation under which most records verify.
+    static func searchGeneration(records: [RecordHeader], in bytes: UnsafeRawBufferPointer) -> [UInt64] {
+        guard
+            let record = records.filter({ $0.kind != .header }).min(by: { $0.length < $1.length })
+        else { return [] }
+        let body = UnsafeRawBufferPointer(rebasing: bytes[record.offset + 4..<record.offset + record.length - 4])
+        var found: [UInt64] = []
+        for generation in UInt64(0)..<(1 << 24) {
+            var crc = RecordSeed(generation: generation).start
+            crc.update(body)
+            if crc.value == record.crc { found.append(generation) }
+        }
+        return found
     }
 
     private static func headerDamage(_ unreadable: PrefsError) -> PrefsDamage {
@@ -148,7 +212,8 @@ extension StoreLog {
     }
 
     /// The headers a sealed rebuild tries: each distinct identity legible in the damaged header copies, with the
-    /// sealer's key check, in the current version.
+    /// sealer's key check, in the current version (record checksums that start with the generation) and in
+    /// version 4 (checksums that do not).
     private static func candidateHeaders(_ legible: [LegibleHeader], sealer: any PrefsSealer) -> [Header] {
         var headers: [Header] = []
         for fields in legible
@@ -157,6 +222,8 @@ extension StoreLog {
             header.uuid = fields.uuid
             header.generation = fields.generation
             header.createdAt = fields.createdAt
+            headers.append(header)
+            header.version = Format.indexVersion
             headers.append(header)
         }
         return headers

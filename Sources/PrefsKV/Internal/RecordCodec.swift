@@ -163,24 +163,25 @@ enum RecordCodec {
     }
 
     /// Writes a set record of `name` at `offset` (its on-disk key `key`, `storedLength` from `storedLength`)
-    /// and returns its header; `auth` authenticates it (a version-2 sealed store). Throws what the sealer throws.
+    /// and returns its header; `auth` authenticates it (a version-2 sealed store), and its checksum starts with
+    /// `seed` (the image's). Throws what the sealer throws.
     func writeSet(
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, flags: UInt8, seq: UInt64, name: String,
         key: UnsafeRawBufferPointer, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
-        storedLength: Int, uuid: StoreUUID, auth: RecordAuth?
+        storedLength: Int, uuid: StoreUUID, auth: RecordAuth?, seed: RecordSeed
     ) throws -> RecordHeader {
         switch self {
         case .plain:
             return RecordWriter.write(
                 into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags, seq: seq,
-                expiresAt: expiresAt, key: key, valueLength: storedLength, auth: auth
+                expiresAt: expiresAt, key: key, valueLength: storedLength, auth: auth, seed: seed
             ) { out in
                 if !value.isEmpty { out.copyMemory(from: value) }
             }
         case .sealed(let sealed):
             return try RecordWriter.write(
                 into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags | RecordFlags.sealed,
-                seq: seq, expiresAt: expiresAt, key: key, valueLength: storedLength, auth: auth
+                seq: seq, expiresAt: expiresAt, key: key, valueLength: storedLength, auth: auth, seed: seed
             ) { out in
                 try sealed.seal(
                     name: name, value: value, tag: key, type: type, expiresAt: expiresAt, uuid: uuid, into: out)

@@ -51,7 +51,7 @@ enum Rekey {
                             try newCodec.writeSet(
                                 into: bytes, at: offset, flags: RecordFlags.commit, seq: UInt64(i + 1),
                                 name: item.name, key: key, type: item.type, value: value, expiresAt: item.expiresAt,
-                                storedLength: item.storedLength, uuid: uuid, auth: auth)
+                                storedLength: item.storedLength, uuid: uuid, auth: auth, seed: newHeader.recordSeed)
                         }
                     }.length
                 } catch let error as PrefsError {

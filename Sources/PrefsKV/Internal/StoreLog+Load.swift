@@ -132,13 +132,16 @@ extension StoreLog {
         let result = file.withBytes { bytes -> ScanResult? in
             // In a sealed store the table must be authentic (one forged or replayed would hide or redirect keys): it is
             // checked as a private copy, which its lookups read.
-            guard let found = IndexTable.read(in: bytes, at: at, limit: end, auth: auth) else { return nil }
+            guard
+                let found = IndexTable.read(
+                    in: bytes, at: at, limit: end, auth: auth, recordSeed: snapshot.header.recordSeed)
+            else { return nil }
             table = found
             newestIndex = found.recordLength
             liveBytes = found.liveBytes
             return LogScanner.scan(
                 bytes, from: found.end, to: end, freeSpaceEndsLog: false, plainKeys: !sealed, minimumSeq: found.seq,
-                auth: auth
+                seed: snapshot.header.recordSeed, auth: auth
             ) { record in
                 tail = record.kind == .index ? 0 : tail + 1
                 if record.kind == .index { newestIndex = record.length }
@@ -357,7 +360,7 @@ extension StoreLog {
         let result = file.withBytes { bytes in
             LogScanner.scan(
                 bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, plainKeys: !sealed,
-                auth: RecordAuth(header: snapshot.header, sealer: sealer)
+                seed: snapshot.header.recordSeed, auth: RecordAuth(header: snapshot.header, sealer: sealer)
             ) { record in
                 tail = record.kind == .index ? 0 : tail + 1
                 if record.kind == .index { newestIndex = record.length }

@@ -31,7 +31,11 @@ final class StoreLog {
     // exclusivity checks (a measurable share of a 60 ns read) cannot find anything the lock does not exclude.
 
     @exclusivity(unchecked) var file: MappedFile
-    @exclusivity(unchecked) var header: Header
+    @exclusivity(unchecked) var header: Header {
+        didSet { recordSeed = header.recordSeed }
+    }
+    /// Where the checksums of the current image's records start (`header.recordSeed`, kept with it).
+    @exclusivity(unchecked) private(set) var recordSeed: RecordSeed
     /// The sealer of a sealed store (the engine's codec holds the same one): it authenticates the records of a
     /// version-2 file.
     @exclusivity(unchecked) var sealer: (any PrefsSealer)?
@@ -72,6 +76,7 @@ final class StoreLog {
         multiProcess = configuration.sharing == .multiProcess
         file = snapshot.file
         header = snapshot.header
+        recordSeed = snapshot.header.recordSeed
         sealer = configuration.sealer
         index = snapshot.index
         tailRecords = snapshot.tailRecords
@@ -128,7 +133,7 @@ final class StoreLog {
             result = try read()
         } catch {
             let intact = file.withBytes { bytes in
-                RecordHeader.verified(in: bytes, at: entry.recordOffset, limit: bytes.count)?.length
+                RecordHeader.verified(in: bytes, at: entry.recordOffset, limit: bytes.count, seed: recordSeed)?.length
                     == entry.recordLength
             }
             if hasChangedUnderneath || !intact { throw changedUnderneath() }
@@ -257,7 +262,7 @@ final class StoreLog {
         let result = file.withBytes { bytes in
             LogScanner.scan(
                 bytes, from: knownEnd, to: end, freeSpaceEndsLog: false, plainKeys: !sealed, minimumSeq: nextSeq - 1,
-                auth: auth
+                seed: recordSeed, auth: auth
             ) { record in
                 if wants {
                     if record.kind == .removeAll {
@@ -369,7 +374,7 @@ final class StoreLog {
         let record = file.withMutableBytes { bytes in
             RecordWriter.write(
                 into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: RecordFlags.commit,
-                seq: seq, expiresAt: expiresAt, key: key, valueLength: valueLength, fillValue: fill)
+                seq: seq, expiresAt: expiresAt, key: key, valueLength: valueLength, seed: recordSeed, fillValue: fill)
         }
         let entry = Entry(record)
         try publish(end: offset + length, records: 1) { () in
@@ -541,11 +546,12 @@ final class StoreLog {
         file.withMutableBytes { bytes in
             _ = RecordWriter.write(
                 into: bytes, at: offset, kind: .index, valueType: 0, flags: RecordFlags.commit, seq: seq, expiresAt: 0,
-                key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: valueLength, auth: auth
+                key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: valueLength, auth: auth,
+                seed: recordSeed
             ) { value in
                 IndexTable.write(
                     index, into: value, recordOffset: offset, seq: UInt64(seq), liveBytes: liveBytes,
-                    recordCount: recordCount, seed: seed)
+                    recordCount: recordCount, seed: seed, recordSeed: recordSeed)
             }
         }
         if synchronous { try file.syncData() }
@@ -558,7 +564,7 @@ final class StoreLog {
         if synchronous { try file.syncData() }
         #if PREFSKV_INTERNAL_CHECKS
         file.withBytes { bytes in
-            let table = IndexTable.read(in: bytes, at: offset, limit: knownEnd, auth: auth)
+            let table = IndexTable.read(in: bytes, at: offset, limit: knownEnd, auth: auth, recordSeed: recordSeed)
             precondition(table != nil, "an index record just written does not read back")
             for (key, entry) in index {
                 guard case .found(let record) = table!.probe(key, in: bytes, sealed: header.isEncrypted, auth: auth)

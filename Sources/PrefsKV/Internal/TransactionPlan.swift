@@ -137,6 +137,7 @@ struct TransactionPlan {
         if !single { total += commitLength }
         let flags = single ? RecordFlags.commit : 0
         let uuid = log.header.uuid
+        let seed = log.recordSeed
         try log.append(length: total, records: records.count + (single ? 0 : 1)) {
             bytes, start, seq throws(PrefsError) -> [RecordHeader] in
             var offset = start
@@ -151,7 +152,7 @@ struct TransactionPlan {
                                 try codec.writeSet(
                                     into: bytes, at: offset, flags: flags, seq: seq, name: name, key: key, type: type,
                                     value: value, expiresAt: expiresAt, storedLength: layout.valueLength, uuid: uuid,
-                                    auth: auth)
+                                    auth: auth, seed: seed)
                             }
                         }
                     } catch {
@@ -161,13 +162,13 @@ struct TransactionPlan {
                     header = layout.key.withUnsafeBytes { key in
                         RecordWriter.write(
                             into: bytes, at: offset, kind: .delete, valueType: 0, flags: flags | codec.recordFlags,
-                            seq: seq, expiresAt: 0, key: key, valueLength: 0, auth: auth
+                            seq: seq, expiresAt: 0, key: key, valueLength: 0, auth: auth, seed: seed
                         ) { _ in }
                     }
                 case .removeAll:
                     header = RecordWriter.write(
                         into: bytes, at: offset, kind: .removeAll, valueType: 0, flags: flags, seq: seq, expiresAt: 0,
-                        key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: 0, auth: auth
+                        key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: 0, auth: auth, seed: seed
                     ) { _ in }
                 }
                 headers.append(header)
@@ -176,7 +177,8 @@ struct TransactionPlan {
             if !single {
                 _ = RecordWriter.write(
                     into: bytes, at: offset, kind: .commit, valueType: 0, flags: RecordFlags.commit, seq: seq,
-                    expiresAt: 0, key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: 4, auth: auth
+                    expiresAt: 0, key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: 4, auth: auth,
+                    seed: seed
                 ) { out in out.storeBytes(of: UInt32(records.count).littleEndian, as: UInt32.self) }
             }
             return headers

@@ -16,7 +16,7 @@ enum Verify {
                 let limit = snapshot.end
                 _ = LogScanner.scan(
                     bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: true, plainKeys: false,
-                    auth: RecordAuth(header: header, sealer: sealer)
+                    seed: header.recordSeed, auth: RecordAuth(header: header, sealer: sealer)
                 ) { record in
                     guard record.kind == .set, record.isSealed else { return }
                     let ok: Bool = SealedRecordCodec.withAssociatedData(
