@@ -37,6 +37,7 @@ public struct Errno: Error, Equatable, Sendable {
     package static let keyExpired = Errno(rawValue: EKEYEXPIRED)
     package static let notSupported = Errno(rawValue: EOPNOTSUPP)
     package static let noSystemCall = Errno(rawValue: ENOSYS)
+    package static let invalidArgument = Errno(rawValue: EINVAL)
 
     /// The C library's description, e.g. "No space left on device".
     package var text: String { String(cString: strerror(rawValue)) }

@@ -230,6 +230,12 @@ public enum Sys {
         from.withCString { f in to.withCString { t in retrying { Glibc.rename(f, t) } } }.map { _ in () }
     }
 
+    // See: man 2 renameat2 (RENAME_EXCHANGE). `a` and `b` trade names in one step; both must exist. EINVAL: the file
+    // system cannot exchange names.
+    package static func exchange(_ a: String, _ b: String) -> Result<Void, Errno> {
+        a.withCString { x in b.withCString { y in retrying { prefs_rename_exchange(x, y) } } }.map { _ in () }
+    }
+
     // See: man 2 link. A second name for an existing file (never following a symbolic link in `from`); fails with
     // EEXIST when `to` exists.
     package static func link(_ from: String, _ to: String) -> Result<Void, Errno> {

@@ -8,19 +8,21 @@ import Testing
 @testable import PrefsKV
 
 /// Records, through `PrefsSyncProbe`, what a power cut right after each flush PrefsKV makes in one directory is
-/// sure to find on disk: the bytes of a store file at its `fdatasync`, and which images the store's two names
+/// sure to find on disk: the bytes of a store file at its `fdatasync`, and which files the store's two names
 /// (`ui.prefs`, and `ui.prefs.prev`, the base image of a buffered store: FileFormat.md, "Compaction") hold at an
-/// `fsync` of the directory. Files are told apart by their image generation (header bytes 32..<40).
+/// `fsync` of the directory. Files are told apart by their inode, not by the image they hold: a buffered store's
+/// automatic compaction writes its image into a file an earlier image used (`StoreImage.rewrite`), and a cut may
+/// leave that file with sectors of both. (The directory is on tmpfs, whose inode numbers are never reused.)
 final class FlushRecorder: Sendable {
     enum Flush {
         /// `fdatasync` of a store file (`ui.prefs`, a new image `ui.prefs.tmp`), with its bytes at that moment and
         /// what the names held then.
-        case data(generation: UInt64, bytes: [UInt8], names: Names)
+        case data(file: UInt64, bytes: [UInt8], names: Names)
         /// `fsync` of the directory: what the two names held then is durable.
         case directory(Names)
     }
 
-    /// The image generations the names hold (nil: no such name).
+    /// The files (inode numbers) the names hold (nil: no such name).
     struct Names: Hashable {
         var data: UInt64?
         var base: UInt64?
@@ -36,19 +38,14 @@ final class FlushRecorder: Sendable {
         return bytes[32..<40].reversed().reduce(0) { $0 << 8 | UInt64($1) }
     }
 
-    /// The generation of the image at `path`, read from its header (nil when there is none).
-    static func generation(at path: String) -> UInt64? {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var bytes = [UInt8](repeating: 0, count: 40)
-        let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, 40, 0) }
-        return n == 40 ? generation(of: bytes) : nil
+    /// The inode number of the file at `path` (nil when there is none).
+    static func file(at path: String) -> UInt64? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
     }
 
     func names() -> Names {
-        Names(
-            data: Self.generation(at: directory + "/ui.prefs"), base: Self.generation(at: directory + "/ui.prefs.prev"))
+        Names(data: Self.file(at: directory + "/ui.prefs"), base: Self.file(at: directory + "/ui.prefs.prev"))
     }
 
     func observe(_ fd: Int32) {
@@ -68,9 +65,9 @@ final class FlushRecorder: Sendable {
         guard fstat(fd, &st) == 0 else { return }
         var bytes = [UInt8](repeating: 0, count: Int(st.st_size))
         let read = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        guard read == bytes.count, let generation = Self.generation(of: bytes) else { return }
+        guard read == bytes.count else { return }
         let names = self.names()
-        flushes.withLock { $0.append(.data(generation: generation, bytes: bytes, names: names)) }
+        flushes.withLock { $0.append(.data(file: UInt64(st.st_ino), bytes: bytes, names: names)) }
     }
 
     func take() -> [Flush] {
@@ -90,7 +87,8 @@ final class FlushRecorder: Sendable {
 /// and the cut (a file never flushed: zeros, its preallocated blocks, or a version), and the file's size as one of
 /// those versions'. Names are durable once the directory is flushed; until then each name may hold what it held at
 /// that flush or anything it held since (a rename or link not yet durable, an unlink not yet durable). Two names
-/// of one file hold the same bytes.
+/// of one file hold the same bytes. A file written again with a newer image (a buffered store's compaction reusing
+/// the file an earlier image used) keeps one history: its sectors since its last flush may be of either image.
 struct PowerCut {
     var image: [UInt8]
     /// The base image beside it (`ui.prefs.prev`), if the cut leaves one.
@@ -111,8 +109,8 @@ struct PowerCut {
         case compact
     }
 
-    /// One moment of a file's life: its bytes then, whether a flush made them durable, and the operations started
-    /// and promised durable at that moment (a flush during operation n counts it as started).
+    /// One moment of a file's life (a file: an inode): its bytes then, whether a flush made them durable, and the
+    /// operations started and promised durable at that moment (a flush during operation n counts it as started).
     struct Version {
         var point: Int
         var bytes: [UInt8]
@@ -157,11 +155,14 @@ struct PowerCut {
         var states: [[String: Expected]] = [[:]]
         var ops: [Op] = []
         var deferredCompactions = 0
+        /// Images written into a file an earlier image used (the data name holds a file it held before).
+        var reusedFiles = 0
+        var dataFiles: Set<UInt64> = []
         func absorbFlushes(started: Int) {
             for flush in recorder.take() {
                 switch flush {
-                case .data(let generation, let bytes, let names):
-                    versions[generation, default: []].append(Version(point: points.count, bytes: bytes, barrier: true))
+                case .data(let file, let bytes, let names):
+                    versions[file, default: []].append(Version(point: points.count, bytes: bytes, barrier: true))
                     points.append(Point(started: started, promised: promised, names: names, durable: false))
                 case .directory(let names):
                     points.append(Point(started: started, promised: promised, names: names, durable: true))
@@ -171,12 +172,11 @@ struct PowerCut {
         /// The files as the operation that just returned left them (not yet flushed).
         func snapshot(started: Int) throws {
             let names = recorder.names()
-            for (generation, name) in [(names.data, "ui.prefs"), (names.base, "ui.prefs.prev")] {
-                guard let generation, let bytes = try? readBytes(dir.file(name)),
-                    FlushRecorder.generation(of: bytes) == generation
+            for (file, name) in [(names.data, "ui.prefs"), (names.base, "ui.prefs.prev")] {
+                guard let file, let bytes = try? readBytes(dir.file(name)), FlushRecorder.file(at: dir.file(name)) == file
                 else { continue }
-                if versions[generation]?.last?.bytes != bytes {
-                    versions[generation, default: []].append(Version(point: points.count, bytes: bytes, barrier: false))
+                if versions[file]?.last?.bytes != bytes {
+                    versions[file, default: []].append(Version(point: points.count, bytes: bytes, barrier: false))
                 }
             }
             points.append(Point(started: started, promised: promised, names: names, durable: false))
@@ -189,9 +189,17 @@ struct PowerCut {
         }
         absorbFlushes(started: 0)
         try snapshot(started: 0)
+        if let file = recorder.names().data { dataFiles.insert(file) }
         for n in 0..<operations {
             let key = "k\(Int.random(in: 0..<40, using: &rng))"
             let op: Op
+            // Quiet stretches (the first 100 operations of every 150): no sync(), and half of the operations rewrite
+            // one of a few large values, so that automatic compactions follow each other with no sync in between and
+            // write their images into the files earlier ones used (StoreImage.rewrite).
+            let quiet = n % 150 < 100
+            if quiet && Bool.random(using: &rng) {
+                op = .set("b\(Int.random(in: 0..<4, using: &rng))", .data(Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500)))
+            } else {
             switch Int.random(in: 0..<100, using: &rng) {
             case 0..<25: op = .set(key, .int(Int64(n)))
             case 25..<45:
@@ -207,14 +215,15 @@ struct PowerCut {
                     })
             case 72..<84: op = .remove(key)
             case 84: op = .removeAll
-            case 85..<95: op = .sync
+            case 85..<95 where !quiet: op = .sync
             case 95..<97: op = .compact
             default:
                 // Large rewrites: garbage, so that automatic compactions run between the explicit ones.
                 op = .set(key, .data(Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500)))
             }
+            }
             var state = states.last!
-            let generationBefore = recorder.names().data
+            let fileBefore = recorder.names().data
             switch op {
             case .set(let k, let value):
                 switch value {
@@ -247,9 +256,11 @@ struct PowerCut {
             try snapshot(started: n + 1)
             if !synchronous, case .sync = op {
                 #expect(!FileManager.default.fileExists(atPath: dir.file("ui.prefs.prev")), "sync() removes the base")
+                #expect(!FileManager.default.fileExists(atPath: dir.file("ui.prefs.tmp")), "and the spare file")
             }
             // An image renamed in place unflushed names its base (header bytes 114..<122).
-            if recorder.names().data != generationBefore, let header = try? readBytes(dir.file("ui.prefs")),
+            if let file = recorder.names().data, file != fileBefore, !dataFiles.insert(file).inserted { reusedFiles += 1 }
+            if recorder.names().data != fileBefore, let header = try? readBytes(dir.file("ui.prefs")),
                 header.count >= 122, header[114..<122].contains(where: { $0 != 0 })
             {
                 deferredCompactions += 1
@@ -258,6 +269,8 @@ struct PowerCut {
         #expect(try CrashModel.read(store).values == states.last!)
         #expect(synchronous || deferredCompactions > 0, "some automatic compaction did not wait for the disk")
         #expect(!synchronous || deferredCompactions == 0, "a synchronous store's compactions all wait for the disk")
+        #expect(synchronous || reusedFiles > 0, "some automatic compaction wrote into the file an earlier image used")
+        #expect(!synchronous || reusedFiles == 0, "a synchronous store's images are all new files")
 
         // Every cut: at each point, each name holding what it held durably or anything since, each file's sectors
         // from its versions since its last flush.
@@ -398,8 +411,8 @@ struct PowerCut {
             }
         }
         Torture.report(
-            "power loss (\(durability), \(sealed ? "sealed" : "plain")): \(operations) operations, \(versions.count) file images "
-                + "(\(deferredCompactions) renamed in place unflushed), "
+            "power loss (\(durability), \(sealed ? "sealed" : "plain")): \(operations) operations, \(versions.count) files "
+                + "(\(deferredCompactions) renamed in place unflushed, \(reusedFiles) written into a file an earlier image used), "
                 + "\(cuts.count) cuts (\(opened) distinct) opened, \(recoveries) needed a recovery, 0 lost a promised write, "
                 + "0 held a value never written")
     }

@@ -175,17 +175,67 @@ extension TortureCommands {
     /// `P <pass> <mark>`: a pass so marked began after that change. When `DIR/stop` exists it reads once more,
     /// prints `F key=value,...` (what it ends with) and `E <error codes seen>`, and exits 0. A SIGBUS would end it
     /// with signal 7.
-    static func changedReader(_ args: [String]) {
-        guard args.count == 3, let key = Int(args[2]) else { PrefsCommands.fail("usage: prefs-changed-reader DIR ID KEY") }
+    /// Opens store `id` in `directory` with `sealer` and a logger that logs nothing below critical; exits on failure.
+    static func openQuietly(_ directory: String, _ id: String, sealer: (any PrefsSealer)?) -> PrefsStore {
         var configuration = PrefsStore.Configuration()
-        configuration.sealer = sealer(key)
+        configuration.sealer = sealer
         configuration.logger.logLevel = .critical
-        let store: PrefsStore
         do {
-            store = try PrefsStore(id: args[1], directory: args[0], configuration: configuration)
+            return try PrefsStore(id: id, directory: directory, configuration: configuration)
         } catch {
             PrefsCommands.fail("open failed: \(error)")
         }
+    }
+
+    /// Runs `body`, counting what it throws under its error code (`other` for an error that is not a PrefsError).
+    static func counting(_ errors: inout [String: Int], _ body: () throws -> Void) {
+        do {
+            try body()
+        } catch let error as PrefsError {
+            errors[error.code.description, default: 0] += 1
+        } catch {
+            errors["other", default: 0] += 1
+        }
+    }
+
+    /// `E code:count,...`: what the reads threw, by code.
+    static func errorLine(_ errors: [String: Int]) -> String {
+        "E " + errors.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ",")
+    }
+
+    /// prefs-blob-reader DIR ID: reads key `blob` (1,500 bytes, each the low byte of the write's counter) and
+    /// `k0`...`k9` (strings "value i") pass after pass while another process rewrites the blob and its compactions
+    /// write images into the files earlier ones used; says `BAD ...` for any value that was never written (a blob of
+    /// mixed bytes or another length, a key with another value), `P n` after each pass, and when `DIR/stop`
+    /// exists, `E code:count...` for the errors reads threw, then exits.
+    static func blobReader(_ args: [String]) {
+        guard args.count == 2 else { PrefsCommands.fail("usage: prefs-blob-reader DIR ID") }
+        let store = openQuietly(args[0], args[1], sealer: nil)
+        var errors: [String: Int] = [:]
+        var pass = 0
+        while true {
+            let stopping = access(args[0] + "/stop", F_OK) == 0
+            counting(&errors) {
+                if let blob = try store.data(forKey: "blob"), blob.count != 1_500 || blob.contains(where: { $0 != blob.first }) {
+                    PrefsCommands.say("BAD blob of \(blob.count) bytes, \(Set(blob).count) distinct")
+                }
+                for i in 0..<10 {
+                    let value = try store.string(forKey: "k\(i)")
+                    if value != "value \(i)" { PrefsCommands.say("BAD k\(i) \(String(describing: value))") }
+                }
+            }
+            pass += 1
+            if stopping {
+                PrefsCommands.say(errorLine(errors))
+                exit(0)
+            }
+            PrefsCommands.say("P \(pass)")
+        }
+    }
+
+    static func changedReader(_ args: [String]) {
+        guard args.count == 3, let key = Int(args[2]) else { PrefsCommands.fail("usage: prefs-changed-reader DIR ID KEY") }
+        let store = openQuietly(args[0], args[1], sealer: sealer(key))
         let names = (0..<200).map { "k" + String(1000 + $0).dropFirst() }
         var errors: [String: Int] = [:]
         var pass = 0
@@ -201,23 +251,19 @@ extension TortureCommands {
             }
             var pairs: [String] = []
             for name in names {
-                do {
-                    guard let value = try store.string(forKey: name) else { continue }
+                counting(&errors) {
+                    guard let value = try store.string(forKey: name) else { return }
                     let parts = value.split(separator: "-")
                     if parts.count != 3 || parts[1] != name || !["A", "B"].contains(parts[0]) {
                         PrefsCommands.say("BAD \(name) \(value.prefix(60).debugDescription)")
                     }
                     pairs.append("\(name)=\(value)")
-                } catch let error as PrefsError {
-                    errors[error.code.description, default: 0] += 1
-                } catch {
-                    errors["other", default: 0] += 1
                 }
             }
             pass += 1
             if stopping {
                 PrefsCommands.say("F " + pairs.joined(separator: ","))
-                PrefsCommands.say("E " + errors.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: ","))
+                PrefsCommands.say(errorLine(errors))
                 exit(0)
             }
             PrefsCommands.say("P \(pass) \(mark)")

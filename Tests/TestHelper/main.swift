@@ -19,6 +19,7 @@ case "prefs-hold": PrefsCommands.hold(rest)
 case "prefs-hold-writer": PrefsCommands.holdWriter(rest)
 case "prefs-read-loop": PrefsCommands.readLoop(rest)
 case "prefs-changed-reader": TortureCommands.changedReader(rest)
+case "prefs-blob-reader": TortureCommands.blobReader(rest)
 case "secret-store", "secret-lookup", "secret-clear", "secret-state", "secret-lock", "secret-probe":
     exit(SecretCommands.run(arguments[0], rest))
 case "vault-set", "vault-get", "vault-token-set", "vault-token", "vault-read-lock-read", "vault-identity",

@@ -43,4 +43,19 @@ static inline int prefs_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0
 /// prctl(2) PR_GET_DUMPABLE: 1 when the process is dumpable, 0 when not, -1 on failure.
 static inline int prefs_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0L, 0L, 0L, 0L); }
 
+// Compaction of a buffered store (FileFormat.md, "Compaction"): two names swapped in one step.
+
+int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+// <stdio.h> declares it only under _GNU_SOURCE (glibc 2.28 and later).
+
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+/// renameat2(2) with RENAME_EXCHANGE: `a` and `b` (both must exist) trade names atomically. Fails with EINVAL on
+/// a file system that cannot (the caller then renames as before).
+static inline int prefs_rename_exchange(const char *a, const char *b) {
+    return renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
+}
+
 #endif

@@ -54,6 +54,20 @@ extension StoreLog {
         }
         if let error = syncDirectoryChecked(paths) { throw error }
         baseReleasedGeneration = header.generation
+        dropSpare()
+    }
+
+    /// Under the writer lock: removes the spare file (`spare`, named `<id>.prefs.tmp`) when there is one, so that the
+    /// directory holds no more than the store's file once the base is gone (a spare names that base: no later
+    /// compaction may write into it).
+    func dropSpare() {
+        guard let spare else { return }
+        self.spare = nil
+        if case .success(let named) = Sys.lstat(paths.temporary), named.inode == spare.identity.inode,
+            named.device == spare.identity.device
+        {
+            _ = Sys.unlink(paths.temporary)
+        }
     }
 
     /// Whether `<id>.prefs.prev` exists (one `lstat`): a handle reading a persisted table then reads its image

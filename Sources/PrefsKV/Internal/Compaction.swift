@@ -34,12 +34,50 @@ enum StoreImage {
                 _ = Header.writeCopy(of: header, into: bytes, auth: auth)
                 try fill(bytes)
             }
+            image.adoptedIdentity = HeaderIdentity(header)
             if flush { try image.syncData() }
             return image
         } catch {
             _ = Sys.unlink(temporary)
             throw error
         }
+    }
+
+    /// Writes an image into `spare`, a file an earlier image of the store used and this handle kept mapped
+    /// (`StoreLog.spare`, named `<id>.prefs.tmp`), instead of into a new file: its blocks are allocated and its
+    /// pages cached and mapped, so the image costs neither page faults nor a file to create and, later, to free.
+    /// Sized to `capacity` exactly (grown with real blocks, or truncated); the new generation is stored first, with
+    /// the superseded word set, and the earlier image's log is zeroed from its end down (`MappedFile.beginRewrite`:
+    /// a handle still on the earlier image reopens the path, and a read of it that overlaps this fails its record
+    /// check; free space then reads as zeros, as in a new file), then the header copy and the records, then the
+    /// header page, superseded still set: the caller clears it once the file has the data name again. Not flushed (only a buffered store's automatic compaction
+    /// reuses a file). Bytes of the earlier image that a power loss may leave on the disk fail their checksums in
+    /// this image (format version 5, `RecordSeed`), and the earlier image's header names the same base image
+    /// (`StoreLog.usableSpare`), so a cut finds either image recoverable.
+    static func rewrite(
+        spare: MappedFile, header: Header, auth: RecordAuth?, logLength: Int, capacity: Int, watched: Bool,
+        fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
+    ) throws(PrefsError) -> MappedFile {
+        let capacity = max(capacity, header.firstRecordOffset + logLength)
+        let size = try spare.currentSize()
+        if size < capacity {
+            try Sys.allocate(spare.fd, offset: size, length: capacity - size).orThrow(
+                "posix_fallocate", "cannot grow the reused store image to \(capacity) bytes", path: spare.path)
+        } else if size > capacity {
+            try Sys.truncate(spare.fd, length: capacity).orThrow(
+                "ftruncate", "cannot size the reused store image", path: spare.path)
+        }
+        try spare.remap(length: capacity)
+        spare.beginRewrite(identity: HeaderIdentity(header))
+        let end = header.firstRecordOffset + logLength
+        var page = header.page(logEnd: end, watched: watched)
+        page.withUnsafeMutableBytes { $0.storeBytes(of: UInt64(1), toByteOffset: Format.supersededOffset, as: UInt64.self) }
+        try spare.withMutableBytes { bytes throws(PrefsError) in
+            _ = Header.writeCopy(of: header, into: bytes, auth: auth)
+            try fill(bytes)
+            page.withUnsafeBytes { UnsafeMutableRawBufferPointer(rebasing: bytes[0..<Format.headerSize]).copyMemory(from: $0) }
+        }
+        return spare
     }
 
     /// An image of the store at `paths`, written to its temporary file.
@@ -115,6 +153,12 @@ extension StoreLog {
     /// the data file verifies (`Recovery.restoreBase`). When no base image can be trusted, the compaction flushes.
     /// `compact()` and every other image are flushed: they promise durability.
     ///
+    /// A deferred compaction also keeps the file it replaces, when that is an unflushed image and not the base: the
+    /// image's name and the temporary name are exchanged (`<id>.prefs.tmp` then names the replaced file, which stays
+    /// mapped as `spare`), and the next deferred compaction writes its image into that file (`StoreImage.rewrite`)
+    /// while its header names the same base (`usableSpare`). So a run of automatic compactions between two syncs
+    /// alternates between two files, creating, faulting in and freeing none.
+    ///
     /// `minimumCapacity` (automatic compaction: the auto-compaction threshold) sizes the new file at least that
     /// large, so that a small store does not grow its file again in several steps (each an `fallocate` and a new
     /// mapping) before the next compaction; the file then stays within max(2 x live + page, threshold).
@@ -152,19 +196,44 @@ extension StoreLog {
         if let base { newHeader.baseWord = base + 1 }
         let auth = RecordAuth(header: newHeader, sealer: sealer)
         let length = StoreImage.length(of: live.lazy.map { $0.entry }, authenticated: auth != nil)
-        let image = try StoreImage.write(
-            paths: paths, header: newHeader, auth: auth, logLength: length,
-            capacity: max(Format.headerSize + 2 * length, minimumCapacity / Sys.pageSize * Sys.pageSize),
-            watched: watched, flush: base == nil
-        ) { bytes throws(PrefsError) in
-            let intact = file.withBytes { source in
+        let capacity = max(Format.headerSize + 2 * length, minimumCapacity / Sys.pageSize * Sys.pageSize)
+        let fill = { (bytes: UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void in
+            let intact = self.file.withBytes { source in
                 StoreImage.copyRecords(
-                    live.lazy.map { $0.entry }, from: source, sourceSeed: recordSeed, into: bytes, header: newHeader,
-                    auth: auth)
+                    live.lazy.map { $0.entry }, from: source, sourceSeed: self.recordSeed, into: bytes,
+                    header: newHeader, auth: auth)
             }
-            if !intact || file.hasFaulted { throw changedUnderneath() }
+            if !intact || self.file.hasFaulted { throw self.changedUnderneath() }
         }
-        try rename(image, temporary: paths.temporary, durable: base == nil)
+        let image: MappedFile
+        let reused: Bool
+        if let base, let spare = usableSpare(base: base) {
+            self.spare = nil
+            do throws(PrefsError) {
+                image = try StoreImage.rewrite(
+                    spare: spare, header: newHeader, auth: auth, logLength: length, capacity: capacity,
+                    watched: watched, fill: fill)
+            } catch {
+                // Its bytes are neither image now: it is dropped (the next image is written to a new file).
+                _ = Sys.unlink(paths.temporary)
+                throw error
+            }
+            reused = true
+        } else {
+            spare = nil  // StoreImage.write removes its name
+            image = try StoreImage.write(
+                paths: paths, header: newHeader, auth: auth, logLength: length, capacity: capacity, watched: watched,
+                flush: base == nil, fill: fill)
+            reused = false
+        }
+        // The replaced file becomes the next spare when it is an unflushed image (never the base, nor a file a
+        // sync() or a flushed path made the store's durable state).
+        let keepsReplaced = base != nil && base != header.generation && header.baseGeneration == base
+        let replaced = file
+        let exchanged = try rename(
+            image, temporary: paths.temporary, durable: base == nil, exchange: keepsReplaced)
+        if reused { image.setSuperseded(false) }
+        if exchanged { spare = replaced }
         // A flushed image is the store's durable state: a base image, if any, is stale from now on (and may hold
         // values since deleted). An unflushed one keeps it.
         if base == nil, case .success = Sys.unlink(paths.previous) { syncDirectory(paths) }
@@ -187,7 +256,6 @@ extension StoreLog {
         for key in expired { index.removeValue(forKey: key) }
         file = image
         header = newHeader
-        adoptedIdentity = image.headerIdentity
         liveBytes = length
         recordCount = live.count
         tailRecords = live.count
@@ -220,6 +288,7 @@ extension StoreLog {
     /// renames the image over the data file, fsyncs the directory, and adopts the image (scanning it). A base
     /// image is stale from then on and removed (after a rekey it holds values under the old key).
     func install(_ image: MappedFile, header newHeader: Header) throws(PrefsError) {
+        spare = nil  // StoreImage.write removed its name
         try rename(image, temporary: paths.temporary)
         if case .success = Sys.unlink(paths.previous) { syncDirectory(paths) }
         var snapshot = Snapshot(file: image, header: newHeader)
@@ -236,15 +305,56 @@ extension StoreLog {
     }
 
     /// Marks the current file superseded, renames the image over the data file, and fsyncs the directory unless
-    /// the image is not `durable` (not flushed: the directory is then fsynced by the next `sync()`).
-    private func rename(_ image: MappedFile, temporary: String, durable: Bool = true) throws(PrefsError) {
+    /// the image is not `durable` (not flushed: the directory is then fsynced by the next `sync()`). With
+    /// `exchange`, the two names are exchanged instead (`renameat2`), so that the temporary name then holds the
+    /// replaced file; returns whether they were (false: renamed, on a file system that cannot exchange names).
+    @discardableResult
+    private func rename(
+        _ image: MappedFile, temporary: String, durable: Bool = true, exchange: Bool = false
+    ) throws(PrefsError) -> Bool {
         let marks = file.writable && !file.isUnreadableOriginal
         if marks { file.setSuperseded(true) }
-        if case .failure(let e) = Sys.rename(temporary, paths.data) {
+        var exchanged = false
+        var result = Result<Void, Errno>.success(())
+        if exchange {
+            result = Sys.exchange(temporary, paths.data)
+            if case .success = result { exchanged = true }
+        }
+        if !exchanged {
+            // Renamed instead where exchanging names is not supported (EINVAL: the file system; ENOSYS: the kernel);
+            // any other failure would fail a rename the same way.
+            if case .failure(let e) = result, ![Errno.invalidArgument, .noSystemCall, .notSupported].contains(e) {
+            } else {
+                result = Sys.rename(temporary, paths.data)
+            }
+        }
+        if case .failure(let e) = result {
             if marks { file.setSuperseded(false) }
             _ = Sys.unlink(temporary)
-            throw PrefsError.system(e, "rename", "cannot put the new store image in place", path: paths.data)
+            throw PrefsError.system(
+                e, exchange ? "renameat2" : "rename", "cannot put the new store image in place", path: paths.data)
         }
         if durable { syncDirectory(paths) }
+        return exchanged
+    }
+
+    /// The spare file (`spare`) when the next deferred compaction, whose image names the base image of generation
+    /// `base`, may write into it: still named `<id>.prefs.tmp`, not faulted, not the base's file, and its header (as
+    /// it maps it) of this store, verifying, and naming that same base. A power cut while it is being rewritten may
+    /// leave its earlier image's header on the disk: that image was renamed in place after the same base, so it
+    /// holds everything the base holds, or is damaged and restored from it. Anything else drops the spare (nil).
+    func usableSpare(base: UInt64) -> MappedFile? {
+        guard let spare else { return nil }
+        guard spare.writable, !spare.hasFaulted, case .success(let named) = Sys.lstat(paths.temporary),
+            named.inode == spare.identity.inode, named.device == spare.identity.device,
+            case .success(let previous) = Sys.lstat(paths.previous),
+            previous.inode != spare.identity.inode || previous.device != spare.identity.device,
+            let spareHeader = spare.withBytes({ try? Header.parse(UnsafeRawBufferPointer(rebasing: $0[0..<Format.headerSize]), wholePage: true) }),
+            spareHeader.uuid == header.uuid, spareHeader.baseGeneration == base, spareHeader.generation != base
+        else {
+            self.spare = nil
+            return nil
+        }
+        return spare
     }
 }

@@ -304,12 +304,14 @@ final class Engine: @unchecked Sendable {
     }
 
     func refresh() throws(PrefsError) {
-        if log.hasChangedUnderneath {
-            try reloadChangedFile()
-            return
-        }
+        // A superseded file first: a compaction may be writing a new image into it (its identity changes then),
+        // which the catch-up follows like any replaced file.
         if log.file.isSuperseded {
             try withWriterLock { () throws(PrefsError) in try catchUpLocked() }
+            return
+        }
+        if log.hasChangedUnderneath {
+            try reloadChangedFile()
             return
         }
         var changed: [String] = []
@@ -353,7 +355,14 @@ final class Engine: @unchecked Sendable {
     /// reopens what the path names now, as an open would (recovering it when damaged), under the writer lock, and
     /// logs it.
     func reloadChangedFile() throws(PrefsError) {
+        let before = log.adoptedIdentity
         try withWriterLock { () throws(PrefsError) in try reload() }
+        // A newer image of this store in the same file is a compaction's that reused it (FileFormat.md,
+        // "Compaction"): nothing to warn about.
+        let after = log.adoptedIdentity
+        if after.uuidLow == before.uuidLow && after.uuidHigh == before.uuidHigh && after.generation > before.generation {
+            return
+        }
         let message =
             "\(paths.data) was changed underneath this handle by something other than PrefsKV; the handle "
             + "reopened it (restore a store with restore(from:), which replaces the file atomically)"

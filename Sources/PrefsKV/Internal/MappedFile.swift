@@ -32,6 +32,9 @@ final class MappedFile {
     /// optional field was copied through type metadata built at run time, in a fresh process's first open), and
     /// a handle that adopts another file (a whole read, a compaction, a recovery) drops it with the old file.
     @exclusivity(unchecked) var indexTable: IndexTable?
+    /// The header words naming the store and image as this handle adopted them (`StoreLog.adoptedIdentity`): read
+    /// when the file is mapped, set again when this handle writes a new image into it (`beginRewrite`).
+    @exclusivity(unchecked) var adoptedIdentity = HeaderIdentity(uuidLow: 0, uuidHigh: 0, generation: 0)
 
     /// Maps the whole of `fd` (at least one header page). Takes ownership of `fd`: it is closed on failure.
     /// `status` is the file's `fstat`, when the caller has just made it.
@@ -57,6 +60,7 @@ final class MappedFile {
         }
         faultCount = MappedFile.counter(prefs_guard_no_faults())
         guardMapping()
+        adoptedIdentity = headerIdentity
     }
 
     deinit {
@@ -118,6 +122,25 @@ final class MappedFile {
     func stillHolds(_ entry: Entry, in bytes: UnsafeRawBufferPointer) -> Bool {
         UInt32(littleEndian: bytes.load(fromByteOffset: entry.crcOffset, as: UInt32.self)) == entry.recordCRC
             && !hasFaulted
+    }
+
+    /// Before this handle writes a new image into the file (a compaction reusing the file an earlier image used,
+    /// `StoreImage.rewrite`): marks it superseded, stores the new image's generation (a handle on the earlier image
+    /// then finds the file changed, `StoreLog.hasChangedUnderneath`, and reopens the path), then zeros the log from
+    /// its end down to its start, 8 bytes at a time with release stores. So every record of the earlier image loses
+    /// its CRC word before any byte of its value changes: a read of it that overlaps the rewrite (a handle in another
+    /// process still on that image) fails its check after the read (`withValue`, `stillHolds`, which compare that
+    /// word) and is made again on the file the path names, and reads cost nothing more. Adopts the new identity.
+    func beginRewrite(identity: HeaderIdentity) {
+        setSuperseded(true)
+        word(Format.generationOffset).pointee.store(identity.generation, ordering: .sequentiallyConsistent)
+        var offset = mappedLength & ~7
+        while offset > Format.logStart {
+            offset -= 8
+            word(offset).pointee.store(0, ordering: .releasing)
+        }
+        adoptedIdentity = identity
+        indexTable = nil
     }
 
     /// Whether an access to the mapping went past the end of the file since it was mapped (the file shrank

@@ -68,7 +68,11 @@ final class StoreLog {
     /// it (`releaseBaseIfNeeded`).
     @exclusivity(unchecked) var baseReleasedGeneration: UInt64?
     /// The header words naming the store and image, as the mapping held them when this handle adopted the file.
-    @exclusivity(unchecked) var adoptedIdentity: HeaderIdentity
+    var adoptedIdentity: HeaderIdentity { file.adoptedIdentity }
+    /// The file this handle's last automatic compaction of a buffered store replaced, still named
+    /// `<id>.prefs.tmp` (`paths.temporary`) and mapped: the next such compaction writes its image into it instead
+    /// of a new file, while it may (`usableSpare`). Nil when there is none. Touched only under the writer lock.
+    @exclusivity(unchecked) var spare: MappedFile?
 
     init(paths: StorePaths, configuration: PrefsStore.Configuration, snapshot: consuming Snapshot) {
         self.paths = paths
@@ -86,7 +90,6 @@ final class StoreLog {
         nextSeq = snapshot.maxSeq + 1
         knownEnd = snapshot.end
         knownEndWord = snapshot.endWord
-        adoptedIdentity = snapshot.file.headerIdentity
     }
 
     /// How the records of the current file are authenticated: nil for a plain store and a version-1 sealed one.
@@ -106,7 +109,6 @@ final class StoreLog {
         nextSeq = snapshot.maxSeq + 1
         knownEnd = snapshot.end
         knownEndWord = snapshot.endWord
-        adoptedIdentity = file.headerIdentity
     }
 
     // MARK: Changes underneath

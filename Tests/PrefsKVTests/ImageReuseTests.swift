@@ -1,0 +1,131 @@
+// Issue 18, the blob rewrite: a buffered store's automatic compactions write each image into the file the one before
+// the last used (FileFormat.md, "Compaction"), so that a run of them between two syncs creates, faults in and frees
+// no file. Every case runs on real files and checks what the names hold and what reads back.
+import Foundation
+import Glibc
+import TestKit
+import TestSupport
+import Testing
+
+@testable import PrefsKV
+
+@Suite struct ImageReuseTests {
+    static func inode(_ path: String) -> UInt64? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
+    }
+
+    /// Rewrites a 1.5 KB value among 20 keys until 30 automatic compactions ran, with no sync(): after the first
+    /// two, the data file and `ui.prefs.tmp` trade places at each compaction (two files in all, besides the base),
+    /// every value reads back through this handle and a second one, and sync() leaves the data file alone.
+    @Test func automaticCompactionsOfABufferedStoreAlternateBetweenTwoFiles() throws {
+        let dir = try TempDir("reuse")
+        let store = try openStore(dir) { $0.autoCompactionThreshold = 16 * 1024 }
+        let reader = try openStore(dir) { $0.autoCompactionThreshold = 16 * 1024 }
+        for i in 0..<20 { try store.set("value \(i)", forKey: "k\(i)") }
+        try store.sync()
+        var dataFiles: [UInt64] = []
+        var n = 0
+        while dataFiles.count < 30 {
+            n += 1
+            let blob = Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500)
+            try store.set(blob, forKey: "blob")
+            let data = try #require(Self.inode(dir.file("ui.prefs")))
+            if data != dataFiles.last { dataFiles.append(data) }
+            #expect(try reader.data(forKey: "blob") == blob)
+        }
+        let base = try #require(Self.inode(dir.file("ui.prefs.prev")))
+        // The first image is a new file (the base keeps its name), the second too (the first is kept as the
+        // spare); from the third on, each is written into the file the one before the last used.
+        let reused = Array(dataFiles.dropFirst(2))
+        #expect(Set(reused).count == 2, "\(dataFiles)")
+        #expect(!reused.contains(base))
+        for (i, file) in reused.enumerated() where i >= 2 { #expect(file == reused[i - 2]) }
+        let spare = try #require(Self.inode(dir.file("ui.prefs.tmp")))
+        #expect(Set([spare, dataFiles.last!]) == Set(reused.suffix(2)))
+        for i in 0..<20 {
+            #expect(try store.string(forKey: "k\(i)") == "value \(i)")
+            #expect(try reader.string(forKey: "k\(i)") == "value \(i)")
+        }
+        // sync() makes the current image durable and removes the base and the spare.
+        try store.sync()
+        #expect(dir.files.sorted() == ["ui.prefs", "ui.prefs.lock"])
+        let reopened = try openStore(dir)
+        #expect(reopened.lastRecovery == nil)
+        #expect(try reopened.data(forKey: "blob") == Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500))
+    }
+
+    /// Another process reads a rewritten blob and ten fixed keys pass after pass while this one rewrites the blob
+    /// 3,000 times (60,000 in make torture; at least 100 automatic compactions, each writing its image into a file the reader may still map
+    /// with an earlier image): the reader never gets a value that was not written (a blob of mixed bytes, another
+    /// length, a key with another value) and no read throws.
+    @Test func aReaderInAnotherProcessOnlyEverSeesWrittenValues() throws {
+        let dir = try TempDir("reuse-reader")
+        let store = try openStore(dir) { $0.autoCompactionThreshold = 16 * 1024 }
+        for i in 0..<10 { try store.set("value \(i)", forKey: "k\(i)") }
+        try store.sync()
+        let reader = try Child(["prefs-blob-reader", dir.path, "ui"])
+        #expect(reader.waitForLine(timeout: 120) { $0.hasPrefix("P ") } != nil, "the reader started: \(reader.lines)")
+        var dataFiles: Set<UInt64> = []
+        var compactions = 0
+        var last: UInt64?
+        for n in 1...Torture.count("REUSE_WRITES", short: 3_000, long: 60_000) {
+            try store.set(Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500), forKey: "blob")
+            let data = Self.inode(dir.file("ui.prefs"))
+            if data != last { compactions += 1 }
+            last = data
+            if let data { dataFiles.insert(data) }
+        }
+        #expect(compactions >= 100 && dataFiles.count <= 3, "\(compactions) compactions, \(dataFiles.count) files")
+        try Data().write(to: URL(fileURLWithPath: dir.file("stop")))
+        let end = reader.waitForLine(timeout: 120) { $0.hasPrefix("E ") }
+        #expect(end == "E ", "errors: \(String(describing: end))")
+        #expect(reader.drain() == 0)
+        #expect(!reader.lines.contains { $0.hasPrefix("BAD") }, "\(reader.lines.filter { $0.hasPrefix("BAD") }.prefix(5))")
+        #expect(reader.lines.filter { $0.hasPrefix("P ") }.count > 1)
+    }
+
+    /// A handle left on an image whose file a compaction later writes a new image into: when the rewrite begins,
+    /// every record of the earlier image loses its CRC word (`MappedFile.beginRewrite` zeros the log from its end
+    /// down, before the records are written), so none of its entries still holds; its reads give the current values
+    /// (it reopens the path), and it logs no warning (the file holds a newer image of the same store, not a change
+    /// from outside).
+    @Test func aHandleOnTheEarlierImageFollowsTheRewriteWithoutAWarning() throws {
+        let dir = try TempDir("reuse-lagging")
+        let store = try openStore(dir) { $0.autoCompactionThreshold = 16 * 1024 }
+        let log = LogCapture()
+        let lagging = try openStore(dir) {
+            $0.autoCompactionThreshold = 16 * 1024
+            $0.logger = log.logger
+        }
+        for i in 0..<10 { try store.set("value \(i)", forKey: "k\(i)") }
+        try store.sync()
+        // Until the data file is a file that the next compactions will write into again (two images after the base).
+        var files: [UInt64] = []
+        var n = 0
+        func rewriteUntilCompacted() throws {
+            let before = Self.inode(dir.file("ui.prefs"))
+            while Self.inode(dir.file("ui.prefs")) == before {
+                n += 1
+                try store.set(Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500), forKey: "blob")
+            }
+            files.append(Self.inode(dir.file("ui.prefs"))!)
+        }
+        try rewriteUntilCompacted()
+        try rewriteUntilCompacted()
+        // The lagging handle adopts the current file and reads every key from it.
+        for i in 0..<10 { #expect(try lagging.string(forKey: "k\(i)") == "value \(i)") }
+        let (file, entries) = lagging.engine.withLock { e in (e.log.file, (0..<10).map { e.log.index["k\($0)"]! }) }
+        #expect(file.identity.inode == files[1])
+        #expect(file.withBytes { bytes in entries.allSatisfy { file.stillHolds($0, in: bytes) } })
+        // Two more compactions: the first replaces that file (it becomes the spare), the second writes into it.
+        try rewriteUntilCompacted()
+        #expect(file.withBytes { bytes in entries.allSatisfy { file.stillHolds($0, in: bytes) } }, "a spare is untouched")
+        try rewriteUntilCompacted()
+        #expect(files[3] == files[1], "the file was written again: \(files)")
+        #expect(file.withBytes { bytes in entries.allSatisfy { !file.stillHolds($0, in: bytes) } })
+        for i in 0..<10 { #expect(try lagging.string(forKey: "k\(i)") == "value \(i)") }
+        #expect(try lagging.data(forKey: "blob") == Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500))
+        #expect(log.entries.withLock { $0.filter { $0.level >= .warning } }.isEmpty, "\(log.entries.withLock { $0 })")
+    }
+}
