@@ -22,6 +22,7 @@ struct CrashModel: Equatable {
         case "int": next.values[parts[3]] = .int(Int64(n))
         case "str": next.values[parts[3]] = .string("s\(n)-" + String(repeating: "-", count: n % 97))
         case "data": next.values[parts[3]] = .data(Data(repeating: UInt8(truncatingIfNeeded: n), count: n % 300))
+        case "blob": next.values[parts[3]] = .data(Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_000 + n % 1_000))
         case "tx": for key in parts[3].split(separator: ",") { next.values[String(key)] = .int(Int64(n)) }
         case "del": next.values[parts[3]] = nil
         case "clear": next.values.removeAll()

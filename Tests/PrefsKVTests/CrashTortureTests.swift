@@ -28,7 +28,7 @@ struct TortureModel {
     static func phase(_ line: String?) -> String {
         guard let line else { return "open or between operations" }
         switch line.split(separator: " ")[2] {
-        case "int", "str", "data": return "append"
+        case "int", "str", "data", "blob": return "append"
         case "tx": return "transaction"
         case "del", "clear": return "delete"
         case let op: return String(op)
@@ -38,7 +38,9 @@ struct TortureModel {
 
 @Suite(.serialized) struct CrashTortureTests {
     /// Writer processes go through appends, transactions, deletes, compactions, rekeys (plain to sealed,
-    /// sealed to sealed, sealed to plain), backups and restores, and are SIGKILLed at random instants. After
+    /// sealed to sealed, sealed to plain), backups and restores, and runs of automatic compactions (focus
+    /// "autocompact": a buffered store's write their images into the files earlier ones used), and are SIGKILLed
+    /// at random instants. After
     /// each kill the store opens without recovery, with the key of the last acknowledged rekey (or of the one
     /// in flight), and holds exactly the acknowledged operations, or those plus the one in flight.
     @Test func writersKilledInEveryPhaseLoseNoAcknowledgedWrite() throws {
@@ -54,7 +56,7 @@ struct TortureModel {
         var phases: [String: Int] = [:]
         var generator = SplitMix(state: tortureSeed())
         let seedNote = "seed \(generator.state)"
-        let focuses = ["mixed", "compact", "rekey", "restore", "tx"]
+        let focuses = ["mixed", "compact", "rekey", "restore", "tx", "autocompact"]
         let started = Date()
         for round in 0..<kills where Date() < deadline {
             rounds += 1

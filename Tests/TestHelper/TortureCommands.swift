@@ -33,6 +33,11 @@ enum TortureCommands {
         configuration.durability = args[4] == "synchronous" ? .synchronous : .buffered
         configuration.sealer = sealer(key)
         configuration.logger.logLevel = .critical
+        // Focus "autocompact": a small threshold and large values on a few keys, no explicit compaction, rekey,
+        // backup or restore, so that automatic compactions follow each other (a buffered store's write their images
+        // into the files earlier ones used) and kills land in them.
+        let autocompact = focus == "autocompact"
+        if autocompact { configuration.autoCompactionThreshold = 16 * 1024 }
         let store: PrefsStore
         do {
             store = try PrefsStore(id: id, directory: directory, configuration: configuration)
@@ -45,10 +50,15 @@ enum TortureCommands {
             let key1 = "k\(Int.random(in: 0..<40, using: &rng))"
             var roll = Int.random(in: 0..<1020, using: &rng)
             if focus != "mixed" && Int.random(in: 0..<10, using: &rng) < 6 {
-                roll = ["compact": 995, "rekey": 1000, "restore": 1010, "tx": 700][focus] ?? roll
+                roll = ["compact": 995, "rekey": 1000, "restore": 1010, "tx": 700, "autocompact": -1][focus] ?? roll
             }
+            if autocompact && roll >= 983 { roll = -1 }
             do {
                 switch roll {
+                case -1:
+                    let blob = "b\(Int.random(in: 0..<8, using: &rng))"
+                    PrefsCommands.say("B \(n) blob \(blob)")
+                    try store.set(Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_000 + n % 1_000), forKey: blob)
                 case 0..<300:
                     PrefsCommands.say("B \(n) int \(key1)")
                     try store.set(Int64(n), forKey: key1)
