@@ -38,7 +38,8 @@ extension PrefsStore {
         /// next ``PrefsStore/sync()``, which recovers the store after a power cut in between; it also keeps the
         /// file its last automatic compaction replaced as `<id>.prefs.tmp` and writes the next image into it
         /// (two files alternate, none is created or freed: a 4 KiB value rewritten among 1,000 keys took about
-        /// 16 µs before, about 5 µs since, here). ``PrefsStore/sync()`` removes both.
+        /// 16 µs before, about 5 µs since, here). ``PrefsStore/sync()`` removes both; a handle closed without it
+        /// leaves them until the next ``PrefsStore/sync()`` or compaction.
         /// A store that is rarely rewritten stays small: its file grows from 4 KiB as its log does.
         public var autoCompactionThreshold: Int? = 256 * 1024
         /// Where recovery reports and compaction failures are logged. Values are never logged. The default

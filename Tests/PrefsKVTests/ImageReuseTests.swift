@@ -128,4 +128,42 @@ import Testing
         #expect(try lagging.data(forKey: "blob") == Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500))
         #expect(log.entries.withLock { $0.filter { $0.level >= .warning } }.isEmpty, "\(log.entries.withLock { $0 })")
     }
+
+    /// Found by review: a handle on an image whose file is written again with a newer image that ends at the same
+    /// offset saw the same log-end word and a cleared superseded word, took itself for up to date, and answered
+    /// `contains`, `count` and `allKeys` from the earlier image. Handles now compare the header's generation word too.
+    @Test func aHandleFollowsANewerImageEndingAtTheSameOffset() throws {
+        let dir = try TempDir("reuse-same-end")
+        let store = try openStore(dir) { $0.autoCompactionThreshold = 16 * 1024 }
+        try store.set("x", forKey: "old-key")
+        try store.sync()
+        var n = 0
+        func rewriteUntilCompacted() throws {
+            let before = Self.inode(dir.file("ui.prefs"))
+            while Self.inode(dir.file("ui.prefs")) == before {
+                n += 1
+                try store.set(Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500), forKey: "blob")
+            }
+        }
+        try rewriteUntilCompacted()
+        try rewriteUntilCompacted()
+        try rewriteUntilCompacted()
+        // A handle adopts the image a compaction just wrote (its log ends where the image does).
+        let lagging = try openStore(dir) { $0.autoCompactionThreshold = 16 * 1024 }
+        #expect(try lagging.contains("old-key") && !lagging.contains("new-key"))
+        let adopted = Self.inode(dir.file("ui.prefs"))
+        let end = lagging.engine.withLock { $0.log.knownEnd }
+        // The same live bytes under another key of the same length; two compactions later its file holds a newer
+        // image of the same length.
+        try store.removeValue(forKey: "old-key")
+        try store.set("x", forKey: "new-key")
+        try rewriteUntilCompacted()
+        try rewriteUntilCompacted()
+        #expect(Self.inode(dir.file("ui.prefs")) == adopted, "the file the handle adopted was written again")
+        let newEnd = store.engine.withLock { $0.log.knownEnd }
+        #expect(newEnd == end, "the newer image ends where the earlier one did")
+        #expect(try lagging.contains("new-key"))
+        #expect(try !lagging.contains("old-key"))
+        #expect(try lagging.allKeys == ["blob", "new-key"])
+    }
 }

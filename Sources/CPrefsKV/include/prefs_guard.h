@@ -33,4 +33,13 @@ uint32_t *prefs_guard_fault_count(int slot);
 /// A fault count that stays zero: for mappings the guard does not cover (no slot left, or no handler).
 uint32_t *prefs_guard_no_faults(void);
 
+/// AArch64 `dmb ishld`: orders the loads before it before the loads after it (x86-64 never reorders loads with
+/// other loads, and does not call it). A read of a mapped record checks its CRC word after using its value bytes; a
+/// compaction writing a newer image into the file zeros that word first.
+static inline void prefs_load_fence(void) {
+#if defined(__aarch64__)
+    __asm__ __volatile__("dmb ishld" ::: "memory");
+#endif
+}
+
 #endif

@@ -57,17 +57,13 @@ extension StoreLog {
         dropSpare()
     }
 
-    /// Under the writer lock: removes the spare file (`spare`, named `<id>.prefs.tmp`) when there is one, so that the
-    /// directory holds no more than the store's file once the base is gone (a spare names that base: no later
-    /// compaction may write into it).
+    /// Under the writer lock, once the base image is gone: drops this handle's spare file and removes
+    /// `<id>.prefs.tmp`, whichever handle's spare it is (a spare names the base just removed: no later compaction may
+    /// write into it; under the writer lock nothing else is being written there), so that the directory holds no
+    /// more than the store's file.
     func dropSpare() {
-        guard let spare else { return }
-        self.spare = nil
-        if case .success(let named) = Sys.lstat(paths.temporary), named.inode == spare.identity.inode,
-            named.device == spare.identity.device
-        {
-            _ = Sys.unlink(paths.temporary)
-        }
+        spare = nil
+        _ = Sys.unlink(paths.temporary)
     }
 
     /// Whether `<id>.prefs.prev` exists (one `lstat`): a handle reading a persisted table then reads its image

@@ -46,11 +46,12 @@ enum StoreImage {
     /// Writes an image into `spare`, a file an earlier image of the store used and this handle kept mapped
     /// (`StoreLog.spare`, named `<id>.prefs.tmp`), instead of into a new file: its blocks are allocated and its
     /// pages cached and mapped, so the image costs neither page faults nor a file to create and, later, to free.
-    /// Sized to `capacity` exactly (grown with real blocks, or truncated); the new generation is stored first, with
-    /// the superseded word set, and the earlier image's log is zeroed from its end down (`MappedFile.beginRewrite`:
-    /// a handle still on the earlier image reopens the path, and a read of it that overlaps this fails its record
-    /// check; free space then reads as zeros, as in a new file), then the header copy and the records, then the
-    /// header page, superseded still set: the caller clears it once the file has the data name again. Not flushed (only a buffered store's automatic compaction
+    /// Grown to `capacity` with real blocks when smaller (never shrunk: another process may still map it, and
+    /// `usableSpare` takes no file much larger than the image needs). Then the superseded word is set and the new
+    /// generation stored, and the earlier image's log is zeroed from its end down (`MappedFile.beginRewrite`: a
+    /// handle still on the earlier image reopens the path, and a read of it that overlaps this fails its record
+    /// check; free space then reads as zeros, as in a new file), then the header copy and the records are written,
+    /// then the header page, superseded still set: the caller clears it once the file has the data name again. Not flushed (only a buffered store's automatic compaction
     /// reuses a file). Bytes of the earlier image that a power loss may leave on the disk fail their checksums in
     /// this image (format version 5, `RecordSeed`), and the earlier image's header names the same base image
     /// (`StoreLog.usableSpare`), so a cut finds either image recoverable.
@@ -58,14 +59,11 @@ enum StoreImage {
         spare: MappedFile, header: Header, auth: RecordAuth?, logLength: Int, capacity: Int, watched: Bool,
         fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
     ) throws(PrefsError) -> MappedFile {
-        let capacity = max(capacity, header.firstRecordOffset + logLength)
         let size = try spare.currentSize()
+        let capacity = max(capacity, header.firstRecordOffset + logLength, size)
         if size < capacity {
             try Sys.allocate(spare.fd, offset: size, length: capacity - size).orThrow(
                 "posix_fallocate", "cannot grow the reused store image to \(capacity) bytes", path: spare.path)
-        } else if size > capacity {
-            try Sys.truncate(spare.fd, length: capacity).orThrow(
-                "ftruncate", "cannot size the reused store image", path: spare.path)
         }
         try spare.remap(length: capacity)
         spare.beginRewrite(identity: HeaderIdentity(header))
@@ -207,7 +205,7 @@ extension StoreLog {
         }
         let image: MappedFile
         let reused: Bool
-        if let base, let spare = usableSpare(base: base) {
+        if let base, let spare = usableSpare(base: base, generation: newHeader.generation, capacity: capacity) {
             self.spare = nil
             do throws(PrefsError) {
                 image = try StoreImage.rewrite(
@@ -315,42 +313,48 @@ extension StoreLog {
         let marks = file.writable && !file.isUnreadableOriginal
         if marks { file.setSuperseded(true) }
         var exchanged = false
+        var call = "rename"
         var result = Result<Void, Errno>.success(())
         if exchange {
+            call = "renameat2"
             result = Sys.exchange(temporary, paths.data)
             if case .success = result { exchanged = true }
         }
-        if !exchanged {
-            // Renamed instead where exchanging names is not supported (EINVAL: the file system; ENOSYS: the kernel);
-            // any other failure would fail a rename the same way.
-            if case .failure(let e) = result, ![Errno.invalidArgument, .noSystemCall, .notSupported].contains(e) {
-            } else {
-                result = Sys.rename(temporary, paths.data)
-            }
+        // Renamed instead where exchanging names is not supported (EINVAL: the file system; ENOSYS: the kernel); any
+        // other failure would fail a rename the same way.
+        if !exchanged, case .failure(let e) = result, [Errno.invalidArgument, .noSystemCall, .notSupported].contains(e) {
+            call = "rename"
+            result = Sys.rename(temporary, paths.data)
+        } else if !exchange {
+            result = Sys.rename(temporary, paths.data)
         }
         if case .failure(let e) = result {
             if marks { file.setSuperseded(false) }
             _ = Sys.unlink(temporary)
-            throw PrefsError.system(
-                e, exchange ? "renameat2" : "rename", "cannot put the new store image in place", path: paths.data)
+            throw PrefsError.system(e, call, "cannot put the new store image in place", path: paths.data)
         }
         if durable { syncDirectory(paths) }
         return exchanged
     }
 
-    /// The spare file (`spare`) when the next deferred compaction, whose image names the base image of generation
-    /// `base`, may write into it: still named `<id>.prefs.tmp`, not faulted, not the base's file, and its header (as
-    /// it maps it) of this store, verifying, and naming that same base. A power cut while it is being rewritten may
-    /// leave its earlier image's header on the disk: that image was renamed in place after the same base, so it
-    /// holds everything the base holds, or is damaged and restored from it. Anything else drops the spare (nil).
-    func usableSpare(base: UInt64) -> MappedFile? {
+    /// The spare file (`spare`) when the next deferred compaction, whose image of generation `generation` names the
+    /// base image of generation `base` and needs `capacity` bytes, may write into it: still named `<id>.prefs.tmp`,
+    /// not faulted, not the base's file, at most an eighth (or 16 KiB) larger than `capacity` (it is never shrunk),
+    /// and its header (as it maps it) of this store, verifying, of an older generation (records of the earlier image
+    /// must fail their checksums in the new one), and naming that same base. A power cut while it is being
+    /// rewritten may leave its earlier image's header on the disk: that image was renamed in place after the same
+    /// base, so it holds everything the base holds, or is damaged and restored from it. Anything else drops the
+    /// spare (nil).
+    func usableSpare(base: UInt64, generation: UInt64, capacity: Int) -> MappedFile? {
         guard let spare else { return nil }
         guard spare.writable, !spare.hasFaulted, case .success(let named) = Sys.lstat(paths.temporary),
             named.inode == spare.identity.inode, named.device == spare.identity.device,
             case .success(let previous) = Sys.lstat(paths.previous),
             previous.inode != spare.identity.inode || previous.device != spare.identity.device,
             let spareHeader = spare.withBytes({ try? Header.parse(UnsafeRawBufferPointer(rebasing: $0[0..<Format.headerSize]), wholePage: true) }),
-            spareHeader.uuid == header.uuid, spareHeader.baseGeneration == base, spareHeader.generation != base
+            spareHeader.uuid == header.uuid, spareHeader.baseGeneration == base, spareHeader.generation != base,
+            spareHeader.generation < generation, let size = try? spare.currentSize(),
+            size <= capacity + max(capacity / 8, 16 * 1024)
         else {
             self.spare = nil
             return nil

@@ -118,8 +118,17 @@ extension StoreLog {
         }
         consider(header(generation: nil))
         for generation in Set(legible.map(\.generation)) { consider(header(generation: generation)) }
-        if best!.recordCount == 0 {
-            let found = file.withBytes { searchGeneration(records: records, in: $0) }
+        // A search when no candidate keeps even half of the records that look whole (a legible header may be an
+        // earlier image's, left in a file a newer image was written into): with a record the best one does not
+        // verify, below the highest legible generation plus 2^16 (at least 2^24).
+        let data = records.filter { $0.kind != .header }
+        if best!.recordCount * 2 < data.count {
+            let seed = best!.header.recordSeed
+            let unverified = file.withBytes { bytes in
+                data.filter { RecordHeader.verified(in: bytes, at: $0.offset, limit: bytes.count, seed: seed) == nil }
+            }
+            let top = max(legible.map(\.generation).max().map { $0 &+ (1 << 16) } ?? 0, 1 << 24)
+            let found = file.withBytes { searchGeneration(records: unverified, in: $0, below: top) }
             for generation in found { consider(header(generation: generation)) }
         }
         var snapshot = best!
@@ -144,17 +153,19 @@ extension StoreLog {
         return records
     }
 
-    /// The generations below 2^24 under which the shortest plausible data record verifies its checksum (version 5:
-    /// the checksum starts with the generation, which only the lost headers held): about a second of CRC32C at
-    /// worst, for a path taken only when no header is legible. Usually one; a wrong one (a 2^-8 chance over the
-    /// whole range) verifies nothing else, and the caller keeps the generation under which most records verify.
-    static func searchGeneration(records: [RecordHeader], in bytes: UnsafeRawBufferPointer) -> [UInt64] {
+    /// The generations in the 2^24 below `top` under which the shortest of `records` verifies its checksum (version
+    /// 5: the checksum starts with the generation, which only the lost headers held): about a second of CRC32C at
+    /// worst, for a path taken only when no header does. Usually one; a wrong one (a 2^-8 chance over the whole
+    /// range) verifies nothing else, and the caller keeps the generation under which most records verify.
+    static func searchGeneration(
+        records: [RecordHeader], in bytes: UnsafeRawBufferPointer, below top: UInt64 = 1 << 24
+    ) -> [UInt64] {
         guard
             let record = records.filter({ $0.kind != .header }).min(by: { $0.length < $1.length })
         else { return [] }
         let body = UnsafeRawBufferPointer(rebasing: bytes[record.offset + 4..<record.offset + record.length - 4])
         var found: [UInt64] = []
-        for generation in UInt64(0)..<(1 << 24) {
+        for generation in (top > 1 << 24 ? top - (1 << 24) : 0)..<top {
             var crc = RecordSeed(generation: generation).start
             crc.update(body)
             if crc.value == record.crc { found.append(generation) }

@@ -60,7 +60,10 @@ extension StoreLog {
         }
         let snapshot = try scannedSnapshot(
             fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil, lazy: lazy)
-        return snapshot.damage.isEmpty && !snapshot.file.isSuperseded ? .intact(snapshot) : .needsWriterLock
+        // (A file written again with a newer image while this scanned it, as a buffered store's spare file can be,
+        // no longer holds the image it mapped: its generation word tells.)
+        let unchanged = snapshot.file.headerIdentity == snapshot.file.adoptedIdentity
+        return snapshot.damage.isEmpty && !snapshot.file.isSuperseded && unchanged ? .intact(snapshot) : .needsWriterLock
     }
 
     /// Maps the data file `fd`, reads its header from the mapping (one `fstat`, no read: the scan goes through

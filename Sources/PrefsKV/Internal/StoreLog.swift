@@ -169,10 +169,13 @@ final class StoreLog {
 
     // MARK: Reading
 
-    /// Whether the mapped header says nobody wrote, compacted or restored since this handle last looked: two
-    /// atomic loads.
+    /// Whether the mapped header says nobody wrote, compacted or restored since this handle last looked: three
+    /// loads (the generation word too: a compaction may write a newer image into this file, FileFormat.md
+    /// "Compaction", and leave it with the same log end).
     @inline(__always)
-    var isUpToDate: Bool { file.logEndWord == knownEndWord && !file.isSuperseded }
+    var isUpToDate: Bool {
+        file.logEndWord == knownEndWord && !file.isSuperseded && file.generationWord == file.adoptedIdentity.generation
+    }
 
     /// The live (unexpired) entry for an index key.
     @inline(__always)
@@ -306,9 +309,12 @@ final class StoreLog {
     func changedIndexKeys(from oldFile: MappedFile, oldIndex: KeyIndex) -> [String] {
         precondition(table == nil, "observed stores read the whole log")
         var changed: [String] = []
-        // The same inode rewritten in place (a change underneath): the old mapping shows the new bytes, so nothing
-        // can be compared; every key of either is reported.
-        if oldFile.identity.inode == file.identity.inode && oldFile.identity.device == file.identity.device {
+        // The same inode rewritten in place (a change underneath), or the old file written again with a newer image
+        // since (a buffered store's spare file): the old mapping shows bytes of another image, so nothing can be
+        // compared; every key of either is reported.
+        if oldFile.identity.inode == file.identity.inode && oldFile.identity.device == file.identity.device
+            || oldFile.headerIdentity != oldFile.adoptedIdentity
+        {
             return Array(index.keys) + oldIndex.keys.filter { index[$0] == nil }
         }
         oldFile.withBytes { oldBytes in
