@@ -15,6 +15,16 @@ import Testing
         return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
     }
 
+    /// Rewrites key "blob" (1,500 bytes, each byte the low byte of the counter `n`) until the data file changes: one
+    /// automatic compaction.
+    static func rewriteUntilCompacted(_ store: PrefsStore, _ dir: TempDir, _ n: inout Int) throws {
+        let before = inode(dir.file("ui.prefs"))
+        while inode(dir.file("ui.prefs")) == before {
+            n += 1
+            try store.set(Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500), forKey: "blob")
+        }
+    }
+
     /// Rewrites a 1.5 KB value among 20 keys until 30 automatic compactions ran, with no sync(): after the first
     /// two, the data file and `ui.prefs.tmp` trade places at each compaction (two files in all, besides the base),
     /// every value reads back through this handle and a second one, and sync() leaves the data file alone.
@@ -104,11 +114,7 @@ import Testing
         var files: [UInt64] = []
         var n = 0
         func rewriteUntilCompacted() throws {
-            let before = Self.inode(dir.file("ui.prefs"))
-            while Self.inode(dir.file("ui.prefs")) == before {
-                n += 1
-                try store.set(Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500), forKey: "blob")
-            }
+            try Self.rewriteUntilCompacted(store, dir, &n)
             files.append(Self.inode(dir.file("ui.prefs"))!)
         }
         try rewriteUntilCompacted()
@@ -138,13 +144,7 @@ import Testing
         try store.set("x", forKey: "old-key")
         try store.sync()
         var n = 0
-        func rewriteUntilCompacted() throws {
-            let before = Self.inode(dir.file("ui.prefs"))
-            while Self.inode(dir.file("ui.prefs")) == before {
-                n += 1
-                try store.set(Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500), forKey: "blob")
-            }
-        }
+        func rewriteUntilCompacted() throws { try Self.rewriteUntilCompacted(store, dir, &n) }
         try rewriteUntilCompacted()
         try rewriteUntilCompacted()
         try rewriteUntilCompacted()
