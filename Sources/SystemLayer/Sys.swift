@@ -20,6 +20,9 @@ package struct FileStatus: Equatable {
     /// The owner's user id.
     package var owner: UInt32 = 0
 
+    /// Whether `other` is the same file (device and inode): two statuses of one file, or of one name at two times.
+    package func isSameFile(as other: FileStatus) -> Bool { inode == other.inode && device == other.device }
+
     package init(size: Int, device: UInt64, inode: UInt64, mode: UInt32, links: UInt64 = 1, owner: UInt32 = 0) {
         self.size = size
         self.device = device

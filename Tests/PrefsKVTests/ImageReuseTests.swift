@@ -87,6 +87,15 @@ import Testing
             if let data { dataFiles.insert(data) }
         }
         #expect(compactions >= 100 && dataFiles.count <= 3, "\(compactions) compactions, \(dataFiles.count) files")
+        // A pass of the reader that ends after the rewrites (an event: a loaded machine may not have run it during
+        // them), then the stop.
+        let passes = reader.lines.filter { $0.hasPrefix("P ") }.count
+        var counted = 0
+        let after = reader.waitForLine(timeout: 120) { line in
+            if line.hasPrefix("P ") { counted += 1 }
+            return counted > passes
+        }
+        #expect(after != nil, "the reader made no pass after the rewrites: \(reader.lines.suffix(3))")
         try Data().write(to: URL(fileURLWithPath: dir.file("stop")))
         let end = reader.waitForLine(timeout: 120) { $0.hasPrefix("E ") }
         #expect(end == "E ", "errors: \(String(describing: end))")

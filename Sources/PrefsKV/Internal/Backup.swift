@@ -8,7 +8,7 @@ extension StoreLog {
     func backup(to destination: String) throws(PrefsError) {
         // Never over the store's own data file (a rename over it would bypass the superseded protocol).
         if case .success(let status) = Sys.lstat(destination),
-            status.inode == file.identity.inode && status.device == file.identity.device
+            status.isSameFile(as: file.identity)
         {
             throw PrefsError(.invalidInput, "a backup cannot be written over the store's own data file", path: destination)
         }

@@ -348,9 +348,8 @@ extension StoreLog {
     func usableSpare(base: UInt64, generation: UInt64, capacity: Int) -> MappedFile? {
         guard let spare else { return nil }
         guard spare.writable, !spare.hasFaulted, case .success(let named) = Sys.lstat(paths.temporary),
-            named.inode == spare.identity.inode, named.device == spare.identity.device,
-            case .success(let previous) = Sys.lstat(paths.previous),
-            previous.inode != spare.identity.inode || previous.device != spare.identity.device,
+            named.isSameFile(as: spare.identity), case .success(let previous) = Sys.lstat(paths.previous),
+            !previous.isSameFile(as: spare.identity),
             let spareHeader = spare.withBytes({ try? Header.parse(UnsafeRawBufferPointer(rebasing: $0[0..<Format.headerSize]), wholePage: true) }),
             spareHeader.uuid == header.uuid, spareHeader.baseGeneration == base, spareHeader.generation != base,
             spareHeader.generation < generation, let size = try? spare.currentSize(),

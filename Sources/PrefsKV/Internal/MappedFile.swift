@@ -182,7 +182,7 @@ final class MappedFile {
         if status.links == 0 { return true }
         // Moved away: the inode still has a name, but not ours.
         guard case .success(let named) = Sys.lstat(path) else { return true }
-        return named.device != status.device || named.inode != status.inode
+        return !named.isSameFile(as: status)
     }
 
     /// `isUnlinked`, but paying for it only when the process's inotify watch saw this file's link count change

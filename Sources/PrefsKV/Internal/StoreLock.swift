@@ -210,7 +210,7 @@ final class StoreLock {
     /// The status of the lock file `fd` when it is the file `paths.lock` names now, nil otherwise.
     private static func currentLockFileStatus(_ fd: Int32, paths: StorePaths) -> FileStatus? {
         guard case .success(let held) = Sys.fstat(fd), case .success(let named) = Sys.lstat(paths.lock),
-            held.inode == named.inode && held.device == named.device
+            held.isSameFile(as: named)
         else { return nil }
         return held
     }

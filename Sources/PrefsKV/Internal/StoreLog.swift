@@ -225,7 +225,7 @@ final class StoreLog {
     /// Whether the file this handle maps is still the one the data path names (after a superseded flag).
     var fileIsNamed: Bool {
         guard case .success(let status) = Sys.lstat(paths.data) else { return false }
-        return status.inode == file.identity.inode && status.device == file.identity.device
+        return status.isSameFile(as: file.identity)
     }
 
     // MARK: Catching up with other handles
@@ -312,7 +312,7 @@ final class StoreLog {
         // The same inode rewritten in place (a change underneath), or the old file written again with a newer image
         // since (a buffered store's spare file): the old mapping shows bytes of another image, so nothing can be
         // compared; every key of either is reported.
-        if oldFile.identity.inode == file.identity.inode && oldFile.identity.device == file.identity.device
+        if oldFile.identity.isSameFile(as: file.identity)
             || oldFile.headerIdentity != oldFile.adoptedIdentity
         {
             return Array(index.keys) + oldIndex.keys.filter { index[$0] == nil }
