@@ -26,6 +26,16 @@ public protocol PrefsSealer: AnyObject, Sendable {
     /// Equal keys give equal tags; the key's name never reaches the disk.
     func tag(forKey key: String) -> [UInt8]
 
+    /// Whether `tag(forKey:)` costs less than looking a name up in a map of the tags already computed (about
+    /// 1,500 instructions: a keyed BLAKE2b tag costs twice that, SipHash a tenth). When false (the default),
+    /// PrefsKV remembers the tags of up to 16,384 names a handle used; when true, it computes the tag at every
+    /// access and keeps no such map.
+    ///
+    /// ```swift
+    /// var tagsAreCheap: Bool { true }   // tags are SipHash-2-4-128
+    /// ```
+    var tagsAreCheap: Bool { get }
+
     /// The number of bytes `seal` adds to a plaintext (nonce and authenticator), at most 1024.
     var overhead: Int { get }
 
@@ -72,6 +82,9 @@ public protocol PrefsSealer: AnyObject, Sendable {
 }
 
 extension PrefsSealer {
+    /// False: PrefsKV remembers the tags of the names a handle used.
+    public var tagsAreCheap: Bool { false }
+
     /// Opens through `open(_:associatedData:_:)` and copies the plaintext into `plaintext`.
     public func open(
         _ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
@@ -86,4 +99,3 @@ extension PrefsSealer {
 
 /// A sealer's `open` gave a plaintext of another length than `sealed.count - overhead`.
 struct PrefsSealerLengthMismatch: Error {}
-

@@ -279,6 +279,8 @@ import TestSupport
         #expect(try scratch.vault(.keyFile(path)).string(for: "token") == "tok")
 
         // A journal that names the live key (as a rotation's does until it ends), and a header nobody can read.
+        // The line says identity format 2 while the vault's is 3: a key is named by its ids, whatever the format
+        // (a key file's name carries none), so the line still names the live key.
         let file = scratch.vaults + "/app.prefs"
         let bytes = try scratch.bytes(file)
         try Data("drop \(identity.vaultIDHex) \(identity.keyIDHex) 2\n".utf8).write(

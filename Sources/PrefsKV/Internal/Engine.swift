@@ -360,7 +360,8 @@ final class Engine: @unchecked Sendable {
         // A newer image of this store in the same file is a compaction's that reused it (FileFormat.md,
         // "Compaction"): nothing to warn about.
         let after = log.adoptedIdentity
-        if after.uuidLow == before.uuidLow && after.uuidHigh == before.uuidHigh && after.generation > before.generation {
+        if after.uuidLow == before.uuidLow && after.uuidHigh == before.uuidHigh && after.generation > before.generation
+        {
             return
         }
         let message =
@@ -491,7 +492,9 @@ final class Engine: @unchecked Sendable {
         name: String, type: ValueType, expiresAt: Int64, valueLength: Int, fill: (UnsafeMutableRawBufferPointer) -> Void
     ) throws(PrefsError) {
         guard case .sealed(let sealed) = codec else { preconditionFailure("setSealed on a plain store") }
-        try lookUp(codec.indexKey(forName: name))
+        // The tag is computed once here, and used for the lookup and the record.
+        let indexKey = codec.indexKey(forName: name)
+        try lookUp(indexKey)
         let log = self.log
         let codec = self.codec
         let paths = self.paths
@@ -501,7 +504,6 @@ final class Engine: @unchecked Sendable {
                 let filled = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<valueLength])
                 fill(filled)
                 let value = UnsafeRawBufferPointer(filled)
-                let indexKey = codec.indexKey(forName: name)
                 if try TransactionPlan.isUnchanged(
                     indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt, log: log,
                     codec: codec)
@@ -515,22 +517,20 @@ final class Engine: @unchecked Sendable {
                     keyLength: key.count, valueLength: storedLength, authenticated: auth != nil)
                 let uuid = log.header.uuid
                 let seed = log.recordSeed
-                try log.append(length: length, records: 1) { bytes, offset, seq throws(PrefsError) -> [RecordHeader] in
+                try log.appendSealedSet(indexKey: indexKey, length: length, plainCRC: CRC32C.checksum(value)) {
+                    bytes, offset, seq throws(PrefsError) -> RecordHeader in
                     do {
                         return try key.withUnsafeBytes { key in
-                            [
-                                try codec.writeSet(
-                                    into: bytes, at: offset, flags: RecordFlags.commit, seq: seq, name: name, key: key,
-                                    type: type, value: value, expiresAt: expiresAt, storedLength: storedLength,
-                                    uuid: uuid, auth: auth, seed: seed)
-                            ]
+                            try codec.writeSet(
+                                into: bytes, at: offset, flags: RecordFlags.commit, seq: seq, name: name, key: key,
+                                type: type, value: value, expiresAt: expiresAt, storedLength: storedLength,
+                                uuid: uuid, auth: auth, seed: seed)
                         }
                     } catch {
                         throw SealedRecordCodec.sealFailed(name, path: paths.data, error)
                     }
-                } applied: { _ in
-                    sealed.learn(indexKey: indexKey, name: name, value: value, in: log)
                 }
+                sealed.learn(indexKey: indexKey, name: name)
                 return true
             }
         }

@@ -11,11 +11,15 @@ final class SealedRecordCodec {
     /// A tag costs a keyed hash (BLAKE2b, about a microsecond with its hex); a lookup here a tenth of that.
     /// Cleared when it grows past `indexKeyCacheLimit` names (about 100 bytes each: at most 1.6 MiB); a new
     /// sealer (rekey) gets a new codec.
+    /// Unused when the sealer's tags are cheaper than a lookup here (`PrefsSealer.tagsAreCheap`).
     @exclusivity(unchecked) var indexKeyCache: [ByteKey: String] = [:]
     static let indexKeyCacheLimit = 16_384
+    /// `sealer.tagsAreCheap`, read once.
+    let cachesIndexKeys: Bool
 
     init(sealer: any PrefsSealer) {
         self.sealer = sealer
+        cachesIndexKeys = !sealer.tagsAreCheap
     }
 
     static func missingSealer(_ paths: StorePaths) -> PrefsError {
@@ -24,6 +28,7 @@ final class SealedRecordCodec {
 
     @inline(__always)
     func indexKey(forName name: String) -> String {
+        guard cachesIndexKeys else { return RecordCodec.hex(sealer.tag(forKey: name)) }
         if let known = indexKeyCache[ByteKey(name)] { return known }
         let key = RecordCodec.hex(sealer.tag(forKey: name))
         if indexKeyCache.count >= SealedRecordCodec.indexKeyCacheLimit {
@@ -45,8 +50,14 @@ final class SealedRecordCodec {
     /// After a set record of `name` was published: remembers the name of its index key and its plaintext CRC (so
     /// that compare-before-set rules out most changes without opening the record).
     func learn(indexKey: String, name: String, value: UnsafeRawBufferPointer, in log: StoreLog) {
-        names[indexKey] = name
+        learn(indexKey: indexKey, name: name)
         log.index[indexKey]?.plainCRC = CRC32C.checksum(value)
+    }
+
+    /// Remembers the name of an index key (a set whose entry was published with its plaintext CRC already).
+    @inline(__always)
+    func learn(indexKey: String, name: String) {
+        names[indexKey] = name
     }
 
     /// The error of a seal that failed while writing `name`'s value.

@@ -391,6 +391,28 @@ final class StoreLog {
         }
     }
 
+    /// Appends and publishes one committed set record of a sealed store, `length` bytes written by `write` (given
+    /// the mapping, the offset and the sequence number), keyed `indexKey` in the index with `plainCRC` (the CRC32C
+    /// of its plaintext): the caller made the index key from the name, so it is not made again from the record's
+    /// tag (a 32-character string, an allocation), and the entry is not looked up again to note the CRC.
+    @inline(__always)
+    func appendSealedSet(
+        indexKey: String, length: Int, plainCRC: UInt32,
+        write: (UnsafeMutableRawBufferPointer, Int, UInt64) throws(PrefsError) -> RecordHeader
+    ) throws(PrefsError) {
+        let offset = knownEnd
+        try ensureCapacity(offset + length)
+        let seq = nextSeq
+        let record = try file.withMutableBytes { bytes throws(PrefsError) in try write(bytes, offset, seq) }
+        precondition(record.kind == .set && record.isSealed && record.length == length, "one sealed set record")
+        var entry = Entry(record)
+        entry.plainCRC = plainCRC
+        try publish(end: offset + length, records: 1) { () in
+            if let old = index.updateValue(entry, forKey: indexKey) { liveBytes -= old.recordLength }
+            liveBytes += entry.recordLength
+        }
+    }
+
     /// Appends `length` bytes of records written by `write` (given the mapping, the start offset and the
     /// sequence number, returning the headers it wrote), publishes them as `records` records, applies them to
     /// the index, then runs `applied` with the headers.

@@ -5,7 +5,7 @@
 ///
 /// | offset | size | field |
 /// |---|---|---|
-/// | 0 | 1 | format: 1 (before record authentication), 2 |
+/// | 0 | 1 | format: 1 (before record authentication), 2, 3 (SipHash name tags) |
 /// | 1 | 1 | key store kind: 1 Secret Service, 2 passphrase, 3 in-memory, 4 a vault item, 5 kernel keyring, 6 key file, 7 systemd credential |
 /// | 2 | 2 | Argon2id passes (passphrase); the kernel keyring (1 session, 2 user, 3 persistent); else 0 |
 /// | 4 | 4 | Argon2id memory in KiB (passphrase), else 0 |
@@ -41,12 +41,14 @@ package struct KeyIdentity: Equatable, Sendable {
         }
     }
 
-    /// The format of identities made now (2: the vault's log is authenticated and its service name is bound in).
-    static let currentFormat: UInt8 = 2
+    /// The format of identities made now (3: format 2 with SipHash-2-4-128 name tags).
+    static let currentFormat: UInt8 = 3
     static let encodedLength = 64
 
     /// 1: written before record authentication (legacy); 2: every record of the vault's log is authenticated,
-    /// and the service name is bound into the key check, the associated data and the key store's lookup.
+    /// and the service name is bound into the key check, the associated data and the key store's lookup; 3: as 2,
+    /// with names tagged by SipHash-2-4-128 instead of keyed BLAKE2b (``VaultSealer``). A new vault, and every key
+    /// rotation (which re-tags every record), writes the current format; a vault of an older one keeps opening.
     var format: UInt8 = KeyIdentity.currentFormat
     var kind: Kind
     var vaultID: [UInt8]

@@ -367,7 +367,8 @@ package enum Sodium {
             defer { sodium_memzero(raw.baseAddress, raw.count) }
             let state = OpaquePointer(raw.baseAddress!)
             var status = key.withUnsafeBytes { k in
-                crypto_generichash_init(state, k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count, output.count)
+                crypto_generichash_init(
+                    state, k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count, output.count)
             }
             // Two calls, not a loop over an array of the parts: that array was a heap allocation per record.
             if !first.isEmpty {
@@ -381,6 +382,26 @@ package enum Sodium {
             status |= crypto_generichash_final(
                 state, output.baseAddress!.assumingMemoryBound(to: UInt8.self), output.count)
             precondition(status == 0, "crypto_generichash failed for in-range arguments")
+        }
+    }
+
+    // MARK: Short-input PRF (SipHash)
+
+    /// SipHash-2-4 with a 128-bit output (libsodium's `crypto_shorthash_siphashx24`) of `message` under a
+    /// 16-byte `key`, written into `output` (16 bytes). A pseudo-random function built for short inputs: a
+    /// 10-byte name costs about 150 instructions, against about 1,900 for keyed BLAKE2b, whose key block alone is
+    /// one compression.
+    static func shortHash128(
+        _ message: UnsafeRawBufferPointer, key: SecretBytes, into output: UnsafeMutableRawBufferPointer
+    ) {
+        precondition(output.count == Int(crypto_shorthash_siphashx24_BYTES), "SipHash-2-4-128 writes 16 bytes")
+        precondition(key.count == Int(crypto_shorthash_siphashx24_KEYBYTES), "a SipHash key is 16 bytes")
+        key.withUnsafeBytes { k in
+            // No sodium_init needed: SipHash uses no CPU dispatch and no randomness. Returns 0 always.
+            _ = crypto_shorthash_siphashx24(
+                output.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                message.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(message.count),
+                k.baseAddress!.assumingMemoryBound(to: UInt8.self))
         }
     }
 

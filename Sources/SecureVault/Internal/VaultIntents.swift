@@ -67,8 +67,11 @@ struct VaultIntent: Equatable {
             + (store.map { " store=" + hex($0.utf8) } ?? "")
     }
 
+    /// Whether the line names `identity`'s key: by its ids alone. The format is left out because a key file's
+    /// and a kernel key's names do not carry it: a line naming the live key under another format must not
+    /// delete it.
     func matches(_ identity: KeyIdentity) -> Bool {
-        identity.vaultIDHex == vaultIDHex && identity.keyIDHex == keyIDHex && identity.format == format
+        identity.vaultIDHex == vaultIDHex && identity.keyIDHex == keyIDHex
     }
 }
 
