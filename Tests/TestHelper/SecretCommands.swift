@@ -27,10 +27,7 @@ enum SecretCommands {
         func attributes() -> [String: String] {
             precondition(arguments.count >= 2, "\(command) needs VAULT and KEY")
             if let index = arguments.firstIndex(of: "--service"), index + 1 < arguments.count {
-                return [
-                    "vault": arguments[0], "key": arguments[1], "format": String(KeyIdentity.currentFormat),
-                    "service": arguments[index + 1],
-                ]
+                return ["vault": arguments[0], "key": arguments[1], "format": "2", "service": arguments[index + 1]]
             }
             return ["vault": arguments[0], "key": arguments[1], "format": "1"]
         }

@@ -8,7 +8,7 @@
 //   vault-read-lock-read SERVICE      reads the token, locks the default collection (D-Bus Lock, through
 //                                     gdbus), reads again in the same process; prints both states
 //   vault-identity SERVICE            prints the vault id and key id of the file's header
-//   vault-format SERVICE              prints the key identity format of the file's header (1 legacy, 2, 3)
+//   vault-format SERVICE              prints the key identity format of the file's header (1 legacy, 2)
 //   vault-make-legacy SERVICE KEY     creates the vault as a release before identity format 2 did (format-1
 //                                     header, its key stored under the old attributes and label) and stores
 //                                     stdin (one line) under KEY; prints "ok"
@@ -153,28 +153,24 @@ enum VaultCommands {
                     "rotated", removed: report.removedOldKey, kept: report.keptKeyReason, copy: report.remainingCopy)
             case "vault-wipe-report":
                 let report = try vault.wipe()
-                line = describe(
-                    "wiped", removed: report.removedKey, kept: report.keptKeyReason, copy: report.remainingCopy)
+                line = describe("wiped", removed: report.removedKey, kept: report.keptKeyReason, copy: report.remainingCopy)
             case "vault-key-hash":
                 guard
                     let identity = KeyIdentity(
-                        vaultIDHex: arguments[1], keyIDHex: arguments[2], kind: configuration.keyStore.kind,
-                        format: KeyIdentity.currentFormat)
+                        vaultIDHex: arguments[1], keyIDHex: arguments[2], kind: configuration.keyStore.kind, format: 2)
                 else { return 64 }
                 let keys = vault.keys
                 line =
                     try keys.load(identity, file: "-").map {
-                        "hash "
-                            + Sodium.keyedHash(Array("vault-key-hash".utf8), key: $0, length: 16)
+                        "hash " + Sodium.keyedHash(Array("vault-key-hash".utf8), key: $0, length: 16)
                             .map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
                     } ?? "absent"
             case "keyring-cache-key":
-                guard let cache = configuration.keyCache,
-                    case .success(let serial) = KernelKeys.serial(of: cache.keyring),
+                guard let cache = configuration.keyCache, case .success(let serial) = KernelKeys.serial(of: cache.keyring),
                     let identity = arguments.count == 3
                         ? KeyIdentity(
                             vaultIDHex: arguments[1], keyIDHex: arguments[2], kind: configuration.keyStore.kind,
-                            format: KeyIdentity.currentFormat)
+                            format: 2)
                         : try vault.existingIdentity()
                 else { return 64 }
                 let keys = vault.keys
@@ -188,8 +184,7 @@ enum VaultCommands {
                 if command == "keyring-key" {
                     guard
                         let named = KeyIdentity(
-                            vaultIDHex: arguments[1], keyIDHex: arguments[2], kind: .kernelKeyring,
-                            format: KeyIdentity.currentFormat)
+                            vaultIDHex: arguments[1], keyIDHex: arguments[2], kind: .kernelKeyring, format: 2)
                     else { return 64 }
                     identity = named
                 } else {
@@ -219,8 +214,7 @@ enum VaultCommands {
                         copy: rotated.remainingCopy))
                 lines.append(describe(vault.sessionToken()))
                 let wiped = try vault.wipe()
-                lines.append(
-                    describe("wiped", removed: wiped.removedKey, kept: wiped.keptKeyReason, copy: wiped.remainingCopy))
+                lines.append(describe("wiped", removed: wiped.removedKey, kept: wiped.keptKeyReason, copy: wiped.remainingCopy))
                 lines.append(describe(vault.sessionToken()))
                 line = lines.joined(separator: "\n")
             case "vault-crash-writer" where migratingTo != nil:

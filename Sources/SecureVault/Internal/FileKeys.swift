@@ -14,8 +14,8 @@ import SystemLayer
 ///
 /// Wrapped key file layout (73 bytes): version 1 (1 byte), then the sealed 32-byte master key (nonce 24,
 /// ciphertext 32, tag 16). The associated data binds the service, the key store kind, the vault id, the key id
-/// and the identity format: a wrapped key renamed under another key id or copied to another vault does not
-/// open.
+/// and the identity's key-store format (`KeyIdentity.keyStoreFormat`): a wrapped key renamed under another key id
+/// or copied to another vault does not open.
 struct FileKeys: Sendable {
     enum Root: Sendable {
         case keyFile(path: String)
@@ -141,7 +141,7 @@ struct FileKeys: Sendable {
     }
 
     private func associatedData(_ identity: KeyIdentity) -> [UInt8] {
-        Array("securevault wrapped key 1\0".utf8) + [kind.rawValue, identity.format] + identity.vaultID
+        Array("securevault wrapped key 1\0".utf8) + [kind.rawValue, identity.keyStoreFormat] + identity.vaultID
             + identity.keyID + Array(service.utf8)
     }
 

@@ -50,6 +50,10 @@ package struct KeyIdentity: Equatable, Sendable {
     /// with names tagged by SipHash-2-4-128 instead of keyed BLAKE2b (``VaultSealer``). A new vault, and every key
     /// rotation (which re-tags every record), writes the current format; a vault of an older one keeps opening.
     var format: UInt8 = KeyIdentity.currentFormat
+    /// How key stores name and bind the key: 1 (legacy) or 2 (the service name bound in), the value of the Secret
+    /// Service item's `format` attribute and of the format byte a wrapped key file binds. Format 3 changed only how
+    /// the vault tags names, not how its key is kept, so its keys are kept as format 2's.
+    var keyStoreFormat: UInt8 { min(format, 2) }
     var kind: Kind
     var vaultID: [UInt8]
     var keyID: [UInt8]

@@ -386,7 +386,7 @@ struct MasterKeys: Sendable {
     private func attributes(_ identity: KeyIdentity) -> [String: String] {
         if identity.format < 2 { return ["vault": identity.vaultIDHex, "key": identity.keyIDHex, "format": "1"] }
         return [
-            "vault": identity.vaultIDHex, "key": identity.keyIDHex, "format": String(identity.format),
+            "vault": identity.vaultIDHex, "key": identity.keyIDHex, "format": String(identity.keyStoreFormat),
             "service": service,
         ]
     }
