@@ -193,11 +193,14 @@ struct PowerCut {
         for n in 0..<operations {
             let key = "k\(Int.random(in: 0..<40, using: &rng))"
             let op: Op
-            // Quiet stretches (the first 100 operations of every 150): no sync(), and half of the operations rewrite
-            // one of a few large values, so that automatic compactions follow each other with no sync in between and
-            // write their images into the files earlier ones used (StoreImage.rewrite).
-            let quiet = n % 150 < 100
-            if quiet && Bool.random(using: &rng) {
+            // Quiet stretches (the first 40 operations of every 150): every operation rewrites one of a few large
+            // values, so that automatic compactions follow each other with no sync in between and write their images
+            // into the files earlier ones used (StoreImage.rewrite). The live data keeps its size there: a store that
+            // grows between two compactions leaves a replaced file too large to be reused as the next image (it is
+            // never shrunk, and may be at most an eighth or 16 KiB larger than the image needs), which with random
+            // operations mixed in made one seed in eight fail the reuse check below.
+            let quiet = n % 150 < 40
+            if quiet {
                 op = .set("b\(Int.random(in: 0..<4, using: &rng))", .data(Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500)))
             } else {
             switch Int.random(in: 0..<100, using: &rng) {
@@ -215,7 +218,7 @@ struct PowerCut {
                     })
             case 72..<84: op = .remove(key)
             case 84: op = .removeAll
-            case 85..<95 where !quiet: op = .sync
+            case 85..<95: op = .sync
             case 95..<97: op = .compact
             default:
                 // Large rewrites: garbage, so that automatic compactions run between the explicit ones.

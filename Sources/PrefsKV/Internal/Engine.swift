@@ -497,7 +497,7 @@ final class Engine: @unchecked Sendable {
         try lookUp(indexKey)
         let log = self.log
         let codec = self.codec
-        let paths = self.paths
+        let dataPath = paths.data  // (copying the whole StorePaths cost 470 instructions a write)
         let wrote = try typed {
             try withUnsafeTemporaryAllocation(byteCount: Swift.max(valueLength, 1), alignment: 16) { buffer -> Bool in
                 defer { Sys.zero(buffer) }
@@ -510,24 +510,26 @@ final class Engine: @unchecked Sendable {
                 {
                     return false
                 }
-                let key = codec.diskKey(name, indexKey: indexKey)
                 let storedLength = codec.storedLength(name: name, valueLength: valueLength)
                 let auth = log.auth
-                let length = Format.recordLength(
-                    keyLength: key.count, valueLength: storedLength, authenticated: auth != nil)
                 let uuid = log.header.uuid
                 let seed = log.recordSeed
-                try log.appendSealedSet(indexKey: indexKey, length: length, plainCRC: CRC32C.checksum(value)) {
-                    bytes, offset, seq throws(PrefsError) -> RecordHeader in
-                    do {
-                        return try key.withUnsafeBytes { key in
-                            try codec.writeSet(
+                // The tag, decoded from the index key onto the stack (no array per write).
+                try withUnsafeTemporaryAllocation(byteCount: indexKey.utf8.count / 2, alignment: 8) { tag in
+                    RecordCodec.unhex(indexKey, into: tag)
+                    let key = UnsafeRawBufferPointer(tag)
+                    let length = Format.recordLength(
+                        keyLength: key.count, valueLength: storedLength, authenticated: auth != nil)
+                    try log.appendSealedSet(indexKey: indexKey, length: length, plainCRC: CRC32C.checksum(value)) {
+                        bytes, offset, seq throws(PrefsError) -> RecordHeader in
+                        do {
+                            return try codec.writeSet(
                                 into: bytes, at: offset, flags: RecordFlags.commit, seq: seq, name: name, key: key,
                                 type: type, value: value, expiresAt: expiresAt, storedLength: storedLength,
                                 uuid: uuid, auth: auth, seed: seed)
+                        } catch {
+                            throw SealedRecordCodec.sealFailed(name, path: dataPath, error)
                         }
-                    } catch {
-                        throw SealedRecordCodec.sealFailed(name, path: paths.data, error)
                     }
                 }
                 sealed.learn(indexKey: indexKey, name: name)

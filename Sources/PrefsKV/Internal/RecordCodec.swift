@@ -72,6 +72,17 @@ enum RecordCodec {
     @inline(__always)
     private static func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
 
+    /// Writes the bytes of a lowercase hex string made by `hex` into `output` (exactly half as many bytes as the
+    /// string has digits).
+    static func unhex(_ text: String, into output: UnsafeMutableRawBufferPointer) {
+        var text = text
+        text.withUTF8 { digits in
+            precondition(digits.count == 2 * output.count, "an index key of a sealed store is hex")
+            func value(_ c: UInt8) -> UInt8 { c <= 0x39 ? c - 0x30 : c - 0x57 }
+            for i in 0..<output.count { output[i] = value(digits[2 * i]) << 4 | value(digits[2 * i + 1]) }
+        }
+    }
+
     /// The bytes of a lowercase hex string made by `hex`.
     static func unhex(_ text: String) -> [UInt8] {
         var text = text
@@ -108,7 +119,7 @@ enum RecordCodec {
 
     /// Forgets learned names whose index keys `keep` rejects (after entries went away).
     func retainNames(where keep: (String) -> Bool) {
-        if case .sealed(let sealed) = self { sealed.names = sealed.names.filter { keep($0.key) } }
+        if case .sealed(let sealed) = self { sealed.names = sealed.names.filter { keep($0.key.key) } }
     }
 
     func forgetNames() {

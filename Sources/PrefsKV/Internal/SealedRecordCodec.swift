@@ -6,7 +6,7 @@ import SystemLayer
 final class SealedRecordCodec {
     let sealer: any PrefsSealer
     /// Index key (hex tag) to key name, learned by opening records (and by writing them).
-    @exclusivity(unchecked) var names: [String: String] = [:]
+    @exclusivity(unchecked) var names: [SealedIndexKey: String] = [:]
     /// Key name to index key (hex of the sealer's tag), for names used through this handle.
     /// A tag costs a keyed hash (BLAKE2b, about a microsecond with its hex); a lookup here a tenth of that.
     /// Cleared when it grows past `indexKeyCacheLimit` names (about 100 bytes each: at most 1.6 MiB); a new
@@ -40,10 +40,10 @@ final class SealedRecordCodec {
 
     /// The name of a sealed entry, opening its record the first time.
     func name(forIndexKey key: String, in log: StoreLog) throws(PrefsError) -> String? {
-        if let name = names[key] { return name }
+        if let name = names[SealedIndexKey(key)] { return name }
         guard let entry = log.index[key] else { return nil }
         let name = try withPlaintext(of: entry, expectedName: nil, in: log) { name, _ in name }
-        names[key] = name
+        names[SealedIndexKey(key)] = name
         return name
     }
 
@@ -57,7 +57,7 @@ final class SealedRecordCodec {
     /// Remembers the name of an index key (a set whose entry was published with its plaintext CRC already).
     @inline(__always)
     func learn(indexKey: String, name: String) {
-        names[indexKey] = name
+        names[SealedIndexKey(indexKey)] = name
     }
 
     /// The error of a seal that failed while writing `name`'s value.
@@ -172,6 +172,20 @@ final class SealedRecordCodec {
             return try body(UnsafeRawBufferPointer(ad))
         }
     }
+}
+
+/// The index key of a sealed store (the hex of a tag) as a dictionary key, hashed with the index's own seeded hash
+/// of its bytes and compared byte for byte: Swift's `String` hashing (SipHash-1-3 over the 32 characters, after
+/// checking their normalisation) was most of the cost of remembering a name at each sealed write.
+struct SealedIndexKey: Hashable {
+    let key: String
+
+    @inline(__always)
+    init(_ key: String) { self.key = key }
+
+    static func == (a: SealedIndexKey, b: SealedIndexKey) -> Bool { KeyIndex.sameBytes(a.key, b.key) }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(KeyIndex.hash(key)) }
 }
 
 /// A sealed value's plaintext does not have the expected shape (or names another key).
