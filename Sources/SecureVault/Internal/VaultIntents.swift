@@ -7,8 +7,8 @@ import SystemLayer
 /// - `wipe <vault id> <key id> <format>`: a wipe was under way: delete that key, then the vault file.
 /// - `drop <vault id> <key id> <format>`: that key is garbage (the unused half of a rotation): delete it,
 ///   unless the vault file turns out to use it.
-/// `<format>` is the identity format, which decides how the key is named in the key store (a line without it,
-/// from before format 2, is format 1). A line may end with `store=<hex>`: the key is in that key store (the
+/// `<format>` is the identity's key-store format (`KeyIdentity.keyStoreFormat`: 2 for identity formats 2 and 3),
+/// which decides how the key is named in the key store (a line without it, from before format 2, is format 1). A line may end with `store=<hex>`: the key is in that key store (the
 /// hex of its `KeyStore.spelling`, as `vaultctl --key-store` spells it), not the configured one: the two keys
 /// of a migration (``Vault/migrateKey(to:)``) are in two key stores, and the next open may be configured with
 /// either. Only keys the vault proved it owns are journaled, and a replay deletes
@@ -38,7 +38,7 @@ struct VaultIntent: Equatable {
         self.kind = kind
         vaultIDHex = identity.vaultIDHex
         keyIDHex = identity.keyIDHex
-        format = identity.format
+        format = identity.keyStoreFormat
         self.deferred = deferred
         self.store = store
     }
