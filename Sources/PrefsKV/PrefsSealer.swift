@@ -29,12 +29,25 @@ public protocol PrefsSealer: AnyObject, Sendable {
     /// Whether `tag(forKey:)` costs less than looking a name up in a map of the tags already computed (about
     /// 1,500 instructions: a keyed BLAKE2b tag costs twice that, SipHash a tenth). When false (the default),
     /// PrefsKV remembers the tags of up to 16,384 names a handle used; when true, it computes the tag at every
-    /// access and keeps no such map.
+    /// access, with `tag(forKey:into:)`, and keeps no such map. A sealer whose tags are cheap gives every tag the
+    /// same length, at most 64 bytes.
     ///
     /// ```swift
     /// var tagsAreCheap: Bool { true }   // tags are SipHash-2-4-128
     /// ```
     var tagsAreCheap: Bool { get }
+
+    /// Writes the tag of `key` into `output`, which is exactly as long as the sealer's tags: the same bytes as
+    /// `tag(forKey:)`, without an array. PrefsKV calls it when `tagsAreCheap` is true. The default implementation
+    /// copies `tag(forKey:)`.
+    ///
+    /// ```swift
+    /// func tag(forKey key: String, into output: UnsafeMutableRawBufferPointer) {
+    ///     var name = key
+    ///     name.withUTF8 { siphash128(UnsafeRawBufferPointer($0), key: nameKey, into: output) }
+    /// }
+    /// ```
+    func tag(forKey key: String, into output: UnsafeMutableRawBufferPointer)
 
     /// The number of bytes `seal` adds to a plaintext (nonce and authenticator), at most 1024.
     var overhead: Int { get }
@@ -84,6 +97,13 @@ public protocol PrefsSealer: AnyObject, Sendable {
 extension PrefsSealer {
     /// False: PrefsKV remembers the tags of the names a handle used.
     public var tagsAreCheap: Bool { false }
+
+    /// Copies `tag(forKey:)` into `output`.
+    public func tag(forKey key: String, into output: UnsafeMutableRawBufferPointer) {
+        let tag = tag(forKey: key)
+        precondition(tag.count == output.count, "a cheap sealer's tags all have one length")
+        output.copyBytes(from: tag)
+    }
 
     /// Opens through `open(_:associatedData:_:)` and copies the plaintext into `plaintext`.
     public func open(

@@ -86,7 +86,7 @@ extension PrefsStore {
     /// The value under `key` with its type, or nil when absent or expired.
     package func value(forKey key: String) throws -> PrefsValue? {
         try read { e throws(PrefsError) -> PrefsValue? in
-            guard let entry = try e.liveEntry(e.indexKey(forName: key)) else { return nil }
+            guard let entry = try e.liveEntry(forName: key) else { return nil }
             return try e.withValue(of: entry, name: key) { bytes throws(PrefsError) -> PrefsValue in
                 guard let value = PrefsValue(type: entry.type, bytes: bytes) else {
                     throw PrefsError(

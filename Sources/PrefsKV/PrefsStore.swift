@@ -191,7 +191,7 @@ public final class PrefsStore: Sendable {
     /// if try !store.contains("onboarded") { showOnboarding() }
     /// ```
     public func contains(_ key: String) throws -> Bool {
-        try read { e throws(PrefsError) in try e.liveEntry(e.indexKey(forName: key)) != nil }
+        try read { e throws(PrefsError) in try e.liveEntry(forName: key) != nil }
     }
 
     /// Every live key, sorted by its UTF-8 bytes (code point order). In a sealed store, names are learned by
@@ -415,7 +415,7 @@ public final class PrefsStore: Sendable {
         _ key: String, _ type: ValueType, _ decode: (UnsafeRawBufferPointer) -> R?
     ) throws -> R? {
         try read { e throws(PrefsError) -> R? in
-            guard let entry = try e.liveEntry(e.indexKey(forName: key)) else { return nil }
+            guard let entry = try e.liveEntry(forName: key) else { return nil }
             guard entry.type == type else { throw PrefsStore.typeMismatch(key, entry.type, type, e) }
             // Decoded inside the read, judged after it (an error thrown from inside made every get retain and
             // release the key and the engine).

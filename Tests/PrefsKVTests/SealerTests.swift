@@ -16,6 +16,34 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
 }
 
 @Suite struct SealerTests {
+    /// A sealer whose tags are cheap (PrefsKV computes them at every access, the index key on the stack for reads)
+    /// and one whose tags PrefsKV remembers write the same store: each reads, overwrites, deletes and lists what the
+    /// other wrote, through a persisted index too (the table is probed with the same index keys).
+    @Test(arguments: [true, false])
+    func cheapAndRememberedTagsMakeTheSameStore(writerCheap: Bool) throws {
+        let dir = try TempDir("sealed-tags")
+        let keys = (0..<300).map { "key-\($0)" }  // enough for a persisted index (256 keys)
+        func open(cheap: Bool) throws -> PrefsStore {
+            try openStore(dir) { $0.sealer = TestSealer(key: 4, tagsAreCheap: cheap) }
+        }
+        do {
+            let store = try open(cheap: writerCheap)
+            for (i, key) in keys.enumerated() { try store.set(Int64(i), forKey: key) }
+            try store.set("s", forKey: "gone")
+            try store.removeValue(forKey: "gone")
+        }
+        for cheap in [!writerCheap, writerCheap] {
+            let store = try open(cheap: cheap)
+            for (i, key) in keys.enumerated() where i % 37 == 0 { #expect(try store.int64(forKey: key) == Int64(i)) }
+            #expect(try store.int64(forKey: "gone") == nil)
+            #expect(try store.contains("key-5") && !store.contains("absent"))
+            try store.set(Int64(-1), forKey: "key-1")
+            #expect(try store.int64(forKey: "key-1") == -1)
+            try store.set(Int64(1), forKey: "key-1")
+            #expect(try store.allKeys == keys.sorted())
+        }
+    }
+
     @Test func aSealedStoreKeepsKeysAndValuesOffTheDisk() throws {
         let dir = try TempDir("sealed")
         do {

@@ -57,6 +57,10 @@ import Testing
         #expect(
             try liveTags(dir).isDisjoint(with: ["session.token", "refresh"].map { blake2bTag($0, masterKey: key) }))
         #expect(vault.testSealer.tagsAreCheap)
+        // The tag PrefsKV computes onto the stack is the array's.
+        var written = [UInt8](repeating: 0, count: 16)
+        written.withUnsafeMutableBytes { vault.testSealer.tag(forKey: "session.token", into: $0) }
+        #expect(written == sipHashTag("session.token", masterKey: key))
 
         let reopened = try dir.vault()
         #expect(try reopened.string(for: "session.token") == "t0k3n")
@@ -85,6 +89,9 @@ import Testing
         #expect(try opened.string(for: "j") == nil)
         #expect(try opened.existingIdentity()?.format == 2)
         #expect(!opened.testSealer.tagsAreCheap)
+        var written = [UInt8](repeating: 0, count: 16)
+        written.withUnsafeMutableBytes { opened.testSealer.tag(forKey: "k", into: $0) }
+        #expect(written == blake2bTag("k", masterKey: oldKey))
         #expect(try liveTags(dir).contains(blake2bTag("k", masterKey: oldKey)))
         try opened.set("written by format 3 code", for: "new")
         #expect(try liveTags(dir).contains(blake2bTag("new", masterKey: oldKey)))

@@ -8,9 +8,14 @@ public final class TestSealer: PrefsSealer {
     /// Whether stores written before record authentication (format 1) open with it.
     public let acceptsUnauthenticatedLog: Bool
 
-    public init(key: UInt64, acceptsUnauthenticatedLog: Bool = true) {
+    /// Whether PrefsKV computes its tags at every access instead of remembering them (`PrefsSealer.tagsAreCheap`):
+    /// by default for odd keys and not for even ones, so that the suites run both of PrefsKV's paths.
+    public let tagsAreCheap: Bool
+
+    public init(key: UInt64, acceptsUnauthenticatedLog: Bool = true, tagsAreCheap: Bool? = nil) {
         self.key = key
         self.acceptsUnauthenticatedLog = acceptsUnauthenticatedLog
+        self.tagsAreCheap = tagsAreCheap ?? (key % 2 == 1)
     }
 
     public var keyCheck: [UInt8] { bytes(mix(key ^ 0x6B65_7963_6865_636B)) }

@@ -183,6 +183,21 @@ final class Engine: @unchecked Sendable {
         return try liveEntryFromTable(key)
     }
 
+    /// The live entry of the key `name`. Through a sealer whose tags are cheap, the index is searched with the
+    /// index key written on the stack; a `String` of it is made only when the persisted table must be asked.
+    @inline(__always)
+    func liveEntry(forName name: String) throws(PrefsError) -> Entry? {
+        guard case .sealed(let sealed) = codec, !sealed.cachesIndexKeys else {
+            return try liveEntry(codec.indexKey(forName: name))
+        }
+        let log = self.log
+        if let entry = sealed.withIndexKeyBytes(forName: name, { log.index.entry(utf8: $0) }) {
+            return entry.isExpired(now: Sys.nowMilliseconds()) ? nil : entry
+        }
+        guard log.table != nil else { return nil }
+        return try liveEntryFromTable(sealed.indexKey(forName: name))
+    }
+
     @inline(never)
     private func liveEntryFromTable(_ key: String) throws(PrefsError) -> Entry? {
         switch log.lookUp(key) {

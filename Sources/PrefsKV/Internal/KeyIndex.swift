@@ -138,6 +138,27 @@ struct KeyIndex: Sequence {
         }
     }
 
+    /// The entry whose key's UTF-8 bytes are `key`, or nil: a lookup with no `String` made (a sealed store's hex
+    /// index key, written on the stack for a read).
+    @inline(__always)
+    func entry(utf8 key: UnsafeRawBufferPointer) -> Entry? {
+        guard lookup.mask >= 0 else { return nil }
+        let hash = KeyIndex.hash(key)
+        let slots = lookup.slots.unsafelyUnwrapped
+        let items = lookup.items.unsafelyUnwrapped
+        let tag = hash & KeyIndex.tagMask
+        var slot = Int(truncatingIfNeeded: hash) & lookup.mask
+        while true {
+            let word = slots[slot]
+            if word == 0 { return nil }
+            if word & KeyIndex.tagMask == tag {
+                let position = Int(truncatingIfNeeded: word & KeyIndex.positionMask) - 1
+                if KeyIndex.withUTF8(items[position].key, { KeyIndex.equal($0, key) }) { return items[position].entry }
+            }
+            slot = (slot + 1) & lookup.mask
+        }
+    }
+
     /// The position of `key`, or nil.
     @inline(__always)
     func position(of key: String) -> Int? {

@@ -69,6 +69,18 @@ enum RecordCodec {
         }
     }
 
+    /// Writes `hex(bytes)` into `output` (exactly twice as many bytes as `bytes`).
+    static func hex(_ bytes: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) {
+        precondition(output.count == 2 * bytes.count, "hex output is twice the bytes")
+        guard let source = bytes.baseAddress else { return }
+        let out = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
+        for i in 0..<bytes.count {
+            let b = source.load(fromByteOffset: i, as: UInt8.self)
+            out[2 * i] = hexDigit(b >> 4)
+            out[2 * i + 1] = hexDigit(b & 15)
+        }
+    }
+
     @inline(__always)
     private static func hexDigit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x57 + nibble }
 

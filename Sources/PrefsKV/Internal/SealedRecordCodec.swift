@@ -14,12 +14,16 @@ final class SealedRecordCodec {
     /// Unused when the sealer's tags are cheaper than a lookup here (`PrefsSealer.tagsAreCheap`).
     @exclusivity(unchecked) var indexKeyCache: [ByteKey: String] = [:]
     static let indexKeyCacheLimit = 16_384
-    /// `sealer.tagsAreCheap`, read once.
+    /// `!sealer.tagsAreCheap`, read once.
     let cachesIndexKeys: Bool
+    /// The length of the sealer's tags when they are cheap (0 otherwise).
+    let cheapTagLength: Int
 
     init(sealer: any PrefsSealer) {
         self.sealer = sealer
         cachesIndexKeys = !sealer.tagsAreCheap
+        cheapTagLength = sealer.tagsAreCheap ? sealer.tag(forKey: "").count : 0
+        precondition(cheapTagLength <= 64, "a cheap sealer's tags are at most 64 bytes")
     }
 
     static func missingSealer(_ paths: StorePaths) -> PrefsError {
@@ -28,7 +32,7 @@ final class SealedRecordCodec {
 
     @inline(__always)
     func indexKey(forName name: String) -> String {
-        guard cachesIndexKeys else { return RecordCodec.hex(sealer.tag(forKey: name)) }
+        guard cachesIndexKeys else { return withIndexKeyBytes(forName: name) { String(decoding: $0, as: UTF8.self) } }
         if let known = indexKeyCache[ByteKey(name)] { return known }
         let key = RecordCodec.hex(sealer.tag(forKey: name))
         if indexKeyCache.count >= SealedRecordCodec.indexKeyCacheLimit {
@@ -36,6 +40,22 @@ final class SealedRecordCodec {
         }
         indexKeyCache[ByteKey(name)] = key
         return key
+    }
+
+    /// Passes `body` the index key of `name` (the hex of the sealer's tag) as UTF-8 bytes on the stack, without
+    /// making a `String` (32 characters: an allocation): a read through a sealer whose tags are cheap.
+    @inline(__always)
+    func withIndexKeyBytes<R>(forName name: String, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        precondition(!cachesIndexKeys, "index keys on the stack are for sealers whose tags are cheap")
+        let length = cheapTagLength
+        // The tag, then its hex, in one stack buffer (at most 3 x 64 bytes).
+        return withUnsafeTemporaryAllocation(byteCount: 3 * length, alignment: 8) { buffer in
+            let tag = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
+            let key = UnsafeMutableRawBufferPointer(rebasing: buffer[length...])
+            sealer.tag(forKey: name, into: tag)
+            RecordCodec.hex(UnsafeRawBufferPointer(tag), into: key)
+            return body(UnsafeRawBufferPointer(key))
+        }
     }
 
     /// The name of a sealed entry, opening its record the first time.

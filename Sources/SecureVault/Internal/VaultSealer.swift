@@ -67,13 +67,22 @@ final class VaultSealer: PrefsSealer {
 
     func tag(forKey key: String) -> [UInt8] {
         guard shortTags else { return Sodium.keyedHash(Array(key.utf8), key: tagKey, length: 16) }
-        var name = key
         return [UInt8](unsafeUninitializedCapacity: 16) { out, initialized in
-            name.withUTF8 {
-                Sodium.shortHash128(UnsafeRawBufferPointer($0), key: tagKey, into: UnsafeMutableRawBufferPointer(out))
-            }
+            tag(forKey: key, into: UnsafeMutableRawBufferPointer(out))
             initialized = 16
         }
+    }
+
+    /// The SipHash tag (format 3) written into `output` (16 bytes); format 1 and 2 tags go through an array.
+    func tag(forKey key: String, into output: UnsafeMutableRawBufferPointer) {
+        guard shortTags else {
+            let tag = tag(forKey: key)
+            precondition(tag.count == output.count, "a name tag is 16 bytes")
+            output.copyBytes(from: tag)
+            return
+        }
+        var name = key
+        name.withUTF8 { Sodium.shortHash128(UnsafeRawBufferPointer($0), key: tagKey, into: output) }
     }
 
     /// SipHash tags (format 3) cost less than PrefsKV's lookup of a name in a map of tags.
