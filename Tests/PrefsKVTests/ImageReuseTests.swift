@@ -5,6 +5,8 @@ import Foundation
 import Glibc
 import TestKit
 import TestSupport
+import Synchronization
+import TestSealer
 import Testing
 
 @testable import PrefsKV
@@ -142,6 +144,79 @@ import Testing
         for i in 0..<10 { #expect(try lagging.string(forKey: "k\(i)") == "value \(i)") }
         #expect(try lagging.data(forKey: "blob") == Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500))
         #expect(log.entries.withLock { $0.filter { $0.level >= .warning } }.isEmpty, "\(log.entries.withLock { $0 })")
+    }
+
+    /// An observer on a handle whose image's file a compaction writes again (the case `StoreLog.changedIndexKeys`
+    /// cannot compare, since the old mapping shows the newer image): it is told every key that changed meanwhile,
+    /// by name, a deleted one included, and nothing is reported as changed by this handle. In a sealed store the
+    /// deleted key's name can come only from the names the handle learned (its record is gone from the file), with
+    /// the sealer's tags remembered (even key) or computed at each access (odd key).
+    @Test(arguments: [nil, 1, 2] as [UInt64?])
+    func anObserverOfARewrittenImageHearsEveryChangeByName(sealerKey: UInt64?) throws {
+        let dir = try TempDir("reuse-observed")
+        let sealer = sealerKey.map { TestSealer(key: $0) }
+        func configure(_ configuration: inout PrefsStore.Configuration) {
+            configuration.autoCompactionThreshold = 16 * 1024
+            configuration.sealer = sealer
+        }
+        let store = try openStore(dir, configure)
+        for i in 0..<10 { try store.set("value \(i)", forKey: "k\(i)") }
+        try store.sync()
+        var n = 0
+        func rewriteUntilCompacted() throws { try Self.rewriteUntilCompacted(store, dir, &n) }
+        try rewriteUntilCompacted()
+        try rewriteUntilCompacted()
+        let observed = try openStore(dir, configure)
+        #expect(try observed.allKeys == ["blob"] + (0..<10).map { "k\($0)" })
+        let adopted = Self.inode(dir.file("ui.prefs"))
+        let heard = Mutex<[PrefsChange]>([])
+        let observation = observed.observe { change in heard.withLock { $0.append(change) } }
+        defer { observation.cancel() }
+
+        try store.set("changed", forKey: "k3")
+        try store.removeValue(forKey: "k5")
+        try store.set("new", forKey: "k10")
+        try rewriteUntilCompacted()
+        try rewriteUntilCompacted()
+        #expect(Self.inode(dir.file("ui.prefs")) == adopted, "the observed handle's file was written again")
+
+        #expect(try observed.string(forKey: "k3") == "changed")
+        // The handle's watch thread may have taken the changes and be delivering them on its own thread: wait for
+        // the event (the deadline only bounds a failure).
+        let expected: Set<String> = ["k3", "k5", "k10", "blob"]
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !Set(heard.withLock { $0 }.flatMap(\.keys)).isSuperset(of: expected) && ContinuousClock.now < deadline {
+            _ = try observed.count
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        let changes = heard.withLock { $0 }
+        let keys = Set(changes.flatMap(\.keys))
+        #expect(keys.isSuperset(of: expected), "\(changes)")
+        #expect(changes.allSatisfy { $0.isExternal }, "\(changes)")
+        #expect(try observed.string(forKey: "k5") == nil)
+        #expect(try observed.allKeys == ["blob"] + (0..<11).filter { $0 != 5 }.map { "k\($0)" }.sorted())
+    }
+
+    /// A restore from a backup tells this handle's observers every key it changed, by name: in a sealed store a
+    /// key the backup lacks is named only by what the handle learned (its record goes with the replaced file).
+    /// Before, the learned names were dropped before the changes were named, and such keys went unreported.
+    @Test(arguments: [nil, 1, 2] as [UInt64?])
+    func aRestoreTellsObserversEveryKeyItChangedByName(sealerKey: UInt64?) throws {
+        let dir = try TempDir("restore-observed")
+        let store = try openStore(dir) { $0.sealer = sealerKey.map { TestSealer(key: $0) } }
+        try store.set("a1", forKey: "a")
+        try store.set("b1", forKey: "b")
+        try store.backup(to: dir.file("backup.prefs"))
+        try store.set("a2", forKey: "a")
+        try store.set("c1", forKey: "c")
+        let heard = Mutex<[PrefsChange]>([])
+        let observation = store.observe { change in heard.withLock { $0.append(change) } }
+        defer { observation.cancel() }
+        try store.restore(from: dir.file("backup.prefs"))
+        let keys = Set(heard.withLock { $0 }.flatMap(\.keys))
+        #expect(keys == ["a", "c"], "\(heard.withLock { $0 })")
+        #expect(try store.allKeys == ["a", "b"])
+        #expect(try store.string(forKey: "a") == "a1")
     }
 
     /// Found by review: a handle on an image whose file is written again with a newer image that ends at the same

@@ -417,8 +417,6 @@ final class Engine: @unchecked Sendable {
         }
         let old = (file: log.file, index: log.index)
         log.adopt(snapshot)
-        let index = log.index
-        codec.retainNames { index[$0] != nil }
         autoCompactionBlockedBelow = 0
         if !snapshot.damage.isEmpty {
             try recover(damage: snapshot.damage, recordsKept: snapshot.recordCount)
@@ -427,6 +425,10 @@ final class Engine: @unchecked Sendable {
             if log.file.writable && multiProcess && !log.file.isWatched { log.file.setWatched(true) }
             noteChanges(from: old.file, oldIndex: old.index, isExternal: true)
         }
+        // Only now: the changes above name the keys the new state lacks by the names learned for them (a sealed
+        // key's record is gone with the old image, so its name is nowhere else).
+        let index = log.index
+        codec.retainNames { index[$0] != nil }
     }
 
     /// Under the writer lock: when the data file was deleted or renamed over from outside while open, marks it
@@ -684,8 +686,7 @@ final class Engine: @unchecked Sendable {
             report = try Recovery.recover(
                 log, damage: damage, recordsKept: recordsKept, policy: policy, watched: watchesImages)
         }
-        let index = log.index
-        codec.retainNames { index[$0] != nil }
+        // (The names of keys the recovery lost are kept: `reload` reports them to observers, then forgets them.)
         autoCompactionBlockedBelow = 0
         lastRecovery = report
         pendingLog.append((.error, "\(report.description)"))
@@ -695,10 +696,13 @@ final class Engine: @unchecked Sendable {
     func restore(from source: String) throws(PrefsError) {
         guard log.file.writable else { throw readOnlyError }
         let old = (file: log.file, index: log.index)
-        codec.forgetNames()
         try log.restore(from: source, sealer: sealer, watched: watchesImages)
         autoCompactionBlockedBelow = 0
         if wantsChanges { noteChanges(from: old.file, oldIndex: old.index, isExternal: false) }
+        // After the changes, which name keys the backup lacks by the names learned for them. (A name learned for
+        // an index key stays right: the restored store has the same sealer, so the same tag for the same name.)
+        let index = log.index
+        codec.retainNames { index[$0] != nil }
     }
 
     /// Under the writer lock: re-seals every live value with `newSealer` (Rekey.swift).
