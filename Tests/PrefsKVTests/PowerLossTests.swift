@@ -361,6 +361,7 @@ struct PowerCut {
         // Open every cut in a fresh directory.
         let check = try TempDir("power-check", memory: true)
         var recoveries = 0
+        var prefixCuts = 0
         var opened = 0
         var seen = Set<Int>()
         for (i, cut) in cuts.enumerated() {
@@ -412,11 +413,21 @@ struct PowerCut {
                     options.contains(found[key]),
                     "\(context): \(key) is \(String(describing: found[key])), allowed \(options)")
             }
+            // A cut that opens without a recovery holds the whole state after some operation since the promise: a
+            // prefix of what was written, each transaction whole (the per-key rule above cannot see a newer value of
+            // one key beside an older value of a key written before it, or a record of an earlier image taken for
+            // one of this image).
+            if reopened.lastRecovery == nil {
+                let prefixes = (cut.promised...cut.started).map { states[$0] }
+                #expect(prefixes.contains(found), "\(context): the state is no prefix of the operations: \(found)")
+                if prefixes.contains(found) { prefixCuts += 1 }
+            }
         }
         Torture.report(
             "power loss (\(durability), \(sealed ? "sealed" : "plain")): \(operations) operations, \(versions.count) files "
                 + "(\(deferredCompactions) renamed in place unflushed, \(reusedFiles) written into a file an earlier image used), "
-                + "\(cuts.count) cuts (\(opened) distinct) opened, \(recoveries) needed a recovery, 0 lost a promised write, "
+                + "\(cuts.count) cuts (\(opened) distinct) opened, \(recoveries) needed a recovery, \(prefixCuts) opened "
+                + "without one held a prefix of the operations, 0 lost a promised write, "
                 + "0 held a value never written")
     }
 }
