@@ -212,7 +212,9 @@ extension Vault {
                             // The file goes all the same (its key now holds random bytes); the key is retried. The
                             // wipe line stays until the file is gone, so a crash before that still removes it.
                             report.keptKeyReason = reason
-                            try recordIntents([VaultIntent(.wipe, identity), VaultIntent(.drop, identity, deferred: true)])
+                            try recordIntents([
+                                VaultIntent(.wipe, identity), VaultIntent(.drop, identity, deferred: true),
+                            ])
                         } else if !deletion.removed, identity.format < 2,
                             case .secretService = configuration.keyStore.storage
                         {
@@ -331,8 +333,9 @@ extension Vault {
         guard let inspection else { return nil }
         guard let identity = KeyIdentity(encoded: inspection.keyCheck) else {
             throw VaultError(
-                code: .corrupted, message: "vault '\(service)': \(path) is not a SecureVault file",
-                path: path)
+                code: .corrupted,
+                message: "vault '\(service)': \(path) is not a SecureVault file this version reads ("
+                    + "\(KeyIdentity.unreadableReason(inspection.keyCheck)))", path: path)
         }
         return identity
     }
@@ -349,7 +352,9 @@ extension Vault {
 
     /// ``withVaultLock(_:)``, telling `body` whether this call created the vault's directory (on its way to the
     /// lock: a first write that failed in another process may have removed it meanwhile).
-    func withVaultLockNotingDirectory<R>(_ body: (_ createdDirectory: Bool) throws(VaultError) -> R)
+    func withVaultLockNotingDirectory<R>(
+        _ body: (_ createdDirectory: Bool) throws(VaultError) -> R
+    )
         throws(VaultError) -> R
     {
         let thread = Sys.threadID()

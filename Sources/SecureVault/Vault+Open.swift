@@ -65,7 +65,8 @@ extension Vault {
         guard inspection.isSealed, let identity = KeyIdentity(encoded: inspection.keyCheck) else {
             throw VaultError(
                 code: .corrupted,
-                message: "vault '\(service)': \(path) is not a SecureVault file (its header names no vault key); "
+                message: "vault '\(service)': \(path) is not a SecureVault file this version reads ("
+                    + "\(inspection.isSealed ? KeyIdentity.unreadableReason(inspection.keyCheck) : "it is not sealed")); "
                     + "it was left untouched", path: path)
         }
         guard identity.kind == configuration.keyStore.kind else {
@@ -82,7 +83,8 @@ extension Vault {
             let named = KeyStore.KernelKeyring.allCases.first { $0.code == identity.argonPasses }
             throw VaultError(
                 code: .wrongKey,
-                message: "vault '\(service)' keeps its key in the kernel's \(named?.rawValue ?? "unknown") keyring, not "
+                message:
+                    "vault '\(service)' keeps its key in the kernel's \(named?.rawValue ?? "unknown") keyring, not "
                     + "the \(keyring.rawValue) keyring; the file was left untouched", path: path)
         }
         let sealer: VaultSealer

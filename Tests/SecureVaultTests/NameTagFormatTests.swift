@@ -107,4 +107,29 @@ import Testing
         #expect(tags.isSuperset(of: [sipHashTag("k", masterKey: newKey), sipHashTag("new", masterKey: newKey)]))
         #expect(!tags.contains(blake2bTag("k", masterKey: oldKey)))
     }
+
+    /// A vault whose identity format is newer than this library's is refused with a message that says so (not
+    /// "not a SecureVault file"), and its file is left as it was.
+    @Test func aVaultOfANewerIdentityFormatIsRefusedAndSaysSo() throws {
+        let dir = try VaultDirectory()
+        try dir.vault().set("v", for: "k")
+        var bytes = try dir.fileBytes()
+        #expect(bytes[Format.keyCheckOffset] == KeyIdentity.currentFormat)
+        bytes[Format.keyCheckOffset] = KeyIdentity.currentFormat + 1
+        let crc = CRC32C.checksum(Array(bytes[0..<Format.staticCRCOffset]))
+        withUnsafeBytes(of: crc.littleEndian) {
+            bytes.replaceSubrange(Format.staticCRCOffset..<Format.staticCRCOffset + 4, with: $0)
+        }
+        try dir.writeFile(bytes)
+        do {
+            _ = try dir.vault().string(for: "k")
+            Issue.record("a vault of a newer identity format opened")
+        } catch let error as VaultError {
+            #expect(error.code == .corrupted)
+            #expect(
+                error.message.contains("format \(KeyIdentity.currentFormat + 1), written by a newer SecureVault"),
+                "\(error)")
+        }
+        #expect(try dir.fileBytes() == bytes)
+    }
 }

@@ -106,6 +106,16 @@ package struct KeyIdentity: Equatable, Sendable {
         salt = Array(bytes[32..<48])
     }
 
+    /// Why a header's key check that `init(encoded:)` refused is not an identity this library reads: one of a
+    /// newer format (a newer SecureVault wrote the file), or none of ours.
+    static func unreadableReason(_ bytes: [UInt8]) -> String {
+        if bytes.count == encodedLength, bytes[0] > currentFormat, Kind(rawValue: bytes[1]) != nil {
+            return "its vault identity is format \(bytes[0]), written by a newer SecureVault (this one reads formats "
+                + "1 to \(currentFormat))"
+        }
+        return "its header names no vault key"
+    }
+
     init(kind: Kind, vaultID: [UInt8], keyID: [UInt8]) {
         precondition(vaultID.count == 16 && keyID.count == 8)
         self.kind = kind
