@@ -134,10 +134,6 @@ enum RecordCodec {
         if case .sealed(let sealed) = self { sealed.names = sealed.names.filter { keep($0.key.key) } }
     }
 
-    func forgetNames() {
-        if case .sealed(let sealed) = self { sealed.names.removeAll() }
-    }
-
     // MARK: Values
 
     /// Passes the plaintext of the sealed record `entry` means to `body` (a plain record's read is
