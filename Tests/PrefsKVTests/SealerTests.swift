@@ -34,6 +34,7 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         }
         for cheap in [!writerCheap, writerCheap] {
             let store = try open(cheap: cheap)
+            #expect(store.engine.withLock { $0.log.table != nil }, "the open reads a persisted index")
             for (i, key) in keys.enumerated() where i % 37 == 0 { #expect(try store.int64(forKey: key) == Int64(i)) }
             #expect(try store.int64(forKey: "gone") == nil)
             #expect(try store.contains("key-5") && !store.contains("absent"))

@@ -57,15 +57,11 @@ enum RecordCodec {
     @inline(__always)
     var recordFlags: UInt8 { isSealed ? RecordFlags.sealed : 0 }
 
-    static func hex(_ bytes: some Collection<UInt8>) -> String {
+    /// The lowercase hex of `bytes` (a sealed store's index key: its tag in hex).
+    static func hex(_ bytes: UnsafeRawBufferPointer) -> String {
         String(unsafeUninitializedCapacity: bytes.count * 2) { out in
-            var i = 0
-            for b in bytes {
-                out[i] = hexDigit(b >> 4)
-                out[i + 1] = hexDigit(b & 15)
-                i += 2
-            }
-            return i
+            hex(bytes, into: UnsafeMutableRawBufferPointer(out))
+            return bytes.count * 2
         }
     }
 
@@ -97,11 +93,11 @@ enum RecordCodec {
 
     /// The bytes of a lowercase hex string made by `hex`.
     static func unhex(_ text: String) -> [UInt8] {
-        var text = text
-        return text.withUTF8 { digits in
-            precondition(digits.count % 2 == 0, "an index key of a sealed store is hex")
-            func value(_ c: UInt8) -> UInt8 { c <= 0x39 ? c - 0x30 : c - 0x57 }
-            return (0..<digits.count / 2).map { value(digits[2 * $0]) << 4 | value(digits[2 * $0 + 1]) }
+        let count = text.utf8.count
+        precondition(count % 2 == 0, "an index key of a sealed store is hex")
+        return [UInt8](unsafeUninitializedCapacity: count / 2) { out, initialized in
+            unhex(text, into: UnsafeMutableRawBufferPointer(out))
+            initialized = count / 2
         }
     }
 

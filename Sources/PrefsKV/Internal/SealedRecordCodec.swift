@@ -34,7 +34,7 @@ final class SealedRecordCodec {
     func indexKey(forName name: String) -> String {
         guard cachesIndexKeys else { return withIndexKeyBytes(forName: name) { String(decoding: $0, as: UTF8.self) } }
         if let known = indexKeyCache[ByteKey(name)] { return known }
-        let key = RecordCodec.hex(sealer.tag(forKey: name))
+        let key = sealer.tag(forKey: name).withUnsafeBytes { RecordCodec.hex($0) }
         if indexKeyCache.count >= SealedRecordCodec.indexKeyCacheLimit {
             indexKeyCache.removeAll(keepingCapacity: true)
         }
