@@ -219,6 +219,47 @@ import Testing
         #expect(try store.string(forKey: "a") == "a1")
     }
 
+    /// A key another handle deletes is named to this handle's observers by its record (in this file, or in the image
+    /// a compaction replaced), though this handle never learned the name: it wrote the key before it observed, or
+    /// never wrote or listed it at all. Since a sealed handle learns names only while it reports changes (stop 31,
+    /// a fifth of a sealed write), both went unnamed without this; before, the second did anyway.
+    @Test(arguments: [nil, 1, 2] as [UInt64?])
+    func aKeyDeletedElsewhereIsNamedByItsRecord(sealerKey: UInt64?) throws {
+        let dir = try TempDir("vanished-names")
+        let sealer = sealerKey.map { TestSealer(key: $0) }
+        let writer = try openStore(dir) { $0.sealer = sealer }
+        for key in ["theirs", "theirs2", "kept"] { try writer.set("1", forKey: key) }
+        let observed = try openStore(dir) { $0.sealer = sealer }
+        for key in ["mine", "mine2"] { try observed.set("1", forKey: key) }
+        let heard = Mutex<[PrefsChange]>([])
+        let observation = observed.observe { change in heard.withLock { $0.append(change) } }
+        defer { observation.cancel() }
+        func awaitKeys(_ expected: Set<String>) -> Set<String> {
+            // The handle's watch thread may be delivering the changes on its own thread: wait for the event (the
+            // deadline only bounds a failure).
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !Set(heard.withLock { $0 }.flatMap(\.keys)).isSuperset(of: expected) && ContinuousClock.now < deadline {
+                _ = try? observed.count
+                Thread.sleep(forTimeInterval: 0.01)
+            }
+            return Set(heard.withLock { $0 }.flatMap(\.keys))
+        }
+        // Deletions appended to the file this handle reads.
+        try writer.removeValue(forKey: "theirs")
+        try writer.removeValue(forKey: "mine")
+        #expect(awaitKeys(["theirs", "mine"]).isSuperset(of: ["theirs", "mine"]), "\(heard.withLock { $0 })")
+        // Deletions the handle sees only through a new image (the compaction replaces its file).
+        let before = Self.inode(dir.file("ui.prefs"))
+        try writer.removeValue(forKey: "theirs2")
+        try writer.removeValue(forKey: "mine2")
+        try writer.compact()
+        #expect(Self.inode(dir.file("ui.prefs")) != before)
+        #expect(awaitKeys(["theirs2", "mine2"]).isSuperset(of: ["theirs2", "mine2"]), "\(heard.withLock { $0 })")
+        let changes = heard.withLock { $0 }
+        #expect(changes.allSatisfy { $0.isExternal }, "\(changes)")
+        #expect(try observed.allKeys == ["kept"])
+    }
+
     /// Found by review: a handle on an image whose file is written again with a newer image that ends at the same
     /// offset saw the same log-end word and a cleared superseded word, took itself for up to date, and answered
     /// `contains`, `count` and `allKeys` from the earlier image. Handles now compare the header's generation word too.

@@ -330,8 +330,12 @@ final class Engine: @unchecked Sendable {
             return
         }
         var changed: [String] = []
+        var vanished = KeyIndex()
         var damage: [PrefsDamage] = []
-        guard try log.readAppended(collectingChanges: wantsChanges, changed: &changed, damage: &damage) else {
+        guard
+            try log.readAppended(
+                collectingChanges: wantsChanges, changed: &changed, vanished: &vanished, damage: &damage)
+        else {
             // The log end is damaged or went backwards under us: reload the file (recovering it if needed).
             try withWriterLock { () throws(PrefsError) in try reload() }
             return
@@ -352,7 +356,9 @@ final class Engine: @unchecked Sendable {
             }
         }
         if !changed.isEmpty {
-            pendingChanges.append(PrefsChange(keys: codec.names(forIndexKeys: changed, in: log), isExternal: true))
+            let names = codec.names(
+                forIndexKeys: changed, in: log, formerImage: (log.file, vanished, log.header.uuid))
+            pendingChanges.append(PrefsChange(keys: names, isExternal: true))
         }
     }
 
@@ -509,13 +515,41 @@ final class Engine: @unchecked Sendable {
         name: String, type: ValueType, expiresAt: Int64, valueLength: Int, fill: (UnsafeMutableRawBufferPointer) -> Void
     ) throws(PrefsError) {
         guard case .sealed(let sealed) = codec else { preconditionFailure("setSealed on a plain store") }
-        // The tag is computed once here, and used for the lookup and the record.
-        let indexKey = codec.indexKey(forName: name)
+        // The tag is computed once here, and used for the lookup and the record: with cheap tags it is made on the
+        // stack beside its hex (the index key), otherwise decoded from the remembered index key.
+        let wrote = try typed {
+            if sealed.cachesIndexKeys {
+                let indexKey = sealed.indexKey(forName: name)
+                return try withUnsafeTemporaryAllocation(byteCount: indexKey.utf8.count / 2, alignment: 8) { tag in
+                    RecordCodec.unhex(indexKey, into: tag)
+                    return try setSealed(
+                        name: name, indexKey: indexKey, tag: UnsafeRawBufferPointer(tag), sealed: sealed, type: type,
+                        expiresAt: expiresAt, valueLength: valueLength, fill: fill)
+                }
+            }
+            return try sealed.withTagAndIndexKey(forName: name) { tag, indexKeyBytes in
+                try setSealed(
+                    name: name, indexKey: String(decoding: indexKeyBytes, as: UTF8.self), tag: tag, sealed: sealed,
+                    type: type, expiresAt: expiresAt, valueLength: valueLength, fill: fill)
+            }
+        }
+        guard wrote else { return }
+        if wantsChanges { pendingChanges.append(PrefsChange(keys: [name], isExternal: false)) }
+        afterWrite()
+    }
+
+    /// `setSealed` once the tag (the record's key) and its hex (`indexKey`) are known; false when the key already
+    /// held this value (nothing written).
+    @inline(__always)
+    private func setSealed(
+        name: String, indexKey: String, tag: UnsafeRawBufferPointer, sealed: SealedRecordCodec, type: ValueType,
+        expiresAt: Int64, valueLength: Int, fill: (UnsafeMutableRawBufferPointer) -> Void
+    ) throws(PrefsError) -> Bool {
         try lookUp(indexKey)
         let log = self.log
         let codec = self.codec
         let dataPath = paths.data  // (copying the whole StorePaths cost 470 instructions a write)
-        let wrote = try typed {
+        return try typed {
             try withUnsafeTemporaryAllocation(byteCount: Swift.max(valueLength, 1), alignment: 16) { buffer -> Bool in
                 defer { Sys.zero(buffer) }
                 let filled = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<valueLength])
@@ -531,31 +565,24 @@ final class Engine: @unchecked Sendable {
                 let auth = log.auth
                 let uuid = log.header.uuid
                 let seed = log.recordSeed
-                // The tag, decoded from the index key onto the stack (no array per write).
-                try withUnsafeTemporaryAllocation(byteCount: indexKey.utf8.count / 2, alignment: 8) { tag in
-                    RecordCodec.unhex(indexKey, into: tag)
-                    let key = UnsafeRawBufferPointer(tag)
-                    let length = Format.recordLength(
-                        keyLength: key.count, valueLength: storedLength, authenticated: auth != nil)
-                    try log.appendSealedSet(indexKey: indexKey, length: length, plainCRC: CRC32C.checksum(value)) {
-                        bytes, offset, seq throws(PrefsError) -> RecordHeader in
-                        do {
-                            return try codec.writeSet(
-                                into: bytes, at: offset, flags: RecordFlags.commit, seq: seq, name: name, key: key,
-                                type: type, value: value, expiresAt: expiresAt, storedLength: storedLength,
-                                uuid: uuid, auth: auth, seed: seed)
-                        } catch {
-                            throw SealedRecordCodec.sealFailed(name, path: dataPath, error)
-                        }
+                let length = Format.recordLength(keyLength: tag.count, valueLength: storedLength, authenticated: auth != nil)
+                try log.appendSealedSet(indexKey: indexKey, length: length, plainCRC: CRC32C.checksum(value)) {
+                    bytes, offset, seq throws(PrefsError) -> RecordHeader in
+                    do {
+                        return try codec.writeSet(
+                            into: bytes, at: offset, flags: RecordFlags.commit, seq: seq, name: name, key: tag,
+                            type: type, value: value, expiresAt: expiresAt, storedLength: storedLength,
+                            uuid: uuid, auth: auth, seed: seed)
+                    } catch {
+                        throw SealedRecordCodec.sealFailed(name, path: dataPath, error)
                     }
                 }
-                sealed.learn(indexKey: indexKey, name: name)
+                // Only a handle that reports changes needs the name later, for a key whose record goes (deleted or
+                // replaced by another process); anything else opens the record when it asks (`name(forIndexKey:)`).
+                if wantsChanges { sealed.learn(indexKey: indexKey, name: name) }
                 return true
             }
         }
-        guard wrote else { return }
-        if wantsChanges { pendingChanges.append(PrefsChange(keys: [name], isExternal: false)) }
-        afterWrite()
     }
 
     /// About how many keys the store holds: the index's, or for a handle reading a persisted table, the larger of
@@ -727,7 +754,9 @@ final class Engine: @unchecked Sendable {
 
     /// Queues the keys whose values differ between an old mapping and the current state.
     private func noteChanges(from oldFile: MappedFile, oldIndex: KeyIndex, isExternal: Bool) {
-        let changed = codec.names(forIndexKeys: log.changedIndexKeys(from: oldFile, oldIndex: oldIndex), in: log)
+        let changed = codec.names(
+            forIndexKeys: log.changedIndexKeys(from: oldFile, oldIndex: oldIndex), in: log,
+            formerImage: log.stillShowsItsImage(oldFile) ? (oldFile, oldIndex, oldFile.adoptedIdentity.uuid) : nil)
         if !changed.isEmpty { pendingChanges.append(PrefsChange(keys: changed, isExternal: isExternal)) }
     }
 

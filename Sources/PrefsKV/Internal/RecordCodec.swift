@@ -103,15 +103,27 @@ enum RecordCodec {
 
     // MARK: Names
 
-    /// Key names for index keys, sorted: the keys themselves in a plain store; names learned by opening
-    /// records in a sealed one (unreadable ones are left out).
-    func names(forIndexKeys keys: [String], in log: StoreLog) -> [String] {
+    /// Key names for index keys, sorted: the keys themselves in a plain store; in a sealed one, names learned or
+    /// read from the keys' records (unreadable ones are left out). A key whose entry is gone is named by its record
+    /// in `former`, entries of keys that went and the file (of store UUID `uuid`) their records lie in: the image a
+    /// reload or a restore replaced, when that file still shows it (`StoreLog.stillShowsItsImage`), or this file
+    /// for keys that records appended to it deleted.
+    func names(
+        forIndexKeys keys: [String], in log: StoreLog,
+        formerImage former: (file: MappedFile, index: KeyIndex, uuid: StoreUUID)? = nil
+    ) -> [String] {
         switch self {
         case .plain: return Engine.sortedUnique(keys)
         case .sealed(let sealed):
             var out: [String] = []
             for key in keys {
-                if let name = try? sealed.name(forIndexKey: key, in: log) { out.append(name) }
+                if let name = try? sealed.name(forIndexKey: key, in: log) {
+                    out.append(name)
+                } else if let former, let entry = former.index[key],
+                    let name = sealed.name(of: entry, inFormerImage: former.file, uuid: former.uuid)
+                {
+                    out.append(name)
+                }
             }
             return Engine.sortedUnique(out)
         }

@@ -5,7 +5,9 @@ import SystemLayer
 
 final class SealedRecordCodec {
     let sealer: any PrefsSealer
-    /// Index key (hex tag) to key name, learned by opening records (and by writing them).
+    /// Index key (hex tag) to key name, learned by opening records, and by writing them while the handle reports
+    /// changes (the one case a name is needed after its record is gone: a change that deletes the key elsewhere,
+    /// in an image that is no longer readable; `RecordCodec.names`).
     @exclusivity(unchecked) var names: [SealedIndexKey: String] = [:]
     /// Key name to index key (hex of the sealer's tag), for names used through this handle.
     /// A tag costs a keyed hash (BLAKE2b, about a microsecond with its hex); a lookup here a tenth of that.
@@ -46,15 +48,24 @@ final class SealedRecordCodec {
     /// making a `String` (32 characters: an allocation): a read through a sealer whose tags are cheap.
     @inline(__always)
     func withIndexKeyBytes<R>(forName name: String, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+        withTagAndIndexKey(forName: name) { _, key in body(key) }
+    }
+
+    /// Passes `body` the sealer's tag of `name` and its hex (the index key, as UTF-8), both on the stack: a write
+    /// through a sealer whose tags are cheap, which needs the tag for its record and the hex for the index.
+    @inline(__always)
+    func withTagAndIndexKey<R>(
+        forName name: String, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R {
         precondition(!cachesIndexKeys, "index keys on the stack are for sealers whose tags are cheap")
         let length = cheapTagLength
         // The tag, then its hex, in one stack buffer (at most 3 x 64 bytes).
-        return withUnsafeTemporaryAllocation(byteCount: 3 * length, alignment: 8) { buffer in
+        return try withUnsafeTemporaryAllocation(byteCount: 3 * length, alignment: 8) { buffer in
             let tag = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
             let key = UnsafeMutableRawBufferPointer(rebasing: buffer[length...])
             sealer.tag(forKey: name, into: tag)
             RecordCodec.hex(UnsafeRawBufferPointer(tag), into: key)
-            return body(UnsafeRawBufferPointer(key))
+            return try body(UnsafeRawBufferPointer(tag), UnsafeRawBufferPointer(key))
         }
     }
 
@@ -67,10 +78,10 @@ final class SealedRecordCodec {
         return name
     }
 
-    /// After a set record of `name` was published: remembers the name of its index key and its plaintext CRC (so
-    /// that compare-before-set rules out most changes without opening the record).
-    func learn(indexKey: String, name: String, value: UnsafeRawBufferPointer, in log: StoreLog) {
-        learn(indexKey: indexKey, name: name)
+    /// After a set record of `name` was published: remembers its plaintext CRC (so that compare-before-set rules out
+    /// most changes without opening the record) and, when `name` is given, the name of its index key.
+    func learn(indexKey: String, name: String?, value: UnsafeRawBufferPointer, in log: StoreLog) {
+        if let name { learn(indexKey: indexKey, name: name) }
         log.index[indexKey]?.plainCRC = CRC32C.checksum(value)
     }
 
@@ -94,10 +105,24 @@ final class SealedRecordCodec {
         of entry: Entry, expectedName: String?, in log: StoreLog,
         _ body: (String, UnsafeRawBufferPointer) throws(PrefsError) -> R
     ) throws(PrefsError) -> R {
+        try withPlaintext(
+            of: entry, expectedName: expectedName, in: log.file, uuid: log.header.uuid, path: log.paths.data, body)
+    }
+
+    /// The name sealed in `entry`'s record in `file`, an image of the store whose UUID is `uuid`, for a key that is
+    /// no longer in the index (`RecordCodec.names`); nil when the record does not open there.
+    func name(of entry: Entry, inFormerImage file: MappedFile, uuid: StoreUUID) -> String? {
+        try? withPlaintext(of: entry, expectedName: nil, in: file, uuid: uuid, path: file.path) { name, _ in name }
+    }
+
+    private func withPlaintext<R>(
+        of entry: Entry, expectedName: String?, in file: MappedFile, uuid: StoreUUID, path: String,
+        _ body: (String, UnsafeRawBufferPointer) throws(PrefsError) -> R
+    ) throws(PrefsError) -> R {
         let sealer = self.sealer
-        let uuid = log.header.uuid
         do {
-            return try log.file.withBytes { bytes in
+            return try file.withBytes { bytes in
+                guard entry.valueOffset + entry.valueLength <= bytes.count else { throw SealedPayloadError() }
                 let tag = UnsafeRawBufferPointer(rebasing: bytes[entry.keyOffset..<entry.keyOffset + entry.keyLength])
                 let sealed = UnsafeRawBufferPointer(
                     rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength])
@@ -123,7 +148,7 @@ final class SealedRecordCodec {
             throw PrefsError(
                 .tampered,
                 "a sealed record \(expectedName.map { "for key \"\($0)\" " } ?? "")failed to open: it was altered, "
-                    + "moved or sealed with another key", path: log.paths.data, underlying: error)
+                    + "moved or sealed with another key", path: path, underlying: error)
         }
     }
 

@@ -231,11 +231,13 @@ final class StoreLog {
     // MARK: Catching up with other handles
 
     /// Reads the records other handles appended since this handle last looked, when the published log end
-    /// allows (`changed` collects their index keys when `collectChanges`, `damage` what was skipped). False when
+    /// allows (`changed` collects their index keys when `collectChanges`, and `vanished` the entries of the sealed
+    /// keys they delete, whose records in this file name them; `damage` what was skipped). False when
     /// the log end is damaged, went backwards or points past the file: the file must be reloaded under the writer
     /// lock.
     func readAppended(
-        collectingChanges collectChanges: Bool, changed: inout [String], damage: inout [PrefsDamage]
+        collectingChanges collectChanges: Bool, changed: inout [String], vanished: inout KeyIndex,
+        damage: inout [PrefsDamage]
     ) throws(PrefsError) -> Bool {
         let word = file.logEndWord
         guard word != knownEndWord else { return true }
@@ -245,14 +247,17 @@ final class StoreLog {
             guard size >= end else { return false }
             try file.remap(length: size)
         }
-        return appendScan(to: end, word: word, collectChanges: collectChanges, changed: &changed, damage: &damage)
+        return appendScan(
+            to: end, word: word, collectChanges: collectChanges, changed: &changed, vanished: &vanished,
+            damage: &damage)
     }
 
     /// Reads records other handles appended in `[knownEnd, end)`. False, with nothing changed, when this handle
     /// reads a persisted table and the records delete or clear keys, or a lookup in the table did not verify: the
     /// file must then be reloaded (its whole log read).
     private func appendScan(
-        to end: Int, word: UInt64, collectChanges wants: Bool, changed: inout [String], damage: inout [PrefsDamage]
+        to end: Int, word: UInt64, collectChanges wants: Bool, changed: inout [String], vanished: inout KeyIndex,
+        damage: inout [PrefsDamage]
     ) -> Bool {
         let sealed = header.isEncrypted
         var found: [String] = []
@@ -270,10 +275,16 @@ final class StoreLog {
                 seed: recordSeed, auth: auth
             ) { record in
                 if wants {
+                    // A sealed key that goes keeps its entry here: its record, still in this file, names it.
                     if record.kind == .removeAll {
                         found += index.keys
+                        if sealed { for (key, entry) in index { vanished.updateValue(entry, forKey: key) } }
                     } else if record.kind != .commit && record.kind != .index {
-                        found.append(RecordCodec.indexKey(record.key(in: bytes), sealed: sealed))
+                        let key = RecordCodec.indexKey(record.key(in: bytes), sealed: sealed)
+                        found.append(key)
+                        if sealed && record.kind == .delete, let entry = index[key] {
+                            vanished.updateValue(entry, forKey: key)
+                        }
                     }
                 }
                 tail = record.kind == .index ? 0 : tail + 1
@@ -305,6 +316,13 @@ final class StoreLog {
         return true
     }
 
+    /// Whether `oldFile`, a file this log read before it adopted its current one, still shows the image it was read
+    /// as: it is not the current file rewritten in place, and was not written again with a newer image since (a
+    /// buffered store's spare file).
+    func stillShowsItsImage(_ oldFile: MappedFile) -> Bool {
+        !oldFile.identity.isSameFile(as: file.identity) && oldFile.headerIdentity == oldFile.adoptedIdentity
+    }
+
     /// Index keys whose values differ between an old mapping and the current state.
     func changedIndexKeys(from oldFile: MappedFile, oldIndex: KeyIndex) -> [String] {
         precondition(table == nil, "observed stores read the whole log")
@@ -312,9 +330,7 @@ final class StoreLog {
         // The same inode rewritten in place (a change underneath), or the old file written again with a newer image
         // since (a buffered store's spare file): the old mapping shows bytes of another image, so nothing can be
         // compared; every key of either is reported.
-        if oldFile.identity.isSameFile(as: file.identity)
-            || oldFile.headerIdentity != oldFile.adoptedIdentity
-        {
+        if !stillShowsItsImage(oldFile) {
             return Array(index.keys) + oldIndex.keys.filter { index[$0] == nil }
         }
         oldFile.withBytes { oldBytes in

@@ -138,6 +138,7 @@ struct TransactionPlan {
         let flags = single ? RecordFlags.commit : 0
         let uuid = log.header.uuid
         let seed = log.recordSeed
+        let learnsNames = engine.wantsChanges
         try log.append(length: total, records: records.count + (single ? 0 : 1)) {
             bytes, start, seq throws(PrefsError) -> [RecordHeader] in
             var offset = start
@@ -183,11 +184,14 @@ struct TransactionPlan {
             }
             return headers
         } applied: { _ in
-            // A sealed store learns the names it wrote, and their plaintext CRCs (for compare-before-set).
+            // A sealed store learns the plaintext CRCs it wrote (for compare-before-set), and, when it reports
+            // changes, the names (see Engine.setSealed).
             guard case .sealed(let sealed) = codec else { return }
             for record in records {
                 if case .set(let indexKey, let name, _, let value, _) = record {
-                    value.withUnsafeBytes { sealed.learn(indexKey: indexKey, name: name, value: $0, in: log) }
+                    value.withUnsafeBytes {
+                        sealed.learn(indexKey: indexKey, name: learnsNames ? name : nil, value: $0, in: log)
+                    }
                 }
             }
         }
