@@ -202,4 +202,25 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         #expect(try store.allKeys == ["k0", "k1", "k3", "k4"])
         #expect(try store.verify().isClean)
     }
+
+    /// A sealed store's index keys are the hex of its tags: the word-at-a-time encoder spells every byte value, at
+    /// every position and for every length (with a tail of fewer than four bytes), as a byte-by-byte reference
+    /// does, and `unhex` reads it back.
+    @Test func indexKeysSpellEveryByteInLowercaseHex() {
+        func reference(_ bytes: [UInt8]) -> String {
+            bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }
+                .joined()
+        }
+        var generator = SystemRandomNumberGenerator()
+        var samples: [[UInt8]] = (0...20).map { length in
+            (0..<length).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        }
+        samples.append((0...255).map { UInt8($0) })
+        samples.append((0...255).reversed().map { UInt8($0) })
+        for bytes in samples {
+            let text = bytes.withUnsafeBytes { RecordCodec.hex($0) }
+            #expect(text == reference(bytes), "\(bytes)")
+            #expect(RecordCodec.unhex(text) == bytes)
+        }
+    }
 }
