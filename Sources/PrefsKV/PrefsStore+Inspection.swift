@@ -24,8 +24,9 @@ package struct PrefsInspection: Sendable, Equatable {
     package var createdAt: Int64
     /// Bytes of the data file.
     package var fileBytes: Int
-    /// Whether every record carries an authenticator (format version 2: a sealed store written since record
-    /// authentication); false for a plain store and a sealed store of version 1.
+    /// Whether every record is authenticated (format version 2 and later: a sealed store written since record
+    /// authentication; from version 6 a set record by its value's seal, any other by an authenticator); false for a
+    /// plain store and a sealed store of version 1.
     package var authenticatesRecords = false
 }
 

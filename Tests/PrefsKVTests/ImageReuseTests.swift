@@ -260,6 +260,37 @@ import Testing
         #expect(try observed.allKeys == ["kept"])
     }
 
+    /// A new image seals every value of a sealed store again under a fresh nonce (format 6 binds a value to its
+    /// place), so an unchanged value has other bytes in it: a handle that follows another handle's compaction
+    /// compares the plaintexts of keys whose bytes differ, and its observers hear only the key that changed (with
+    /// the bytes compared alone, every key of the store was reported).
+    @Test(arguments: [nil, 1, 2] as [UInt64?])
+    func aCompactionElsewhereReportsOnlyTheKeysThatChanged(sealerKey: UInt64?) throws {
+        let dir = try TempDir("compaction-observed")
+        let sealer = sealerKey.map { TestSealer(key: $0) }
+        let writer = try openStore(dir) { $0.sealer = sealer }
+        for i in 0..<10 { try writer.set("value \(i)", forKey: "k\(i)") }
+        let observed = try openStore(dir) { $0.sealer = sealer }
+        #expect(try observed.allKeys.count == 10)
+        let heard = Mutex<[PrefsChange]>([])
+        let observation = observed.observe { change in heard.withLock { $0.append(change) } }
+        defer { observation.cancel() }
+        let before = Self.inode(dir.file("ui.prefs"))
+        try writer.set("changed", forKey: "k3")
+        try writer.compact()
+        #expect(Self.inode(dir.file("ui.prefs")) != before, "the compaction wrote a new file")
+        #expect(try observed.string(forKey: "k3") == "changed")
+        let deadline = ContinuousClock.now + .seconds(20)
+        while !heard.withLock({ $0 }).contains(where: { $0.keys.contains("k3") }) && ContinuousClock.now < deadline {
+            _ = try observed.count
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        _ = try observed.count
+        let changes = heard.withLock { $0 }
+        #expect(Set(changes.flatMap(\.keys)) == ["k3"], "\(changes)")
+        #expect(try observed.string(forKey: "k7") == "value 7")
+    }
+
     /// Found by review: a handle on an image whose file is written again with a newer image that ends at the same
     /// offset saw the same log-end word and a cleared superseded word, took itself for up to date, and answered
     /// `contains`, `count` and `allKeys` from the earlier image. Handles now compare the header's generation word too.

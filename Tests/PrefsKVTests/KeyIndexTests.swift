@@ -69,6 +69,24 @@ import Testing
         Self.check(index, against: model, absent: keys)
     }
 
+    /// An entry stays 32 bytes (two to a cache line) with its flags packed into one byte, the bound flag of
+    /// format 6 among them, and each flag reads back what was set, independently of the others.
+    @Test func anEntryIsThirtyTwoBytesWithIndependentFlags() {
+        #expect(MemoryLayout<Entry>.size == 32 && MemoryLayout<Entry>.stride == 32)
+        var entry = Entry(
+            RecordHeader(
+                offset: 4096, kind: .set, valueType: ValueType.int64.rawValue,
+                flags: RecordFlags.commit | RecordFlags.sealed | RecordFlags.bound, keyLength: 16, valueLength: 61,
+                seq: 1, expiresAt: 0))
+        #expect(entry.bound && !entry.authenticated && entry.plainCRC == nil)
+        entry.plainCRC = 7
+        entry.authenticated = true
+        entry.bound = false
+        #expect(!entry.bound && entry.authenticated && entry.plainCRC == 7)
+        entry.plainCRC = nil
+        #expect(!entry.bound && entry.authenticated && entry.plainCRC == nil)
+    }
+
     @Test func growsFromEmptyAndPositionsStayDense() {
         var index = KeyIndex()
         #expect(index["missing"] == nil)

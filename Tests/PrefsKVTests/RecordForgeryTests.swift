@@ -96,11 +96,11 @@ private func forgedRecord(
             ) { v in value.withUnsafeBytes { if !$0.isEmpty { v.copyMemory(from: $0) } } }
         }
     }
-    // The writer clears the authenticated flag without a key: set it again, with a made-up authenticator, and
-    // make the checksum valid (it covers the flag and the authenticator).
-    if authenticated {
-        out[6] |= RecordFlags.authenticated
-        for i in length - 20..<length - 4 { out[i] = 0xA5 }
+    // The writer clears the authenticated and bound flags without a key: set them again (with a made-up
+    // authenticator) and make the checksum valid (it covers the flags and the authenticator).
+    if authenticated || flags & RecordFlags.bound != 0 {
+        out[6] |= flags & (RecordFlags.authenticated | RecordFlags.bound)
+        if authenticated { for i in length - 20..<length - 4 { out[i] = 0xA5 } }
         let crc = Array(out[0..<length - 4]).withUnsafeBytes { seed.checksum($0) }
         withUnsafeBytes(of: crc.littleEndian) { out.replaceSubrange(length - 4..<length, with: $0) }
     }
@@ -170,6 +170,44 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
             #expect(try salvaged.string(forKey: "other") == "kept")
             file = try LogFile(dir.file("ui.prefs"))
         }
+    }
+
+    /// Format 6 binds a set record by its value's seal instead of an authenticator. A set forged without the key
+    /// (flagged bound, or with a made-up authenticator, or with neither) and a real set record stripped of its bound
+    /// flag (checksum fixed) are tampering: the token keeps its real value.
+    @Test func aForgedOrStrippedSetIsTamperingNeverItsValue() throws {
+        let dir = try TempDir("forge-set")
+        _ = try filledStore(dir)
+        let original = try LogFile(dir.file("ui.prefs"))
+        let tag = TestSealer(key: 1).tag(forKey: "token")
+        let seq = original.records.last!.seq + 1
+        let sealedLength = 4 + 5 + 2 + TestSealer(key: 1).overhead  // what a seal of "token" = "v3" takes
+        for flags in [
+            RecordFlags.commit | RecordFlags.sealed | RecordFlags.bound,
+            RecordFlags.commit | RecordFlags.sealed | RecordFlags.authenticated,
+            RecordFlags.commit | RecordFlags.sealed,
+        ] {
+            var forged = original
+            forged.append(
+                forgedRecord(
+                    kind: .set, key: tag, seq: seq, flags: flags, value: [UInt8](repeating: 0x5A, count: sealedLength),
+                    valueType: ValueType.string.rawValue, seed: original.seed))
+            #expect(try expectTampered(dir, forged.bytes).string(forKey: "token") == "v2", "flags \(flags)")
+        }
+        // The token's real last record, its bound flag cleared and its checksum fixed: the same bytes but for the flag.
+        var stripped = original
+        let last = original.records.last!
+        #expect(last.kind == .set && last.isBound && !last.isAuthenticated)
+        stripped.bytes[last.offset + 6] &= ~RecordFlags.bound
+        stripped.fixChecksum(at: last.offset, length: last.length)
+        #expect(try expectTampered(dir, stripped.bytes).string(forKey: "token") == "v1")
+        // Its padding (which the seal does not cover) made nonzero, checksum fixed: not a record this store wrote.
+        let valueEnd = last.offset + 32 + last.keyLength + last.valueLength
+        try #require(valueEnd < last.offset + last.length - 4, "the record has padding")
+        var padded = original
+        padded.bytes[valueEnd] = 0x01
+        padded.fixChecksum(at: last.offset, length: last.length)
+        #expect(try expectTampered(dir, padded.bytes).string(forKey: "token") == "v1")
     }
 
     @Test func aForgedRemoveAllAndCommitAreTampering() throws {
@@ -266,16 +304,47 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
 
 /// Format-1 sealed stores: written before record authentication, still read, upgraded by their next image.
 @Suite struct LegacySealedStoreTests {
-    /// Rewrites a format-2 sealed store as format 1: header version 1, every record without its authenticator,
-    /// checksums recomputed (what a store written by the previous release looks like, byte for byte).
-    private func downgrade(_ bytes: [UInt8]) -> [UInt8] {
+    /// Rewrites a sealed store of this version as format 1: header version 1, every record without its
+    /// authenticator, every set record's value sealed again under `sealer` with format 1's associated data (this
+    /// version binds it to its place instead), checksums recomputed (what a store written by the release before
+    /// format 2 looks like, byte for byte).
+    private func downgrade(_ bytes: [UInt8], sealer: TestSealer = TestSealer(key: 1)) throws -> [UInt8] {
         var file = LogFile(bytes: bytes)
+        let image = bytes.withUnsafeBytes { raw in
+            ImageIdentity(
+                uuid: StoreUUID(
+                    low: UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: Format.uuidOffset, as: UInt64.self)),
+                    high: UInt64(
+                        littleEndian: raw.loadUnaligned(fromByteOffset: Format.uuidOffset + 8, as: UInt64.self))),
+                generation: UInt64(
+                    littleEndian: raw.loadUnaligned(fromByteOffset: Format.generationOffset, as: UInt64.self)))
+        }
         var log: [UInt8] = []
         for record in file.records {
             var raw = file.recordBytes(record)
+            if record.isBound {
+                let resealed = try raw.withUnsafeBytes { recordBytes in
+                    try SealedRecordCodec.withPlaintext(
+                        of: UnsafeRawBufferPointer(rebasing: recordBytes[32 + record.keyLength..<32 + record.keyLength + record.valueLength]),
+                        head: UnsafeRawBufferPointer(rebasing: recordBytes[0..<32 + record.keyLength]), bound: true,
+                        in: image, offset: record.offset, type: record.valueType, expiresAt: record.expiresAt,
+                        sealer: sealer
+                    ) { plain in
+                        try SealedRecordCodec.withAssociatedData(
+                            uuid: image.uuid, tag: UnsafeRawBufferPointer(rebasing: recordBytes[32..<32 + record.keyLength]),
+                            type: record.valueType, expiresAt: record.expiresAt
+                        ) { ad in
+                            var out = [UInt8](repeating: 0, count: record.valueLength)
+                            try out.withUnsafeMutableBytes { try sealer.seal(plain, associatedData: ad, into: $0) }
+                            return out
+                        }
+                    }
+                }
+                raw.replaceSubrange(32 + record.keyLength..<32 + record.keyLength + record.valueLength, with: resealed)
+            }
             let unauthenticated = Format.recordLength(
                 keyLength: record.keyLength, valueLength: record.valueLength, authenticated: false)
-            raw[6] &= ~RecordFlags.authenticated
+            raw[6] &= ~(RecordFlags.authenticated | RecordFlags.bound)
             raw = Array(raw[0..<unauthenticated - 4])
             for i in 32 + record.keyLength + record.valueLength..<raw.count { raw[i] = 0 }
             let crc = CRC32C.checksum(raw)
@@ -301,7 +370,7 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
             try store.set("secret", forKey: "token")
             try store.set(42, forKey: "count")
         }
-        let legacy = downgrade(try readBytes(dir.file("ui.prefs")))
+        let legacy = try downgrade(try readBytes(dir.file("ui.prefs")))
         try writeBytes(legacy, to: dir.file("ui.prefs"))
         #expect(try PrefsStore.inspect(id: "ui", directory: dir.path)?.authenticatesRecords == false)
         let store = try openSealed(dir)
@@ -310,7 +379,10 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
         #expect(try LogFile(dir.file("ui.prefs")).records.allSatisfy { !$0.isAuthenticated })
         try store.compact()
         let upgraded = try LogFile(dir.file("ui.prefs"))
-        #expect(upgraded.bytes[8] == UInt8(Format.version) && upgraded.records.allSatisfy(\.isAuthenticated))
+        // Every record of the new image is authenticated: its set records by their bound values (format 6).
+        #expect(
+            upgraded.bytes[8] == UInt8(Format.version)
+                && upgraded.records.allSatisfy { $0.kind == .set ? $0.isBound && !$0.isAuthenticated : $0.isAuthenticated })
         #expect(try PrefsStore.inspect(id: "ui", directory: dir.path)?.authenticatesRecords == true)
         #expect(try store.string(forKey: "token") == "later")
         #expect(try openSealed(dir).int(forKey: "count") == 42)
@@ -321,7 +393,7 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
         let dir = try TempDir("downgrade")
         let strict = TestSealer(key: 1, acceptsUnauthenticatedLog: false)
         try openStore(dir) { $0.sealer = strict }.set("secret", forKey: "token")
-        let downgraded = downgrade(try readBytes(dir.file("ui.prefs")))
+        let downgraded = try downgrade(try readBytes(dir.file("ui.prefs")), sealer: strict)
         try writeBytes(downgraded, to: dir.file("ui.prefs"))
         // Forged records need no authenticator in a format-1 log: the key must refuse such a log outright.
         expectError(.tampered) { try openStore(dir) { $0.sealer = strict } }

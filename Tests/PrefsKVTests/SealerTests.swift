@@ -99,7 +99,8 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
     }
 
     /// Rewrites a record's value (or expiry) with another's and repairs the CRC: a keyless checksum cannot tell,
-    /// the record's authenticator can (format 2), so the open finds it before any value is read.
+    /// the value's seal can (format 6: its associated data binds the record's header, key and place; format 2 to 5
+    /// had an authenticator for this), so the open finds it before any value is read.
     @Test func aCiphertextMovedUnderAnotherKeyOrRedatedIsTampering() throws {
         let dir = try TempDir("tamper")
         do {
@@ -109,7 +110,8 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
         }
         let original = try readBytes(dir.file("ui.prefs"))
         let tagLength = 16
-        let length = recordLength(key: tagLength, value: 4 + 6 + 8 + 16, authenticated: true)
+        // A set record of format 6 has no authenticator: its value is bound to its place.
+        let length = recordLength(key: tagLength, value: 4 + 6 + 8 + 16, authenticated: false)
         let first = firstRecordOffset(sealed: true)
         let second = first + length
         func repairCRC(_ b: inout [UInt8], _ offset: Int, _ length: Int) {
@@ -137,13 +139,12 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
             #expect(try salvaged.string(forKey: "first") == nil)
             #expect(try salvaged.string(forKey: "second") == "bbbbbbbb")
         }
-        // The second key's sealed value moved under the first key's tag (value and padding; not the authenticator).
+        // The second key's sealed value moved under the first key's tag (value and padding).
         var moved = original
         let valueStart = 32 + tagLength
-        let authenticatorStart = length - 4 - 16
+        let valueEnd = length - 4
         moved.replaceSubrange(
-            first + valueStart..<first + authenticatorStart,
-            with: original[second + valueStart..<second + authenticatorStart])
+            first + valueStart..<first + valueEnd, with: original[second + valueStart..<second + valueEnd])
         repairCRC(&moved, first, length)
         try expectTampering(moved)
         // An expiry pushed into the future.
@@ -193,7 +194,7 @@ func contains(_ haystack: [UInt8], _ needle: String) -> Bool {
             for i in 0..<5 { try store.set("v\(i)", forKey: "k\(i)") }
         }
         var bytes = try readBytes(dir.file("ui.prefs"))
-        let length = recordLength(key: 16, value: 4 + 2 + 2 + 16, authenticated: true)
+        let length = recordLength(key: 16, value: 4 + 2 + 2 + 16)  // a bound set record: no authenticator
         bytes[firstRecordOffset(sealed: true) + 2 * length + 50] ^= 0x40
         try writeBytes(bytes, to: dir.file("ui.prefs"))
         let store = try openSealed(dir)

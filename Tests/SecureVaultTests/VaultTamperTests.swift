@@ -13,6 +13,8 @@ struct VaultFileRecords {
         var valueRange: Range<Int>
         var valueType: UInt8
         var expiresAt: Int64
+        /// Bound to its place by its value's AEAD (format version 6).
+        var bound: Bool
     }
 
     var bytes: [UInt8]
@@ -38,7 +40,7 @@ struct VaultFileRecords {
                             offset: offset, length: header.length,
                             tag: Array(raw[header.keyOffset..<header.keyOffset + header.keyLength]),
                             valueRange: header.valueOffset..<header.valueOffset + header.valueLength,
-                            valueType: header.valueType, expiresAt: header.expiresAt))
+                            valueType: header.valueType, expiresAt: header.expiresAt, bound: header.isBound))
                 }
                 offset += 8
             }
@@ -60,17 +62,27 @@ struct VaultFileRecords {
         withUnsafeBytes(of: crc.littleEndian) { bytes.replaceSubrange(end - 4..<end, with: $0) }
     }
 
-    /// Every plaintext the sealer can open in the file, superseded records included.
+    /// Every plaintext the sealer can open in the file, superseded records included: a record bound to its place
+    /// (format 6) is tried as a record of every image generation up to a few past the file's, as someone holding the
+    /// key could (a record left by an earlier image of a reused file names that image).
     func openableValues(storeUUID: [UInt8], sealer: VaultSealer) -> [[UInt8]] {
-        records.compactMap { record in
-            let sealed = Array(bytes[record.valueRange])
-            return try? record.tag.withUnsafeBytes { tag in
-                try SealedRecordCodec.withAssociatedData(
-                    uuid: StoreUUID(bytes: storeUUID), tag: tag, type: ValueType(rawValue: record.valueType)!,
-                    expiresAt: record.expiresAt
-                ) { ad in
-                    try sealed.withUnsafeBytes { try sealer.open($0, associatedData: ad) { Array($0) } }
+        let generation = bytes.withUnsafeBytes {
+            UInt64(littleEndian: $0.loadUnaligned(fromByteOffset: Format.generationOffset, as: UInt64.self))
+        }
+        return records.compactMap { record in
+            bytes.withUnsafeBytes { raw in
+                let head = UnsafeRawBufferPointer(rebasing: raw[record.offset..<record.valueRange.lowerBound])
+                let sealed = UnsafeRawBufferPointer(rebasing: raw[record.valueRange])
+                for candidate in record.bound ? Array(0...generation + 8) : [generation] {
+                    let image = ImageIdentity(uuid: StoreUUID(bytes: storeUUID), generation: candidate)
+                    if let plain = try? SealedRecordCodec.withPlaintext(
+                        of: sealed, head: head, bound: record.bound, in: image, offset: record.offset,
+                        type: record.valueType, expiresAt: record.expiresAt, sealer: sealer, { Array($0) })
+                    {
+                        return plain
+                    }
                 }
+                return nil
             }
         }
     }

@@ -17,14 +17,15 @@ extension StoreLog {
         // The backup is an image of this generation, renumbered and (sealed) authenticated for its own offsets.
         let backupHeader = header.nextImage(generation: header.generation)
         let auth = RecordAuth(header: backupHeader, sealer: sealer)
-        let length = StoreImage.length(of: live, authenticated: auth != nil)
+        let length = StoreImage.length(of: live, authenticated: RecordAuth.signsSets(auth))
         let image = try StoreImage.write(
             temporary: temporary, finalPath: destination, header: backupHeader, auth: auth, logLength: length,
             capacity: Format.headerSize + length, watched: false
         ) { bytes throws(PrefsError) in
-            let intact = file.withBytes { source in
-                StoreImage.copyRecords(
-                    live, from: source, sourceSeed: recordSeed, into: bytes, header: backupHeader, auth: auth)
+            let intact = try file.withBytes { source throws(PrefsError) in
+                try StoreImage.copyRecords(
+                    live, from: source, sourceHeader: header, sourcePath: paths.data, into: bytes, header: backupHeader,
+                    auth: auth)
             }
             if !intact || file.hasFaulted { throw changedUnderneath() }
         }
@@ -40,6 +41,7 @@ extension StoreLog {
     /// swaps a copy of its live records in as the store. A damaged backup is refused and the store is left as
     /// it was.
     func restore(from source: String, sealer: (any PrefsSealer)?, watched: Bool) throws(PrefsError) {
+        let backupPath = source
         let fd = try Sys.open(source, .readOnly).orThrow("open", "cannot open the backup", path: source)
         let backupHeader: Header
         do throws(PrefsError) {
@@ -59,14 +61,15 @@ extension StoreLog {
         let live = backup.index.values.filter { !$0.isExpired(now: now) }.sorted { $0.recordOffset < $1.recordOffset }
         let newHeader = backupHeader.nextImage(generation: max(header.generation, backupHeader.generation) + 1)
         let auth = RecordAuth(header: newHeader, sealer: sealer)
-        let length = StoreImage.length(of: live, authenticated: auth != nil)
+        let length = StoreImage.length(of: live, authenticated: RecordAuth.signsSets(auth))
         let image = try StoreImage.write(
             paths: paths, header: newHeader, auth: auth, logLength: length, capacity: Format.headerSize + 2 * length,
             watched: watched
         ) { bytes throws(PrefsError) in
-            let intact = backupFile.withBytes { source in
-                StoreImage.copyRecords(
-                    live, from: source, sourceSeed: backupHeader.recordSeed, into: bytes, header: newHeader, auth: auth)
+            let intact = try backupFile.withBytes { source throws(PrefsError) in
+                try StoreImage.copyRecords(
+                    live, from: source, sourceHeader: backupHeader, sourcePath: backupPath, into: bytes, header: newHeader,
+                    auth: auth)
             }
             if !intact || backupFile.hasFaulted {
                 throw PrefsError(.invalidInput, "the backup changed while it was being restored", path: source)

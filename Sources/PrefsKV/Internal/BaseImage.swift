@@ -163,31 +163,38 @@ extension Recovery {
         let live = base.index.values.filter { !$0.isExpired(now: now) }.sorted { $0.recordOffset < $1.recordOffset }
         let newHeader = damagedHeader.nextImage()
         let auth = RecordAuth(header: newHeader, sealer: log.sealer)
-        let baseLength = StoreImage.length(of: live, authenticated: auth != nil)
+        let baseLength = StoreImage.length(of: live, authenticated: RecordAuth.signsSets(auth))
         let length =
             baseLength
             + records.reduce(0) {
                 $0
                     + Format.recordLength(
-                        keyLength: $1.keyLength, valueLength: $1.valueLength, authenticated: auth != nil)
+                        keyLength: $1.keyLength, valueLength: $1.valueLength,
+                        authenticated: $1.kind == .set ? RecordAuth.signsSets(auth) : auth != nil)
             }
         let image = try StoreImage.write(
             paths: paths, header: newHeader, auth: auth, logLength: length, capacity: Format.headerSize + 2 * length,
             watched: watched
         ) { bytes throws(PrefsError) in
-            let intact = base.file.withBytes { source in
-                StoreImage.copyRecords(
-                    live, from: source, sourceSeed: base.header.recordSeed, into: bytes, header: newHeader, auth: auth)
+            let intact = try base.file.withBytes { source throws(PrefsError) in
+                try StoreImage.copyRecords(
+                    live, from: source, sourceHeader: base.header, sourcePath: paths.previous, into: bytes,
+                    header: newHeader, auth: auth)
             }
             if !intact || base.file.hasFaulted || damaged.hasFaulted { throw log.changedUnderneath() }
-            damaged.withBytes { source in
+            let copied = damaged.withBytes { source in
                 var offset = newHeader.firstRecordOffset + baseLength
                 for (i, record) in records.enumerated() {
-                    offset += RecordWriter.copy(
-                        record, from: source, into: bytes, at: offset, seq: UInt64(live.count + 1 + i), auth: auth,
-                        seed: newHeader.recordSeed)
+                    guard
+                        let length = RecordWriter.copy(
+                            record, from: source, sourceImage: ImageIdentity(damagedHeader), into: bytes, at: offset,
+                            seq: UInt64(live.count + 1 + i), auth: auth, seed: newHeader.recordSeed)
+                    else { return false }
+                    offset += length
                 }
+                return true
             }
+            if !copied || damaged.hasFaulted { throw log.changedUnderneath() }
         }
         try log.install(image, header: newHeader)
         return (report, baseRecovery)

@@ -88,15 +88,21 @@ enum StoreImage {
             capacity: capacity, watched: watched, flush: flush, fill: fill)
     }
 
-    /// Copies `entries`' records (live entries in log order) from `source` (an image whose records' checksums
-    /// start with `sourceSeed`) into the log of an image of `header`, from its first record offset, numbered 1, 2,
-    /// 3..., authenticated with `auth` for the image (a sealed store). Returns false when a source record is no
-    /// longer the one its entry means (the file changed underneath: a copy gets a fresh checksum, so it must not be
-    /// made of bytes nobody wrote).
+    /// Copies `entries`' records (live entries in log order) from `source` (an image of `sourceHeader`, whose
+    /// records' checksums start with its seed) into the log of an image of `header`, from its first record offset,
+    /// numbered 1, 2, 3..., authenticated with `auth` for the image (a sealed store; an image that binds values seals
+    /// each value again for its new place). Returns false when a source record is no longer the one its entry means
+    /// (the file changed underneath: a copy gets a fresh checksum, so it must not be made of bytes nobody wrote).
+    /// Throws `tampered` when a sealed value that verified its checksum does not open with the store's key, so that
+    /// it cannot be sealed again for the new image (a record of a version-1 log, which no authenticator vouched for,
+    /// forged by someone without the key): no image is written, and the store stays as it was (`sourcePath` names
+    /// it).
     static func copyRecords(
-        _ entries: some Sequence<Entry>, from source: UnsafeRawBufferPointer, sourceSeed: RecordSeed,
+        _ entries: some Sequence<Entry>, from source: UnsafeRawBufferPointer, sourceHeader: Header, sourcePath: String,
         into bytes: UnsafeMutableRawBufferPointer, header: Header, auth: RecordAuth?
-    ) -> Bool {
+    ) throws(PrefsError) -> Bool {
+        let sourceSeed = sourceHeader.recordSeed
+        let sourceImage = ImageIdentity(sourceHeader)
         let seed = header.recordSeed
         var offset = header.firstRecordOffset
         for (i, entry) in entries.enumerated() {
@@ -108,28 +114,40 @@ enum StoreImage {
                     && UInt32(littleEndian: source.load(fromByteOffset: entry.crcOffset, as: UInt32.self))
                         == entry.recordCRC
             guard intact else { return false }
-            offset += RecordWriter.copy(
-                recordHeader(of: entry), from: source, into: bytes, at: offset, seq: UInt64(i + 1), auth: auth,
-                seed: seed)
+            guard
+                let length = RecordWriter.copy(
+                    recordHeader(of: entry, in: source), from: source, sourceImage: sourceImage, into: bytes,
+                    at: offset, seq: UInt64(i + 1), auth: auth, seed: seed)
+            else {
+                throw PrefsError(
+                    .tampered,
+                    "the sealed value of the record at offset \(entry.recordOffset) does not open with the store's "
+                        + "key (forged, or sealed with another key), so it cannot be sealed again for a new image: "
+                        + "none was written and the store was left as it was", path: sourcePath)
+            }
+            offset += length
         }
         return true
     }
 
-    /// The bytes `entries`' records take in an image whose records are authenticated or not (a version-1 sealed
-    /// store's records grow by an authenticator when its first version-2 image is written).
+    /// The bytes `entries`' records take in an image whose set records carry an authenticator or not (a version-1
+    /// sealed store's records grow by an authenticator when its first version-2 image is written; a set record of
+    /// version 6 is bound by its value instead: `RecordAuth.signsSets`).
     static func length(of entries: some Sequence<Entry>, authenticated: Bool) -> Int {
         entries.reduce(0) {
             $0 + Format.recordLength(keyLength: $1.keyLength, valueLength: $1.valueLength, authenticated: authenticated)
         }
     }
 
-    /// The record header of an index entry (a committed set record; its sequence number is not kept).
-    static func recordHeader(of entry: Entry) -> RecordHeader {
+    /// The record header of an index entry (a committed set record), with its sequence number read from `source`.
+    static func recordHeader(of entry: Entry, in source: UnsafeRawBufferPointer) -> RecordHeader {
         RecordHeader(
             offset: entry.recordOffset, kind: .set, valueType: entry.type.rawValue,
             flags: RecordFlags.commit | (entry.sealed ? RecordFlags.sealed : 0)
-                | (entry.authenticated ? RecordFlags.authenticated : 0), keyLength: entry.keyLength,
-            valueLength: entry.valueLength, seq: 0, expiresAt: entry.expiresAt)
+                | (entry.authenticated ? RecordFlags.authenticated : 0) | (entry.bound ? RecordFlags.bound : 0),
+            keyLength: entry.keyLength, valueLength: entry.valueLength,
+            seq: UInt64(littleEndian: source.loadUnaligned(fromByteOffset: entry.recordOffset + 16, as: UInt64.self)),
+            expiresAt: entry.expiresAt)
     }
 }
 
@@ -193,13 +211,13 @@ extension StoreLog {
         let base = deferred ? prepareBase() : nil
         if let base { newHeader.baseWord = base + 1 }
         let auth = RecordAuth(header: newHeader, sealer: sealer)
-        let length = StoreImage.length(of: live.lazy.map { $0.entry }, authenticated: auth != nil)
+        let length = StoreImage.length(of: live.lazy.map { $0.entry }, authenticated: RecordAuth.signsSets(auth))
         let capacity = max(Format.headerSize + 2 * length, minimumCapacity / Sys.pageSize * Sys.pageSize)
         let fill = { (bytes: UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void in
-            let intact = self.file.withBytes { source in
-                StoreImage.copyRecords(
-                    live.lazy.map { $0.entry }, from: source, sourceSeed: self.recordSeed, into: bytes,
-                    header: newHeader, auth: auth)
+            let intact = try self.file.withBytes { source throws(PrefsError) in
+                try StoreImage.copyRecords(
+                    live.lazy.map { $0.entry }, from: source, sourceHeader: self.header, sourcePath: self.paths.data,
+                    into: bytes, header: newHeader, auth: auth)
             }
             if !intact || self.file.hasFaulted { throw self.changedUnderneath() }
         }
@@ -239,15 +257,20 @@ extension StoreLog {
         // The image holds the live records in the same order, back to back after the header copy.
         var offset = newHeader.firstRecordOffset
         image.withBytes { bytes in
+            let authenticated = RecordAuth.signsSets(auth)
+            let bound = auth?.bindsValues ?? false
             for item in live {
-                index[position: item.position].recordOffset = offset
-                index[position: item.position].authenticated = auth != nil
-                let length = index[position: item.position].recordLength
+                // Each entry read and written back once (a setter per field checked the storage's uniqueness each).
+                var entry = index[position: item.position]
+                entry.recordOffset = offset
+                entry.authenticated = authenticated
+                entry.bound = bound
+                let length = entry.recordLength
                 // A copy is renumbered, so its CRC is new: the entry learns it (reads check it).
-                if !index[position: item.position].sealed {
-                    index[position: item.position].recordCRC = UInt32(
-                        littleEndian: bytes.load(fromByteOffset: offset + length - 4, as: UInt32.self))
+                if !entry.sealed {
+                    entry.recordCRC = UInt32(littleEndian: bytes.load(fromByteOffset: offset + length - 4, as: UInt32.self))
                 }
+                index[position: item.position] = entry
                 offset += length
             }
         }
@@ -273,6 +296,8 @@ extension StoreLog {
                     && check.index.count == index.count
                     && check.index.allSatisfy {
                         index[$0.key]?.recordOffset == $0.value.recordOffset
+                            && index[$0.key]?.authenticated == $0.value.authenticated
+                            && index[$0.key]?.bound == $0.value.bound
                             && ($0.value.sealed || index[$0.key]?.recordCRC == $0.value.recordCRC)
                     },
             "a compacted image does not give back the index it was written from")

@@ -357,7 +357,7 @@ final class Engine: @unchecked Sendable {
         }
         if !changed.isEmpty {
             let names = codec.names(
-                forIndexKeys: changed, in: log, formerImage: (log.file, vanished, log.header.uuid))
+                forIndexKeys: changed, in: log, formerImage: (log.file, vanished, log.image))
             pendingChanges.append(PrefsChange(keys: names, isExternal: true))
         }
     }
@@ -565,7 +565,8 @@ final class Engine: @unchecked Sendable {
                 let auth = log.auth
                 let uuid = log.header.uuid
                 let seed = log.recordSeed
-                let length = Format.recordLength(keyLength: tag.count, valueLength: storedLength, authenticated: auth != nil)
+                let length = Format.recordLength(
+                    keyLength: tag.count, valueLength: storedLength, authenticated: RecordAuth.signsSets(auth))
                 try log.appendSealedSet(indexKey: indexKey, length: length, plainCRC: CRC32C.checksum(value)) {
                     bytes, offset, seq throws(PrefsError) -> RecordHeader in
                     do {
@@ -756,7 +757,7 @@ final class Engine: @unchecked Sendable {
     private func noteChanges(from oldFile: MappedFile, oldIndex: KeyIndex, isExternal: Bool) {
         let changed = codec.names(
             forIndexKeys: log.changedIndexKeys(from: oldFile, oldIndex: oldIndex), in: log,
-            formerImage: log.stillShowsItsImage(oldFile) ? (oldFile, oldIndex, oldFile.adoptedIdentity.uuid) : nil)
+            formerImage: log.stillShowsItsImage(oldFile) ? (oldFile, oldIndex, oldFile.adoptedIdentity.image) : nil)
         if !changed.isEmpty { pendingChanges.append(PrefsChange(keys: changed, isExternal: isExternal)) }
     }
 

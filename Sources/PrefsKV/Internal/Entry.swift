@@ -12,9 +12,13 @@ struct Entry {
     private var check32: UInt32
     var type: ValueType
     var sealed: Bool
-    /// The record ends with an authenticator (a version-2 sealed store).
+    /// The record ends with an authenticator (a version-2 sealed store; not a set record of version 6). A field of its
+    /// own: every read's record check computes the record's length from it.
     var authenticated: Bool
-    private var hasPlainCRC = false
+    /// `boundBit`, `plainCRCBit` (one byte, so that an entry stays 32 bytes).
+    private var bits: UInt8 = 0
+    private static let boundBit: UInt8 = 1
+    private static let plainCRCBit: UInt8 = 2
 
     init(_ record: RecordHeader) {
         recordOffset = record.offset
@@ -23,8 +27,19 @@ struct Entry {
         expiresAt = record.expiresAt
         type = ValueType(rawValue: record.valueType)!
         sealed = record.isSealed
-        authenticated = record.isAuthenticated
         check32 = record.isSealed ? 0 : record.crc
+        authenticated = record.isAuthenticated
+        bits = record.isBound ? Entry.boundBit : 0
+    }
+
+    /// The record's sealed value is bound to its place by its AEAD (a set record of a version-6 sealed store).
+    var bound: Bool {
+        get { bits & Entry.boundBit != 0 }
+        set { bits = newValue ? bits | Entry.boundBit : bits & ~Entry.boundBit }
+    }
+    private var hasPlainCRC: Bool {
+        get { bits & Entry.plainCRCBit != 0 }
+        set { bits = newValue ? bits | Entry.plainCRCBit : bits & ~Entry.plainCRCBit }
     }
 
     var keyLength: Int { Int(keyLength32) }

@@ -2,7 +2,7 @@
 // the two must agree (FileFormatTests checks the worked example there against bytes produced here).
 import SystemLayer
 
-/// Layout constants of format versions 1 to 4.
+/// Layout constants of format versions 1 to 6.
 ///
 /// - Version 1: plain stores, and sealed stores whose records are not authenticated.
 /// - Version 2: sealed stores whose every record carries an authenticator (a MAC under the sealer's key, binding
@@ -12,18 +12,20 @@ import SystemLayer
 /// - Version 4: version 3's rules, and the log may hold index records (kind 6), a hash table of the store's keys
 ///   that an open uses instead of reading the whole log (IndexTable.swift); the header's index word names the
 ///   newest.
-/// - Version 5 (written now): version 4's rules, and every record's CRC32C starts with the image's generation
-///   (`RecordSeed`): a record of another image of the store, left in a file or copied into it, does not verify in
-///   this one.
+/// - Version 5: version 4's rules, and every record's CRC32C starts with the image's generation (`RecordSeed`): a
+///   record of another image of the store, left in a file or copied into it, does not verify in this one.
+/// - Version 6 (written now): version 5's rules, and a sealed store's set records are bound to their place by their
+///   value's AEAD instead of an authenticator: its associated data is the record's context (store, image, offset)
+///   and its header and key (`RecordAuth.withBindingData`). Plain stores are laid out as in version 5.
 ///
-/// Older versions are read as they are and written as version 5 by their next compaction, recovery, restore or
+/// Older versions are read as they are and written as version 6 by their next compaction, recovery, restore or
 /// rekey.
 enum Format {
     /// "PREFSKV\0" (`50 52 45 46 53 4b 56 00`), read as one little-endian word.
     static let fileMagic: UInt64 = 0x0056_4B53_4645_5250
     static let fileMagicLength = 8
     /// The newest version this library reads, and the one it writes.
-    static let version: UInt16 = 5
+    static let version: UInt16 = 6
     /// Plain stores, and sealed stores whose records are not authenticated.
     static let unauthenticatedVersion: UInt16 = 1
     /// Sealed stores whose records are authenticated (this version and later).
@@ -34,6 +36,8 @@ enum Format {
     static let indexVersion: UInt16 = 4
     /// Stores whose record checksums start with the image's generation (this version and later).
     static let seededVersion: UInt16 = 5
+    /// Sealed stores whose set records are bound by their value's AEAD (this version and later).
+    static let boundVersion: UInt16 = 6
     /// The header occupies the first page; the log starts right after it.
     static let headerSize = 4096
     static let logStart = headerSize
@@ -129,9 +133,12 @@ enum RecordFlags {
     static let commit: UInt8 = 1
     /// The key field is the sealer's tag and the value field is sealed.
     static let sealed: UInt8 = 2
-    /// The record ends with an authenticator before its CRC (every record of a version-2 sealed store).
+    /// The record ends with an authenticator before its CRC (every record of a version-2 sealed store but the set
+    /// records of version 6).
     static let authenticated: UInt8 = 4
-    static let known: UInt8 = commit | sealed | authenticated
+    /// A sealed set record of a version-6 store, bound to its place by its value's AEAD (no authenticator).
+    static let bound: UInt8 = 8
+    static let known: UInt8 = commit | sealed | authenticated | bound
 }
 
 /// The type of a stored value, as recorded on disk.
@@ -175,8 +182,11 @@ struct Header: Equatable {
     var baseWord: UInt64 = 0
 
     var isEncrypted: Bool { flags & Format.flagEncrypted != 0 }
-    /// Whether every record of the log carries an authenticator (a sealed store of version 2 or later).
+    /// Whether every record of the log is authenticated (a sealed store of version 2 or later): by an authenticator,
+    /// or a set record of version 6 by its value's AEAD (`bindsValues`).
     var authenticatesRecords: Bool { isEncrypted && version >= Format.authenticatedVersion }
+    /// Whether the set records of the log are bound by their value's AEAD (a sealed store of version 6 or later).
+    var bindsValues: Bool { isEncrypted && version >= Format.boundVersion }
     /// Whether the log starts with a copy of this header (version 3 and later).
     var hasHeaderCopy: Bool { version >= Format.headerCopyVersion }
     /// Whether index records may be appended to the log (version 4 and later).
@@ -400,6 +410,7 @@ struct RecordHeader {
     var isCommit: Bool { flags & RecordFlags.commit != 0 }
     var isSealed: Bool { flags & RecordFlags.sealed != 0 }
     var isAuthenticated: Bool { flags & RecordFlags.authenticated != 0 }
+    var isBound: Bool { flags & RecordFlags.bound != 0 }
 
     /// Reads the header at `offset` if its fields are plausible and the record fits below `limit`; does not
     /// check the CRC.
@@ -412,6 +423,11 @@ struct RecordHeader {
         let valueType = bytes[offset + 5]
         let flags = bytes[offset + 6]
         guard bytes[offset + 7] == 0, flags & ~RecordFlags.known == 0 else { return nil }
+        // Only a sealed set record is bound, and then it has no authenticator.
+        if flags & RecordFlags.bound != 0 {
+            guard kind == .set, flags & (RecordFlags.sealed | RecordFlags.authenticated) == RecordFlags.sealed
+            else { return nil }
+        }
         let keyLength = Int(UInt32(littleEndian: bytes.load(fromByteOffset: offset + 8, as: UInt32.self)))
         let valueLength = Int(UInt32(littleEndian: bytes.load(fromByteOffset: offset + 12, as: UInt32.self)))
         guard keyLength <= Format.maxKeyLength, valueLength <= Format.maxStoredValueLength else { return nil }
@@ -517,14 +533,47 @@ enum RecordWriter {
     /// produced by `fillValue` directly in place. With `auth` (a version-2 sealed store) the record is flagged
     /// authenticated and its authenticator is computed before the CRC, which starts with `seed` (the image's
     /// `Header.recordSeed`). The magic is stored last, after the CRC, so a half-written record never starts with it.
+    /// A set record of an image that binds values is written with `writeBound` instead.
     @inline(__always)
     static func write(
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, kind: RecordKind, valueType: UInt8, flags: UInt8,
         seq: UInt64, expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int, auth: RecordAuth? = nil,
         seed: RecordSeed, fillValue: (UnsafeMutableRawBufferPointer) throws -> Void
     ) rethrows -> RecordHeader {
-        let flags = auth == nil ? flags & ~RecordFlags.authenticated : flags | RecordFlags.authenticated
-        let length = Format.recordLength(keyLength: key.count, valueLength: valueLength, authenticated: auth != nil)
+        precondition(kind != .set || !(auth?.bindsValues ?? false), "a bound set record is written by writeBound")
+        return try write(
+            into: bytes, at: offset, kind: kind, valueType: valueType, flags: flags, seq: seq, expiresAt: expiresAt,
+            key: key, valueLength: valueLength, auth: auth, bound: false, seed: seed
+        ) { out, _ in try fillValue(out) }
+    }
+
+    /// Writes a sealed set record of an image that binds values (`auth.bindsValues`, version 6): flagged bound, with
+    /// no authenticator; `sealValue` seals the value in place with the associated data it is given, the record's
+    /// binding (`RecordAuth.withBindingData`: its context, header and key, as written here).
+    @inline(__always)
+    static func writeBound(
+        into bytes: UnsafeMutableRawBufferPointer, at offset: Int, valueType: UInt8, flags: UInt8, seq: UInt64,
+        expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int, auth: RecordAuth, seed: RecordSeed,
+        sealValue: (UnsafeMutableRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+    ) rethrows -> RecordHeader {
+        precondition(auth.bindsValues, "writeBound in an image that does not bind values")
+        return try write(
+            into: bytes, at: offset, kind: .set, valueType: valueType, flags: flags | RecordFlags.sealed, seq: seq,
+            expiresAt: expiresAt, key: key, valueLength: valueLength, auth: auth, bound: true, seed: seed,
+            fill: sealValue)
+    }
+
+    @inline(__always)
+    private static func write(
+        into bytes: UnsafeMutableRawBufferPointer, at offset: Int, kind: RecordKind, valueType: UInt8, flags: UInt8,
+        seq: UInt64, expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int, auth: RecordAuth?, bound: Bool,
+        seed: RecordSeed, fill: (UnsafeMutableRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+    ) rethrows -> RecordHeader {
+        let signed = auth != nil && !bound
+        var flags = flags & ~(RecordFlags.authenticated | RecordFlags.bound)
+        if signed { flags |= RecordFlags.authenticated }
+        if bound { flags |= RecordFlags.bound }
+        let length = Format.recordLength(keyLength: key.count, valueLength: valueLength, authenticated: signed)
         precondition(offset & 7 == 0 && offset + length <= bytes.count, "record does not fit its buffer")
         let base = bytes.baseAddress! + offset
         base.storeBytes(of: 0, toByteOffset: 0, as: UInt32.self)
@@ -540,10 +589,20 @@ enum RecordWriter {
             (base + Format.recordHeaderSize).copyMemory(from: key.baseAddress!, byteCount: key.count)
         }
         let valueStart = Format.recordHeaderSize + key.count
-        try fillValue(UnsafeMutableRawBufferPointer(start: base + valueStart, count: valueLength))
+        let value = UnsafeMutableRawBufferPointer(start: base + valueStart, count: valueLength)
+        if bound {
+            // The binding is made from this writer's own values, never read back from the record: `bytes` may be a
+            // shared mapping that someone else writes meanwhile.
+            try auth.unsafelyUnwrapped.withBindingData(
+                offset: offset, kind: kind, valueType: valueType, flags: flags, valueLength: valueLength, seq: seq,
+                expiresAt: expiresAt, key: key
+            ) { ad in try fill(value, ad) }
+        } else {
+            try fill(value, UnsafeRawBufferPointer(start: nil, count: 0))
+        }
         let padStart = valueStart + valueLength
         (base + padStart).initializeMemory(as: UInt8.self, repeating: 0, count: length - padStart)
-        auth?.sign(UnsafeMutableRawBufferPointer(start: base, count: length), at: offset)
+        if signed { auth.unsafelyUnwrapped.sign(UnsafeMutableRawBufferPointer(start: base, count: length), at: offset) }
         var crc = seed.start
         crc.update(UnsafeRawBufferPointer(start: base + 4, count: length - 8))
         base.storeBytes(of: crc.value.littleEndian, toByteOffset: length - 4, as: UInt32.self)
@@ -556,21 +615,58 @@ enum RecordWriter {
     /// Copies a verified record into `bytes` at `offset` with sequence number `seq`, setting its commit flag
     /// (a new image holds only single committed records, numbered 1, 2, 3...), and returns its length. With
     /// `auth` the copy gets a new authenticator, for its new image and offset; its checksum starts with `seed`, the
-    /// new image's.
+    /// new image's. A sealed set record copied into an image that binds values is sealed again, bound to its new
+    /// place under a fresh nonce: it is opened with the associated data it was sealed with in `source`, an image of
+    /// `sourceImage` (its store and generation). Nil when it does not open there (its bytes changed).
     static func copy(
-        _ record: RecordHeader, from source: UnsafeRawBufferPointer, into bytes: UnsafeMutableRawBufferPointer,
-        at offset: Int, seq: UInt64, auth: RecordAuth?, seed: RecordSeed
-    ) -> Int {
+        _ record: RecordHeader, from source: UnsafeRawBufferPointer, sourceImage: ImageIdentity,
+        into bytes: UnsafeMutableRawBufferPointer, at offset: Int, seq: UInt64, auth: RecordAuth?, seed: RecordSeed
+    ) -> Int? {
         let key = record.key(in: source)
         let value = record.value(in: source)
+        let flags = record.flags | RecordFlags.commit
+        if let auth, auth.bindsValues, record.kind == .set {
+            guard record.isSealed else { return nil }
+            // The record's header and key copied once into private memory: the open checks this copy, and the new
+            // record is written from it (the source may be a shared mapping).
+            return withUnsafeTemporaryAllocation(byteCount: record.valueOffset - record.offset, alignment: 8) { head in
+                head.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[record.offset..<record.valueOffset]))
+                let head = UnsafeRawBufferPointer(head)
+                return try? SealedRecordCodec.withPlaintext(
+                    of: value, head: head, bound: record.isBound, in: sourceImage, offset: record.offset,
+                    type: record.valueType, expiresAt: record.expiresAt, sealer: auth.sealer
+                ) { plain in
+                    try writeBound(
+                        into: bytes, at: offset, valueType: record.valueType, flags: flags, seq: seq,
+                        expiresAt: record.expiresAt, key: UnsafeRawBufferPointer(rebasing: head[Format.recordHeaderSize...]),
+                        valueLength: value.count, auth: auth, seed: seed
+                    ) { out, ad in
+                        try auth.sealer.seal(plain, associatedData: ad, into: out)
+                    }.length
+                }
+            }
+        }
         return write(
-            into: bytes, at: offset, kind: record.kind, valueType: record.valueType,
-            flags: record.flags | RecordFlags.commit, seq: seq, expiresAt: record.expiresAt, key: key,
-            valueLength: value.count, auth: auth, seed: seed
+            into: bytes, at: offset, kind: record.kind, valueType: record.valueType, flags: flags, seq: seq,
+            expiresAt: record.expiresAt, key: key, valueLength: value.count, auth: auth, seed: seed
         ) { out in
             if !value.isEmpty { out.baseAddress!.copyMemory(from: value.baseAddress!, byteCount: value.count) }
         }.length
     }
+}
+
+/// The store and image a record lies in, which a sealed record's associated data names: its store UUID, and its
+/// image's generation (a bound record's, version 6).
+struct ImageIdentity {
+    let uuid: StoreUUID
+    let generation: UInt64
+
+    init(uuid: StoreUUID, generation: UInt64) {
+        self.uuid = uuid
+        self.generation = generation
+    }
+
+    init(_ header: Header) { self.init(uuid: header.uuid, generation: header.generation) }
 }
 
 /// What authenticates the records of a version-2 sealed store: the sealer's MAC over a context that binds a
@@ -581,10 +677,18 @@ enum RecordWriter {
 /// authenticator, so random damage is still found without the key.
 ///
 /// Context (40 bytes): `"PKVa" | version u8 (2) | 3 zero bytes | store UUID (16) | generation u64 | offset u64`.
+///
+/// From version 6 a set record has no authenticator: its value's AEAD binds it instead (`bindsValues`), with the
+/// associated data `withBindingData` makes, the same context under the domain `"PKVv"` and version 6, followed by
+/// the record's bytes from its kind byte to the end of its key. What the authenticator bound (store, image, offset,
+/// header, key) is then bound by the seal itself, and the value's ciphertext with it; a record is checked by
+/// opening its value (into a buffer that is wiped). Every other record keeps its authenticator.
 struct RecordAuth {
     let sealer: any PrefsSealer
     let uuid: StoreUUID
     let generation: UInt64
+    /// Whether set records are bound by their value's AEAD (version 6) rather than authenticated.
+    let bindsValues: Bool
 
     /// The authentication of records under `header`, when the store is sealed, of version 2, and a sealer is given.
     init?(header: Header, sealer: (any PrefsSealer)?) {
@@ -592,24 +696,97 @@ struct RecordAuth {
         self.sealer = sealer
         uuid = header.uuid
         generation = header.generation
+        bindsValues = header.bindsValues
     }
+
+    /// Whether set records of an image authenticated by `auth` carry an authenticator (their lengths count it).
+    @inline(__always)
+    static func signsSets(_ auth: RecordAuth?) -> Bool { auth.map { !$0.bindsValues } ?? false }
 
     static let contextSize = 40
     /// "PKVa", little-endian.
     private static let domain: UInt32 = 0x6156_4B50
+    /// "PKVv", little-endian: the context of a bound value's associated data.
+    private static let bindingDomain: UInt32 = 0x7656_4B50
 
     @inline(__always)
     private func withContext<R>(offset: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
         withUnsafeTemporaryAllocation(byteCount: RecordAuth.contextSize, alignment: 8) { context in
-            context.storeBytes(of: RecordAuth.domain.littleEndian, as: UInt32.self)
-            context.storeBytes(
-                of: UInt32(Format.authenticatedVersion).littleEndian, toByteOffset: 4, as: UInt32.self)
-            uuid.withUnsafeBytes {
-                context.baseAddress!.advanced(by: 8).copyMemory(from: $0.baseAddress!, byteCount: 16)
-            }
-            context.storeBytes(of: generation.littleEndian, toByteOffset: 24, as: UInt64.self)
-            context.storeBytes(of: UInt64(offset).littleEndian, toByteOffset: 32, as: UInt64.self)
+            RecordAuth.storeContext(
+                into: context, domain: RecordAuth.domain, version: Format.authenticatedVersion,
+                image: ImageIdentity(uuid: uuid, generation: generation), offset: offset)
             return body(UnsafeRawBufferPointer(context))
+        }
+    }
+
+    @inline(__always)
+    private static func storeContext(
+        into context: UnsafeMutableRawBufferPointer, domain: UInt32, version: UInt16, image: ImageIdentity, offset: Int
+    ) {
+        context.storeBytes(of: domain.littleEndian, as: UInt32.self)
+        context.storeBytes(of: UInt32(version).littleEndian, toByteOffset: 4, as: UInt32.self)
+        image.uuid.withUnsafeBytes {
+            context.baseAddress!.advanced(by: 8).copyMemory(from: $0.baseAddress!, byteCount: 16)
+        }
+        context.storeBytes(of: image.generation.littleEndian, toByteOffset: 24, as: UInt64.self)
+        context.storeBytes(of: UInt64(offset).littleEndian, toByteOffset: 32, as: UInt64.self)
+    }
+
+    /// Passes `body` the associated data that binds a sealed set record at file offset `offset` of this image:
+    /// `"PKVv" | version u8 (6) | 3 zero bytes | store UUID | generation u64 | offset u64`, then the record's bytes
+    /// from its kind byte to the end of its key (`head`: the record from its magic to the end of its key). Built on
+    /// the stack: `head` may lie in a shared mapping, and what is sealed or checked is this copy.
+    @inline(__always)
+    func withBindingData<R>(
+        head: UnsafeRawBufferPointer, offset: Int, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R {
+        try RecordAuth.withBindingData(
+            image: ImageIdentity(uuid: uuid, generation: generation), head: head, offset: offset, body)
+    }
+
+    /// `withBindingData` for a record of `image`.
+    @inline(__always)
+    static func withBindingData<R>(
+        image: ImageIdentity, head: UnsafeRawBufferPointer, offset: Int,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R {
+        precondition(head.count >= Format.recordHeaderSize, "a record's head is its header and key")
+        let covered = head.count - 4
+        return try withUnsafeTemporaryAllocation(byteCount: contextSize + covered, alignment: 8) { data in
+            storeContext(
+                into: data, domain: bindingDomain, version: Format.boundVersion, image: image, offset: offset)
+            UnsafeMutableRawBufferPointer(rebasing: data[contextSize...]).copyMemory(
+                from: UnsafeRawBufferPointer(rebasing: head[4...]))
+            return try body(UnsafeRawBufferPointer(data))
+        }
+    }
+
+    /// `withBindingData` of the set record a writer is about to seal, made from its own values (the bytes
+    /// `RecordWriter` stores from them): what is sealed is never read back from a file another process can write.
+    @inline(__always)
+    func withBindingData<R>(
+        offset: Int, kind: RecordKind, valueType: UInt8, flags: UInt8, valueLength: Int, seq: UInt64,
+        expiresAt: Int64, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R {
+        let size = RecordAuth.contextSize + Format.recordHeaderSize - 4 + key.count
+        return try withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { data in
+            RecordAuth.storeContext(
+                into: data, domain: RecordAuth.bindingDomain, version: Format.boundVersion,
+                image: ImageIdentity(uuid: uuid, generation: generation), offset: offset)
+            // Record bytes 4..<32 as RecordWriter lays them out, then the key.
+            let fields = RecordAuth.contextSize - 4
+            data.storeBytes(of: kind.rawValue, toByteOffset: fields + 4, as: UInt8.self)
+            data.storeBytes(of: valueType, toByteOffset: fields + 5, as: UInt8.self)
+            data.storeBytes(of: flags, toByteOffset: fields + 6, as: UInt8.self)
+            data.storeBytes(of: 0, toByteOffset: fields + 7, as: UInt8.self)
+            data.storeBytes(of: UInt32(key.count).littleEndian, toByteOffset: fields + 8, as: UInt32.self)
+            data.storeBytes(of: UInt32(valueLength).littleEndian, toByteOffset: fields + 12, as: UInt32.self)
+            data.storeBytes(of: seq.littleEndian, toByteOffset: fields + 16, as: UInt64.self)
+            data.storeBytes(of: expiresAt.littleEndian, toByteOffset: fields + 24, as: Int64.self)
+            if !key.isEmpty {
+                UnsafeMutableRawBufferPointer(rebasing: data[(fields + Format.recordHeaderSize)...]).copyMemory(from: key)
+            }
+            return try body(UnsafeRawBufferPointer(data))
         }
     }
 
@@ -627,7 +804,24 @@ struct RecordAuth {
     /// `fileOffset`: where the record lies in the file, when `bytes` is a copy of it elsewhere (its offset there
     /// is `record.offset`).
     func isAuthentic(_ record: RecordHeader, in bytes: UnsafeRawBufferPointer, fileOffset: Int? = nil) -> Bool {
-        guard record.isAuthenticated else { return false }
+        if bindsValues && record.kind == .set {
+            guard record.isBound else { return false }
+            // Its padding is zeros (the seal does not cover it), and its value opens with the associated data of
+            // its place (into a buffer wiped after).
+            let valueEnd = record.valueOffset + record.valueLength
+            for i in valueEnd..<record.offset + record.length - Format.recordTrailerSize where bytes[i] != 0 {
+                return false
+            }
+            let value = record.value(in: bytes)
+            let head = UnsafeRawBufferPointer(rebasing: bytes[record.offset..<record.valueOffset])
+            return
+                (try? SealedRecordCodec.withPlaintext(
+                    of: value, head: head, bound: true, in: ImageIdentity(uuid: uuid, generation: generation),
+                    offset: fileOffset ?? record.offset, type: record.valueType, expiresAt: record.expiresAt,
+                    sealer: sealer
+                ) { _ in () }) != nil
+        }
+        guard record.isAuthenticated, !record.isBound else { return false }
         let end = record.offset + record.length
         let macStart = end - Format.recordTrailerSize - Format.authenticatorSize
         let covered = UnsafeRawBufferPointer(rebasing: bytes[record.offset + 4..<macStart])

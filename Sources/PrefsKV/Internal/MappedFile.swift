@@ -318,8 +318,12 @@ struct HeaderIdentity: Equatable {
     var uuidHigh: UInt64
     var generation: UInt64
 
-    /// The store UUID these words hold (they are the header's little-endian words, loaded as they lie).
-    var uuid: StoreUUID { StoreUUID(low: UInt64(littleEndian: uuidLow), high: UInt64(littleEndian: uuidHigh)) }
+    /// The store and image these words name (they are the header's little-endian words, loaded as they lie).
+    var image: ImageIdentity {
+        ImageIdentity(
+            uuid: StoreUUID(low: UInt64(littleEndian: uuidLow), high: UInt64(littleEndian: uuidHigh)),
+            generation: UInt64(littleEndian: generation))
+    }
 
     init(uuidLow: UInt64, uuidHigh: UInt64, generation: UInt64) {
         self.uuidLow = uuidLow

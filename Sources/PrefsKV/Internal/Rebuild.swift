@@ -223,8 +223,9 @@ extension StoreLog {
     }
 
     /// The headers a sealed rebuild tries: each distinct identity legible in the damaged header copies, with the
-    /// sealer's key check, in the current version (record checksums that start with the generation) and in
-    /// version 4 (checksums that do not).
+    /// sealer's key check, in the current version (record checksums that start with the generation, set records
+    /// bound by their values), in version 5 (the same checksums, set records with authenticators) and in version 4
+    /// (checksums that do not start with the generation).
     private static func candidateHeaders(_ legible: [LegibleHeader], sealer: any PrefsSealer) -> [Header] {
         var headers: [Header] = []
         for fields in legible
@@ -233,6 +234,8 @@ extension StoreLog {
             header.uuid = fields.uuid
             header.generation = fields.generation
             header.createdAt = fields.createdAt
+            headers.append(header)
+            header.version = Format.seededVersion
             headers.append(header)
             header.version = Format.indexVersion
             headers.append(header)

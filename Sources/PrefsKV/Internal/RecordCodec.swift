@@ -126,12 +126,12 @@ enum RecordCodec {
 
     /// Key names for index keys, sorted: the keys themselves in a plain store; in a sealed one, names learned or
     /// read from the keys' records (unreadable ones are left out). A key whose entry is gone is named by its record
-    /// in `former`, entries of keys that went and the file (of store UUID `uuid`) their records lie in: the image a
+    /// in `former`, entries of keys that went and the file (an image `image` of the store) their records lie in: the image a
     /// reload or a restore replaced, when that file still shows it (`StoreLog.stillShowsItsImage`), or this file
     /// for keys that records appended to it deleted.
     func names(
         forIndexKeys keys: [String], in log: StoreLog,
-        formerImage former: (file: MappedFile, index: KeyIndex, uuid: StoreUUID)? = nil
+        formerImage former: (file: MappedFile, index: KeyIndex, image: ImageIdentity)? = nil
     ) -> [String] {
         switch self {
         case .plain: return Engine.sortedUnique(keys)
@@ -141,7 +141,7 @@ enum RecordCodec {
                 if let name = try? sealed.name(forIndexKey: key, in: log) {
                     out.append(name)
                 } else if let former, let entry = former.index[key],
-                    let name = sealed.name(of: entry, inFormerImage: former.file, uuid: former.uuid)
+                    let name = sealed.name(of: entry, inFormerImage: former.file, image: former.image)
                 {
                     out.append(name)
                 }
@@ -227,6 +227,14 @@ enum RecordCodec {
                 if !value.isEmpty { out.copyMemory(from: value) }
             }
         case .sealed(let sealed):
+            if let auth, auth.bindsValues {
+                return try RecordWriter.writeBound(
+                    into: bytes, at: offset, valueType: type.rawValue, flags: flags, seq: seq, expiresAt: expiresAt,
+                    key: key, valueLength: storedLength, auth: auth, seed: seed
+                ) { out, ad in
+                    try sealed.seal(name: name, value: value, associatedData: ad, into: out)
+                }
+            }
             return try RecordWriter.write(
                 into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags | RecordFlags.sealed,
                 seq: seq, expiresAt: expiresAt, key: key, valueLength: storedLength, auth: auth, seed: seed

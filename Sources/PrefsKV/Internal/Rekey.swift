@@ -36,7 +36,8 @@ enum Rekey {
                 Item(
                     name: name, type: entry.type, value: value, expiresAt: entry.expiresAt, key: key,
                     storedLength: stored))
-            length += Format.recordLength(keyLength: key.count, valueLength: stored, authenticated: auth != nil)
+            length += Format.recordLength(
+                keyLength: key.count, valueLength: stored, authenticated: RecordAuth.signsSets(auth))
         }
         let uuid = header.uuid
         let image = try StoreImage.write(

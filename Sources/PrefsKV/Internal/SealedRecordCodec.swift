@@ -106,40 +106,32 @@ final class SealedRecordCodec {
         _ body: (String, UnsafeRawBufferPointer) throws(PrefsError) -> R
     ) throws(PrefsError) -> R {
         try withPlaintext(
-            of: entry, expectedName: expectedName, in: log.file, uuid: log.header.uuid, path: log.paths.data, body)
+            of: entry, expectedName: expectedName, in: log.file, image: log.image,
+            path: log.paths.data, body)
     }
 
-    /// The name sealed in `entry`'s record in `file`, an image of the store whose UUID is `uuid`, for a key that is
-    /// no longer in the index (`RecordCodec.names`); nil when the record does not open there.
-    func name(of entry: Entry, inFormerImage file: MappedFile, uuid: StoreUUID) -> String? {
-        try? withPlaintext(of: entry, expectedName: nil, in: file, uuid: uuid, path: file.path) { name, _ in name }
+    /// The name sealed in `entry`'s record in `file`, an image `image` of the store, for a key that is no longer in
+    /// the index (`RecordCodec.names`); nil when the record does not open there.
+    func name(of entry: Entry, inFormerImage file: MappedFile, image: ImageIdentity) -> String? {
+        try? withPlaintext(of: entry, expectedName: nil, in: file, image: image, path: file.path) { name, _ in name }
     }
 
     private func withPlaintext<R>(
-        of entry: Entry, expectedName: String?, in file: MappedFile, uuid: StoreUUID, path: String,
+        of entry: Entry, expectedName: String?, in file: MappedFile, image: ImageIdentity, path: String,
         _ body: (String, UnsafeRawBufferPointer) throws(PrefsError) -> R
     ) throws(PrefsError) -> R {
         let sealer = self.sealer
         do {
             return try file.withBytes { bytes in
                 guard entry.valueOffset + entry.valueLength <= bytes.count else { throw SealedPayloadError() }
-                let tag = UnsafeRawBufferPointer(rebasing: bytes[entry.keyOffset..<entry.keyOffset + entry.keyLength])
+                let head = UnsafeRawBufferPointer(rebasing: bytes[entry.recordOffset..<entry.valueOffset])
                 let sealed = UnsafeRawBufferPointer(
                     rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength])
-                let length = sealed.count - sealer.overhead
-                guard length >= 0 else { throw SealedPayloadError() }
-                // The plaintext lives in a temporary buffer here, wiped before it is released (a guarded allocation
-                // per read would cost ten times the read); the sealer opens into it without a generic call.
-                return try withUnsafeTemporaryAllocation(byteCount: max(length, 1), alignment: 16) { buffer in
-                    defer { Sys.zero(buffer) }
-                    let plain = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
-                    try SealedRecordCodec.withAssociatedData(
-                        uuid: uuid, tag: tag, type: entry.type, expiresAt: entry.expiresAt
-                    ) { ad in
-                        try sealer.open(sealed, associatedData: ad, into: plain)
-                    }
-                    return try SealedRecordCodec.withNameAndValue(
-                        UnsafeRawBufferPointer(plain), expectedName: expectedName, body)
+                return try SealedRecordCodec.withPlaintext(
+                    of: sealed, head: head, bound: entry.bound, in: image, offset: entry.recordOffset,
+                    type: entry.type.rawValue, expiresAt: entry.expiresAt, sealer: sealer
+                ) { plain in
+                    try SealedRecordCodec.withNameAndValue(plain, expectedName: expectedName, body)
                 }
             }
         } catch let error as PrefsError {
@@ -176,11 +168,62 @@ final class SealedRecordCodec {
         return try body(name, UnsafeRawBufferPointer(rebasing: plain[(4 + nameLength)...]))
     }
 
+    /// Opens `sealed`, the value of a sealed set record whose bytes from its magic to the end of its key are `head`,
+    /// at file offset `offset` of `image`, and passes its plaintext to `body`; `type` and `expiresAt` are what the
+    /// caller takes the record's type and expiry to be (its entry's). The associated data is the record's binding when
+    /// it is `bound` (version 6, `RecordAuth.withBindingData`, made from a private copy of `head`, whose type and
+    /// expiry must then be `type` and `expiresAt`), otherwise `store UUID | tag | type | expiresAt`. The plaintext
+    /// lives in a temporary buffer, wiped before it is released (a guarded allocation per read would cost ten times
+    /// the read); the sealer opens into it without a generic call.
+    @inline(__always)
+    static func withPlaintext<R>(
+        of sealed: UnsafeRawBufferPointer, head: UnsafeRawBufferPointer, bound: Bool, in image: ImageIdentity,
+        offset: Int, type: UInt8, expiresAt: Int64, sealer: any PrefsSealer,
+        _ body: (UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
+        let length = sealed.count - sealer.overhead
+        guard length >= 0, head.count >= Format.recordHeaderSize else { throw SealedPayloadError() }
+        return try withUnsafeTemporaryAllocation(byteCount: max(length, 1), alignment: 16) { buffer in
+            defer { Sys.zero(buffer) }
+            let plain = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
+            if bound {
+                try RecordAuth.withBindingData(image: image, head: head, offset: offset) { ad in
+                    // The copy the seal is checked against says what the caller will take the value for.
+                    let fields = RecordAuth.contextSize - 4
+                    guard ad[fields + 5] == type,
+                        Int64(littleEndian: ad.loadUnaligned(fromByteOffset: fields + 24, as: Int64.self)) == expiresAt
+                    else { throw SealedPayloadError() }
+                    try sealer.open(sealed, associatedData: ad, into: plain)
+                }
+            } else {
+                try withAssociatedData(
+                    uuid: image.uuid, tag: UnsafeRawBufferPointer(rebasing: head[Format.recordHeaderSize...]),
+                    type: type, expiresAt: expiresAt
+                ) { ad in
+                    try sealer.open(sealed, associatedData: ad, into: plain)
+                }
+            }
+            return try body(UnsafeRawBufferPointer(plain))
+        }
+    }
+
     /// Seals `u32 nameLength | name | value` into `out` (exactly `storedLength` bytes) with the associated data
-    /// of the record. The plaintext is assembled in a temporary buffer, wiped once sealed.
+    /// of the record (a record of an image that binds values: `seal(name:value:associatedData:into:)`). The plaintext
+    /// is assembled in a temporary buffer, wiped once sealed.
     func seal(
         name: String, value: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
         uuid: StoreUUID, into out: UnsafeMutableRawBufferPointer
+    ) throws {
+        try SealedRecordCodec.withAssociatedData(uuid: uuid, tag: tag, type: type.rawValue, expiresAt: expiresAt) { ad in
+            try seal(name: name, value: value, associatedData: ad, into: out)
+        }
+    }
+
+    /// Seals `u32 nameLength | name | value` into `out` (exactly `storedLength` bytes) with the associated data `ad`.
+    /// The plaintext is assembled in a temporary buffer, wiped once sealed.
+    func seal(
+        name: String, value: UnsafeRawBufferPointer, associatedData ad: UnsafeRawBufferPointer,
+        into out: UnsafeMutableRawBufferPointer
     ) throws {
         var name = name
         let sealer = self.sealer
@@ -194,16 +237,15 @@ final class SealedRecordCodec {
                 if !value.isEmpty {
                     UnsafeMutableRawBufferPointer(rebasing: plain[(4 + nameBytes.count)...]).copyMemory(from: value)
                 }
-                try SealedRecordCodec.withAssociatedData(uuid: uuid, tag: tag, type: type, expiresAt: expiresAt) { ad in
-                    try sealer.seal(UnsafeRawBufferPointer(plain), associatedData: ad, into: out)
-                }
+                try sealer.seal(UnsafeRawBufferPointer(plain), associatedData: ad, into: out)
             }
         }
     }
 
-    /// Builds `store UUID | tag | valueType | expiresAt (i64 LE)`, the associated data of a sealed value.
+    /// Builds `store UUID | tag | valueType | expiresAt (i64 LE)`, the associated data of a sealed value of an image
+    /// that does not bind values (before version 6).
     static func withAssociatedData<R>(
-        uuid: StoreUUID, tag: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
+        uuid: StoreUUID, tag: UnsafeRawBufferPointer, type: UInt8, expiresAt: Int64,
         _ body: (UnsafeRawBufferPointer) throws -> R
     ) rethrows -> R {
         // On the stack (a heap array here was a third of a warm sealed read's allocations).
@@ -212,7 +254,7 @@ final class SealedRecordCodec {
             uuid.withUnsafeBytes { ad.copyMemory(from: $0) }
             let rest = UnsafeMutableRawBufferPointer(rebasing: ad[16...])
             if !tag.isEmpty { rest.copyMemory(from: tag) }
-            rest[tag.count] = type.rawValue
+            rest[tag.count] = type
             rest.storeBytes(of: expiresAt.littleEndian, toByteOffset: tag.count + 1, as: Int64.self)
             return try body(UnsafeRawBufferPointer(ad))
         }

@@ -94,6 +94,10 @@ final class StoreLog {
 
     /// How the records of the current file are authenticated: nil for a plain store and a version-1 sealed one.
     var auth: RecordAuth? { RecordAuth(header: header, sealer: sealer) }
+    /// The store and image of the current file (its header's UUID and generation, without copying the header).
+    var image: ImageIdentity {
+        @inline(__always) get { ImageIdentity(uuid: header.uuid, generation: header.generation) }
+    }
 
     /// Replaces the file and index with a snapshot's.
     func adopt(_ snapshot: Snapshot) {
@@ -323,6 +327,29 @@ final class StoreLog {
         !oldFile.identity.isSameFile(as: file.identity) && oldFile.headerIdentity == oldFile.adoptedIdentity
     }
 
+    /// Whether two entries of the same sealed key, at least one bound to its place (version 6: a new image seals
+    /// every value again, so equal values differ in their bytes), open to the same plaintext (name and value). False
+    /// when either does not open.
+    private static func samePlaintext(
+        _ old: Entry, in oldBytes: UnsafeRawBufferPointer, image oldImage: ImageIdentity, _ new: Entry,
+        in newBytes: UnsafeRawBufferPointer, image newImage: ImageIdentity, sealer: (any PrefsSealer)?
+    ) -> Bool {
+        guard let sealer, old.sealed, new.sealed, old.bound || new.bound,
+            old.valueOffset + old.valueLength <= oldBytes.count, new.valueOffset + new.valueLength <= newBytes.count
+        else { return false }
+        func open<R>(_ entry: Entry, _ bytes: UnsafeRawBufferPointer, _ image: ImageIdentity,
+            _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+            try SealedRecordCodec.withPlaintext(
+                of: UnsafeRawBufferPointer(rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength]),
+                head: UnsafeRawBufferPointer(rebasing: bytes[entry.recordOffset..<entry.valueOffset]),
+                bound: entry.bound, in: image, offset: entry.recordOffset, type: entry.type.rawValue,
+                expiresAt: entry.expiresAt, sealer: sealer, body)
+        }
+        return
+            (try? open(old, oldBytes, oldImage) { a in try open(new, newBytes, newImage) { b in a.elementsEqual(b) } })
+            ?? false
+    }
+
     /// Index keys whose values differ between an old mapping and the current state.
     func changedIndexKeys(from oldFile: MappedFile, oldIndex: KeyIndex) -> [String] {
         precondition(table == nil, "observed stores read the whole log")
@@ -333,6 +360,9 @@ final class StoreLog {
         if !stillShowsItsImage(oldFile) {
             return Array(index.keys) + oldIndex.keys.filter { index[$0] == nil }
         }
+        let oldImage = oldFile.adoptedIdentity.image
+        let newImage = image
+        let sealer = self.sealer
         oldFile.withBytes { oldBytes in
             file.withBytes { newBytes in
                 for (key, new) in index {
@@ -340,6 +370,8 @@ final class StoreLog {
                         old.valueLength == new.valueLength,
                         oldBytes[old.valueOffset..<old.valueOffset + old.valueLength].elementsEqual(
                             newBytes[new.valueOffset..<new.valueOffset + new.valueLength])
+                            || StoreLog.samePlaintext(
+                                old, in: oldBytes, image: oldImage, new, in: newBytes, image: newImage, sealer: sealer)
                     {
                         continue
                     }

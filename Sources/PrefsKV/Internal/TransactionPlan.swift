@@ -118,7 +118,7 @@ struct TransactionPlan {
                 layout = Layout(
                     key: key, valueLength: valueLength,
                     length: Format.recordLength(
-                        keyLength: key.count, valueLength: valueLength, authenticated: authenticated))
+                        keyLength: key.count, valueLength: valueLength, authenticated: RecordAuth.signsSets(auth)))
             case .delete(let indexKey, let name):
                 let key = codec.diskKey(name, indexKey: indexKey)
                 layout = Layout(

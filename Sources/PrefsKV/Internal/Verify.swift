@@ -19,12 +19,12 @@ enum Verify {
                     seed: header.recordSeed, auth: RecordAuth(header: header, sealer: sealer)
                 ) { record in
                     guard record.kind == .set, record.isSealed else { return }
-                    let ok: Bool = SealedRecordCodec.withAssociatedData(
-                        uuid: header.uuid, tag: record.key(in: bytes),
-                        type: ValueType(rawValue: record.valueType)!, expiresAt: record.expiresAt
-                    ) { ad in
-                        (try? sealer.open(record.value(in: bytes), associatedData: ad) { _ in true }) ?? false
-                    }
+                    let head = UnsafeRawBufferPointer(rebasing: bytes[record.offset..<record.valueOffset])
+                    let ok =
+                        (try? SealedRecordCodec.withPlaintext(
+                            of: record.value(in: bytes), head: head, bound: record.isBound, in: ImageIdentity(header),
+                            offset: record.offset, type: record.valueType, expiresAt: record.expiresAt, sealer: sealer
+                        ) { _ in () }) != nil
                     if !ok {
                         verified -= 1
                         damage.append(
