@@ -312,6 +312,45 @@ import Testing
 
     /// A header page naming a newer version, whose copy names it too, is a newer format: refused, never rebuilt,
     /// even by repair or `openOrLog`.
+    /// Found by `make torture` (seed 15081981191036258957, round 4680): a plain store whose header copies were both
+    /// hit, and one of whose records had its sealed flag flipped by the same damage, was refused by repair as a
+    /// sealed store ("rebuilding it needs its sealer"), so it could never be repaired. Its body is plain by all its
+    /// other records: it is rebuilt without a key, and the flipped record (whose checksum no longer verifies) is the
+    /// one record lost.
+    @Test func oneRecordWhoseSealedFlagFlippedDoesNotMakeAPlainStoreNeedAKey() throws {
+        let store = try Store(.sets, sealed: false)
+        var damaged = store.bytes
+        for i in 0..<4096 { damaged[i] = 0 }
+        damaged[4096 + 32 + 60] ^= 0x01
+        let first = firstRecordOffset(sealed: false)
+        #expect(damaged[first + 4] == 1 && damaged[first + 6] & RecordFlags.sealed == 0, "a plain set record")
+        damaged[first + 6] ^= RecordFlags.sealed
+        for name in store.dir.files where name != "ui.prefs.lock" {
+            try FileManager.default.removeItem(atPath: store.dir.file(name))
+        }
+        try writeBytes(damaged, to: store.path)
+        store.expectEveryOpenRefused(.notAStore)
+        var configuration = PrefsStore.Configuration()
+        configuration.logger.logLevel = .critical
+        let report = try #require(
+            try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: configuration))
+        #expect(report.recordsKept == 299 && report.recordsLost >= 1, "\(report)")
+        #expect(try readBytes(try #require(report.quarantinePath)) == damaged)
+        let repaired = try openStore(store.dir)
+        #expect(repaired.lastRecovery == nil)
+        #expect(try repaired.count == 299)
+        // With a sealer, the same body is plain: nothing is rebuilt under the key, and the file is left as it was.
+        try writeBytes(damaged, to: store.path)
+        for name in store.dir.files where name.contains(".corrupt-") {
+            try FileManager.default.removeItem(atPath: store.dir.file(name))
+        }
+        configuration.sealer = TestSealer(key: 1)
+        expectError(.notEncrypted) {
+            try PrefsStore.repair(id: "ui", directory: store.dir.path, configuration: configuration)
+        }
+        #expect(try readBytes(store.path) == damaged)
+    }
+
     @Test func aNewerFormatIsNeverRebuilt() throws {
         let store = try Store(.sets, sealed: false)
         var newer = store.bytes

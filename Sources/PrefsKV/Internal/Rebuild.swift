@@ -40,9 +40,16 @@ extension StoreLog {
         let sealedRecords = shaped.count { ($0.kind == .set || $0.kind == .delete) && $0.isSealed }
         let plainRecords = shaped.count { ($0.kind == .set || $0.kind == .delete) && !$0.isSealed }
         let legible = file.withBytes { legibleHeaders(in: $0) }
+        // Whether the store is sealed, by most of its records: damage can flip a record's sealed flag (a flipped
+        // record no longer verifies its checksum, and is lost as any damaged record), so one record that looks
+        // sealed does not make a plain body sealed, nor the reverse. Only a body with as many of each (none, usually)
+        // is told by a sealed flag still legible in a header copy.
+        let looksSealed =
+            sealedRecords > plainRecords
+            || (sealedRecords == plainRecords && legible.contains(where: { $0.flags & Format.flagEncrypted != 0 }))
         guard let sealer else {
             // Rebuilding sealed records needs the key (a plain rebuild would drop them all).
-            if sealedRecords > 0 || legible.contains(where: { $0.flags & Format.flagEncrypted != 0 }) {
+            if looksSealed {
                 throw PrefsError(
                     .encrypted,
                     "no copy of the header verifies and the store is sealed: rebuilding it needs its sealer; the file "
@@ -50,7 +57,7 @@ extension StoreLog {
             }
             return rebuiltPlain(file: file, legible: legible, records: shaped, unreadable: unreadable)
         }
-        if plainRecords > 0 && sealedRecords == 0 {
+        if !looksSealed && plainRecords > 0 {
             throw PrefsError(
                 .notEncrypted,
                 "no copy of the header verifies and the records of the file are not sealed: it was opened with a "
