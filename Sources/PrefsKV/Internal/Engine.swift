@@ -48,12 +48,25 @@ final class Engine: @unchecked Sendable {
     /// Set when reading the whole log failed (the file is damaged and the store must not salvage): a handle that
     /// knows its file is damaged appends nothing to it.
     @exclusivity(unchecked) private var wholeLogFailed = false
+    /// Private memory where a sealed write assembles its plaintext (`u32 nameLength | name | value`, up to
+    /// `sealScratchCapacity` bytes), wiped after each write: allocated at the first sealed write, instead of a
+    /// temporary allocation per write, whose closure retained what it captured (a tenth of a sealed write's
+    /// bookkeeping). Used only under the engine's lock, like everything here.
+    @exclusivity(unchecked) private var sealScratch: UnsafeMutableRawPointer?
+    static let sealScratchCapacity = 512
 
     @inline(__always) var hasPendingEvents: Bool { !pendingChanges.isEmpty || !pendingLog.isEmpty }
     var sealer: (any PrefsSealer)? { codec.sealer }
     var multiProcess: Bool { lock.multiProcess }
     /// New images are marked watched while this handle's observers rely on other processes' inotify events.
     private var watchesImages: Bool { wantsChanges && multiProcess }
+
+    deinit {
+        if let sealScratch {
+            Sys.zero(UnsafeMutableRawBufferPointer(start: sealScratch, count: Engine.sealScratchCapacity))
+            sealScratch.deallocate()
+        }
+    }
 
     private init(
         paths: StorePaths, configuration: PrefsStore.Configuration, lock: StoreLock, readOnlyCause: Errno?,
@@ -546,44 +559,78 @@ final class Engine: @unchecked Sendable {
         expiresAt: Int64, valueLength: Int, fill: (UnsafeMutableRawBufferPointer) -> Void
     ) throws(PrefsError) -> Bool {
         try lookUp(indexKey)
-        let log = self.log
-        let codec = self.codec
-        let dataPath = paths.data  // (copying the whole StorePaths cost 470 instructions a write)
+        let plainLength = 4 + name.utf8.count + valueLength
+        // The log and the codec are used unretained (this engine holds both, and nothing here replaces them): their
+        // retains and releases, and the sealed codec's, were a tenth of a sealed write's bookkeeping.
         return try typed {
-            try withUnsafeTemporaryAllocation(byteCount: Swift.max(valueLength, 1), alignment: 16) { buffer -> Bool in
-                defer { Sys.zero(buffer) }
-                let filled = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<valueLength])
-                fill(filled)
-                let value = UnsafeRawBufferPointer(filled)
-                if try TransactionPlan.isUnchanged(
-                    indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt, log: log,
-                    codec: codec)
-                {
-                    return false
-                }
-                let storedLength = codec.storedLength(name: name, valueLength: valueLength)
-                let auth = log.auth
-                let uuid = log.header.uuid
-                let seed = log.recordSeed
-                let length = Format.recordLength(
-                    keyLength: tag.count, valueLength: storedLength, authenticated: RecordAuth.signsSets(auth))
-                try log.appendSealedSet(indexKey: indexKey, length: length, plainCRC: CRC32C.checksum(value)) {
-                    bytes, offset, seq throws(PrefsError) -> RecordHeader in
-                    do {
-                        return try codec.writeSet(
-                            into: bytes, at: offset, flags: RecordFlags.commit, seq: seq, name: name, key: tag,
-                            type: type, value: value, expiresAt: expiresAt, storedLength: storedLength,
-                            uuid: uuid, auth: auth, seed: seed)
-                    } catch {
-                        throw SealedRecordCodec.sealFailed(name, path: dataPath, error)
+            try Unmanaged.passUnretained(log)._withUnsafeGuaranteedRef { log in
+                try Unmanaged.passUnretained(sealed)._withUnsafeGuaranteedRef { sealed in
+                    guard plainLength <= Engine.sealScratchCapacity else {
+                        return try withUnsafeTemporaryAllocation(byteCount: plainLength, alignment: 16) { buffer in
+                            defer { Sys.zero(buffer) }
+                            return try writeSealed(
+                                plain: buffer, name: name, indexKey: indexKey, tag: tag, sealed: sealed, log: log,
+                                type: type, expiresAt: expiresAt, fill: fill)
+                        }
                     }
+                    let scratch = sealScratch ?? allocateSealScratch()
+                    let plain = UnsafeMutableRawBufferPointer(start: scratch, count: plainLength)
+                    defer { Sys.zero(plain) }
+                    return try writeSealed(
+                        plain: plain, name: name, indexKey: indexKey, tag: tag, sealed: sealed, log: log, type: type,
+                        expiresAt: expiresAt, fill: fill)
                 }
-                // Only a handle that reports changes needs the name later, for a key whose record goes (deleted or
-                // replaced by another process); anything else opens the record when it asks (`name(forIndexKey:)`).
-                if wantsChanges { sealed.learn(indexKey: indexKey, name: name) }
-                return true
             }
         }
+    }
+
+    @inline(never)
+    private func allocateSealScratch() -> UnsafeMutableRawPointer {
+        let scratch = UnsafeMutableRawPointer.allocate(byteCount: Engine.sealScratchCapacity, alignment: 16)
+        sealScratch = scratch
+        return scratch
+    }
+
+    /// Writes `name`'s value, made by `fill`, sealed: its plaintext `u32 nameLength | name | value` is assembled in
+    /// `plain` (private memory the caller wipes), compared with the current value, and sealed into the record.
+    @inline(__always)
+    private func writeSealed(
+        plain: UnsafeMutableRawBufferPointer, name: String, indexKey: String, tag: UnsafeRawBufferPointer,
+        sealed: SealedRecordCodec, log: StoreLog, type: ValueType, expiresAt: Int64,
+        fill: (UnsafeMutableRawBufferPointer) -> Void
+    ) throws -> Bool {
+        let valueStart = SealedRecordCodec.assemble(name: name, into: plain)
+        let filled = UnsafeMutableRawBufferPointer(rebasing: plain[valueStart...])
+        fill(filled)
+        let value = UnsafeRawBufferPointer(filled)
+        if try TransactionPlan.isUnchanged(
+            indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt, log: log, sealed: sealed)
+        {
+            return false
+        }
+        let storedLength = plain.count + sealed.sealer.overhead
+        // A version-6 image binds the value to the image (no `RecordAuth` copied: its sealer made that 650
+        // instructions); an older one authenticates the record, or (version 1) neither.
+        let binding: ImageIdentity? = log.header.bindsValues ? log.image : nil
+        let signer = binding == nil ? log.auth : nil
+        let uuid = log.header.uuid
+        let seed = log.recordSeed
+        let length = Format.recordLength(keyLength: tag.count, valueLength: storedLength, authenticated: signer != nil)
+        let plaintext = UnsafeRawBufferPointer(plain)
+        try log.appendSealedSet(indexKey: indexKey, length: length, plainCRC: CRC32C.checksum(value)) {
+            bytes, offset, seq throws(PrefsError) -> RecordHeader in
+            do {
+                return try sealed.writeSet(
+                    into: bytes, at: offset, flags: RecordFlags.commit, seq: seq, plaintext: plaintext, key: tag,
+                    type: type, expiresAt: expiresAt, uuid: uuid, signer: signer, binding: binding, seed: seed)
+            } catch {
+                throw SealedRecordCodec.sealFailed(name, path: log.paths.data, error)
+            }
+        }
+        // Only a handle that reports changes needs the name later, for a key whose record goes (deleted or replaced
+        // by another process); anything else opens the record when it asks (`name(forIndexKey:)`).
+        if wantsChanges { sealed.learn(indexKey: indexKey, name: name) }
+        return true
     }
 
     /// About how many keys the store holds: the index's, or for a handle reading a persisted table, the larger of

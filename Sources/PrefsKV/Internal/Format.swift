@@ -543,59 +543,54 @@ enum RecordWriter {
         precondition(kind != .set || !(auth?.bindsValues ?? false), "a bound set record is written by writeBound")
         return try write(
             into: bytes, at: offset, kind: kind, valueType: valueType, flags: flags, seq: seq, expiresAt: expiresAt,
-            key: key, valueLength: valueLength, auth: auth, bound: false, seed: seed
+            key: key, valueLength: valueLength, auth: auth, binding: nil, seed: seed
         ) { out, _ in try fillValue(out) }
     }
 
-    /// Writes a sealed set record of an image that binds values (`auth.bindsValues`, version 6): flagged bound, with
-    /// no authenticator; `sealValue` seals the value in place with the associated data it is given, the record's
-    /// binding (`RecordAuth.withBindingData`: its context, header and key, as written here).
+    /// Writes a sealed set record of `image`, an image that binds values (`RecordAuth.bindsValues`, version 6):
+    /// flagged bound, with no authenticator; `sealValue` seals the value in place with the associated data it is
+    /// given, the record's binding (`RecordAuth.withBindingData`: its context, header and key, as written here).
+    /// Takes the image alone, not the `RecordAuth` (copying one, with its sealer, cost a sealed write 650
+    /// instructions).
     @inline(__always)
     static func writeBound(
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, valueType: UInt8, flags: UInt8, seq: UInt64,
-        expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int, auth: RecordAuth, seed: RecordSeed,
+        expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int, image: ImageIdentity, seed: RecordSeed,
         sealValue: (UnsafeMutableRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
     ) rethrows -> RecordHeader {
-        precondition(auth.bindsValues, "writeBound in an image that does not bind values")
-        return try write(
+        try write(
             into: bytes, at: offset, kind: .set, valueType: valueType, flags: flags | RecordFlags.sealed, seq: seq,
-            expiresAt: expiresAt, key: key, valueLength: valueLength, auth: auth, bound: true, seed: seed,
+            expiresAt: expiresAt, key: key, valueLength: valueLength, auth: nil, binding: image, seed: seed,
             fill: sealValue)
     }
 
     @inline(__always)
     private static func write(
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, kind: RecordKind, valueType: UInt8, flags: UInt8,
-        seq: UInt64, expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int, auth: RecordAuth?, bound: Bool,
-        seed: RecordSeed, fill: (UnsafeMutableRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+        seq: UInt64, expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int, auth: RecordAuth?,
+        binding: ImageIdentity?, seed: RecordSeed,
+        fill: (UnsafeMutableRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
     ) rethrows -> RecordHeader {
-        let signed = auth != nil && !bound
+        precondition(auth == nil || binding == nil, "a record is either authenticated or bound")
+        let signed = auth != nil
         var flags = flags & ~(RecordFlags.authenticated | RecordFlags.bound)
         if signed { flags |= RecordFlags.authenticated }
-        if bound { flags |= RecordFlags.bound }
+        if binding != nil { flags |= RecordFlags.bound }
         let length = Format.recordLength(keyLength: key.count, valueLength: valueLength, authenticated: signed)
         precondition(offset & 7 == 0 && offset + length <= bytes.count, "record does not fit its buffer")
         let base = bytes.baseAddress! + offset
         base.storeBytes(of: 0, toByteOffset: 0, as: UInt32.self)
-        base.storeBytes(of: kind.rawValue, toByteOffset: 4, as: UInt8.self)
-        base.storeBytes(of: valueType, toByteOffset: 5, as: UInt8.self)
-        base.storeBytes(of: flags, toByteOffset: 6, as: UInt8.self)
-        base.storeBytes(of: 0, toByteOffset: 7, as: UInt8.self)
-        base.storeBytes(of: UInt32(key.count).littleEndian, toByteOffset: 8, as: UInt32.self)
-        base.storeBytes(of: UInt32(valueLength).littleEndian, toByteOffset: 12, as: UInt32.self)
-        base.storeBytes(of: seq.littleEndian, toByteOffset: 16, as: UInt64.self)
-        base.storeBytes(of: expiresAt.littleEndian, toByteOffset: 24, as: Int64.self)
-        if !key.isEmpty {
-            (base + Format.recordHeaderSize).copyMemory(from: key.baseAddress!, byteCount: key.count)
-        }
+        storeFields(
+            into: base, kind: kind, valueType: valueType, flags: flags, valueLength: valueLength, seq: seq,
+            expiresAt: expiresAt, key: key)
         let valueStart = Format.recordHeaderSize + key.count
         let value = UnsafeMutableRawBufferPointer(start: base + valueStart, count: valueLength)
-        if bound {
+        if let binding {
             // The binding is made from this writer's own values, never read back from the record: `bytes` may be a
             // shared mapping that someone else writes meanwhile.
-            try auth.unsafelyUnwrapped.withBindingData(
-                offset: offset, kind: kind, valueType: valueType, flags: flags, valueLength: valueLength, seq: seq,
-                expiresAt: expiresAt, key: key
+            try RecordAuth.withBindingData(
+                image: binding, offset: offset, kind: kind, valueType: valueType, flags: flags,
+                valueLength: valueLength, seq: seq, expiresAt: expiresAt, key: key
             ) { ad in try fill(value, ad) }
         } else {
             try fill(value, UnsafeRawBufferPointer(start: nil, count: 0))
@@ -610,6 +605,27 @@ enum RecordWriter {
         return RecordHeader(
             offset: offset, kind: kind, valueType: valueType, flags: flags, keyLength: key.count,
             valueLength: valueLength, seq: seq, expiresAt: expiresAt, crc: crc.value)
+    }
+
+    /// Stores a record's bytes 4..<32 (kind, value type, flags, a zero byte, key length, value length, sequence
+    /// number, expiry) and its key at `base`, the record's magic: what `write` lays out, and what a bound value's
+    /// associated data repeats (`RecordAuth.withBindingData`, at its own offset).
+    @inline(__always)
+    static func storeFields(
+        into base: UnsafeMutableRawPointer, kind: RecordKind, valueType: UInt8, flags: UInt8, valueLength: Int,
+        seq: UInt64, expiresAt: Int64, key: UnsafeRawBufferPointer
+    ) {
+        base.storeBytes(of: kind.rawValue, toByteOffset: 4, as: UInt8.self)
+        base.storeBytes(of: valueType, toByteOffset: 5, as: UInt8.self)
+        base.storeBytes(of: flags, toByteOffset: 6, as: UInt8.self)
+        base.storeBytes(of: 0, toByteOffset: 7, as: UInt8.self)
+        base.storeBytes(of: UInt32(key.count).littleEndian, toByteOffset: 8, as: UInt32.self)
+        base.storeBytes(of: UInt32(valueLength).littleEndian, toByteOffset: 12, as: UInt32.self)
+        base.storeBytes(of: seq.littleEndian, toByteOffset: 16, as: UInt64.self)
+        base.storeBytes(of: expiresAt.littleEndian, toByteOffset: 24, as: Int64.self)
+        if !key.isEmpty {
+            (base + Format.recordHeaderSize).copyMemory(from: key.baseAddress!, byteCount: key.count)
+        }
     }
 
     /// Copies a verified record into `bytes` at `offset` with sequence number `seq`, setting its commit flag
@@ -639,7 +655,8 @@ enum RecordWriter {
                     try writeBound(
                         into: bytes, at: offset, valueType: record.valueType, flags: flags, seq: seq,
                         expiresAt: record.expiresAt, key: UnsafeRawBufferPointer(rebasing: head[Format.recordHeaderSize...]),
-                        valueLength: value.count, auth: auth, seed: seed
+                        valueLength: value.count, image: ImageIdentity(uuid: auth.uuid, generation: auth.generation),
+                        seed: seed
                     ) { out, ad in
                         try auth.sealer.seal(plain, associatedData: ad, into: out)
                     }.length
@@ -761,31 +778,21 @@ struct RecordAuth {
         }
     }
 
-    /// `withBindingData` of the set record a writer is about to seal, made from its own values (the bytes
-    /// `RecordWriter` stores from them): what is sealed is never read back from a file another process can write.
+    /// `withBindingData` of the set record a writer is about to seal at `offset` of `image`, made from its own
+    /// values (the bytes `RecordWriter` stores from them, by the same `RecordWriter.storeFields`): what is sealed is
+    /// never read back from a file another process can write.
     @inline(__always)
-    func withBindingData<R>(
-        offset: Int, kind: RecordKind, valueType: UInt8, flags: UInt8, valueLength: Int, seq: UInt64,
-        expiresAt: Int64, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
+    static func withBindingData<R>(
+        image: ImageIdentity, offset: Int, kind: RecordKind, valueType: UInt8, flags: UInt8, valueLength: Int,
+        seq: UInt64, expiresAt: Int64, key: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
     ) rethrows -> R {
-        let size = RecordAuth.contextSize + Format.recordHeaderSize - 4 + key.count
+        let size = contextSize + Format.recordHeaderSize - 4 + key.count
         return try withUnsafeTemporaryAllocation(byteCount: size, alignment: 8) { data in
-            RecordAuth.storeContext(
-                into: data, domain: RecordAuth.bindingDomain, version: Format.boundVersion,
-                image: ImageIdentity(uuid: uuid, generation: generation), offset: offset)
-            // Record bytes 4..<32 as RecordWriter lays them out, then the key.
-            let fields = RecordAuth.contextSize - 4
-            data.storeBytes(of: kind.rawValue, toByteOffset: fields + 4, as: UInt8.self)
-            data.storeBytes(of: valueType, toByteOffset: fields + 5, as: UInt8.self)
-            data.storeBytes(of: flags, toByteOffset: fields + 6, as: UInt8.self)
-            data.storeBytes(of: 0, toByteOffset: fields + 7, as: UInt8.self)
-            data.storeBytes(of: UInt32(key.count).littleEndian, toByteOffset: fields + 8, as: UInt32.self)
-            data.storeBytes(of: UInt32(valueLength).littleEndian, toByteOffset: fields + 12, as: UInt32.self)
-            data.storeBytes(of: seq.littleEndian, toByteOffset: fields + 16, as: UInt64.self)
-            data.storeBytes(of: expiresAt.littleEndian, toByteOffset: fields + 24, as: Int64.self)
-            if !key.isEmpty {
-                UnsafeMutableRawBufferPointer(rebasing: data[(fields + Format.recordHeaderSize)...]).copyMemory(from: key)
-            }
+            storeContext(into: data, domain: bindingDomain, version: Format.boundVersion, image: image, offset: offset)
+            // Record bytes 4..<32 and the key, laid out as in the record: its magic would lie 4 bytes before them.
+            RecordWriter.storeFields(
+                into: data.baseAddress! + (contextSize - 4), kind: kind, valueType: valueType, flags: flags,
+                valueLength: valueLength, seq: seq, expiresAt: expiresAt, key: key)
             return try body(UnsafeRawBufferPointer(data))
         }
     }

@@ -357,12 +357,12 @@ struct KeyIndex: Sequence {
 
     /// The bytes of `key`, without copying when it is stored contiguously (always, for a native string).
     @inline(__always)
-    static func withUTF8<R>(_ key: String, _ body: (UnsafeRawBufferPointer) -> R) -> R {
-        if let result = key.utf8.withContiguousStorageIfAvailable({ body(UnsafeRawBufferPointer($0)) }) {
+    static func withUTF8<R>(_ key: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        if let result = try key.utf8.withContiguousStorageIfAvailable({ try body(UnsafeRawBufferPointer($0)) }) {
             return result
         }
         var copy = key
-        return copy.withUTF8 { body(UnsafeRawBufferPointer($0)) }
+        return try copy.withUTF8 { try body(UnsafeRawBufferPointer($0)) }
     }
 
     /// Whether `a`'s UTF-8 bytes sort before `b`'s (code point order).

@@ -211,37 +211,51 @@ enum RecordCodec {
     }
 
     /// Writes a set record of `name` at `offset` (its on-disk key `key`, `storedLength` from `storedLength`)
-    /// and returns its header; `auth` authenticates it (a version-2 sealed store), and its checksum starts with
-    /// `seed` (the image's). Throws what the sealer throws.
+    /// and returns its header; `auth` authenticates it (a version-2 sealed store) or, in an image that binds values
+    /// (version 6), binds its sealed value, and its checksum starts with `seed` (the image's). Throws what the sealer
+    /// throws.
+    @inline(__always)
     func writeSet(
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, flags: UInt8, seq: UInt64, name: String,
         key: UnsafeRawBufferPointer, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
         storedLength: Int, uuid: StoreUUID, auth: RecordAuth?, seed: RecordSeed
     ) throws -> RecordHeader {
+        let binds = auth?.bindsValues ?? false
+        return try writeSet(
+            into: bytes, at: offset, flags: flags, seq: seq, name: name, key: key, type: type, value: value,
+            expiresAt: expiresAt, storedLength: storedLength, uuid: uuid, signer: binds ? nil : auth,
+            binding: binds ? auth.map { ImageIdentity(uuid: $0.uuid, generation: $0.generation) } : nil, seed: seed)
+    }
+
+    /// `writeSet` with what makes the record authentic given apart: `signer` authenticates it, or `binding`, the
+    /// image it is written into, binds its sealed value (a sealed record in an image that binds values). A sealed
+    /// write of a version-6 image passes the image alone, without a `RecordAuth` to copy.
+    @inline(__always)
+    func writeSet(
+        into bytes: UnsafeMutableRawBufferPointer, at offset: Int, flags: UInt8, seq: UInt64, name: String,
+        key: UnsafeRawBufferPointer, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
+        storedLength: Int, uuid: StoreUUID, signer: RecordAuth?, binding: ImageIdentity?, seed: RecordSeed
+    ) throws -> RecordHeader {
         switch self {
         case .plain:
+            precondition(binding == nil, "a plain set record is never bound")
             return RecordWriter.write(
                 into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags, seq: seq,
-                expiresAt: expiresAt, key: key, valueLength: storedLength, auth: auth, seed: seed
+                expiresAt: expiresAt, key: key, valueLength: storedLength, auth: signer, seed: seed
             ) { out in
                 if !value.isEmpty { out.copyMemory(from: value) }
             }
         case .sealed(let sealed):
-            if let auth, auth.bindsValues {
-                return try RecordWriter.writeBound(
-                    into: bytes, at: offset, valueType: type.rawValue, flags: flags, seq: seq, expiresAt: expiresAt,
-                    key: key, valueLength: storedLength, auth: auth, seed: seed
-                ) { out, ad in
-                    try sealed.seal(name: name, value: value, associatedData: ad, into: out)
-                }
-            }
-            return try RecordWriter.write(
-                into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags | RecordFlags.sealed,
-                seq: seq, expiresAt: expiresAt, key: key, valueLength: storedLength, auth: auth, seed: seed
-            ) { out in
-                try sealed.seal(
-                    name: name, value: value, tag: key, type: type, expiresAt: expiresAt, uuid: uuid, into: out)
-            }
+            return try sealed.writeSet(
+                into: bytes, at: offset, flags: flags, seq: seq, name: name, key: key, type: type, value: value,
+                expiresAt: expiresAt, storedLength: storedLength, uuid: uuid, signer: signer, binding: binding,
+                seed: seed)
         }
+    }
+
+    /// The sealed codec, nil for a plain store.
+    var sealed: SealedRecordCodec? {
+        guard case .sealed(let sealed) = self else { return nil }
+        return sealed
     }
 }

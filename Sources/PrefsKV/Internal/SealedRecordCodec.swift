@@ -207,38 +207,65 @@ final class SealedRecordCodec {
         }
     }
 
-    /// Seals `u32 nameLength | name | value` into `out` (exactly `storedLength` bytes) with the associated data
-    /// of the record (a record of an image that binds values: `seal(name:value:associatedData:into:)`). The plaintext
-    /// is assembled in a temporary buffer, wiped once sealed.
-    func seal(
-        name: String, value: UnsafeRawBufferPointer, tag: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
-        uuid: StoreUUID, into out: UnsafeMutableRawBufferPointer
-    ) throws {
-        try SealedRecordCodec.withAssociatedData(uuid: uuid, tag: tag, type: type.rawValue, expiresAt: expiresAt) { ad in
-            try seal(name: name, value: value, associatedData: ad, into: out)
+    /// `RecordCodec.writeSet` of a sealed store: the record of `name`, whose key is its tag `key`, with its value
+    /// sealed in place; bound to `binding` (version 6) or authenticated by `signer`. The plaintext is assembled in
+    /// a temporary buffer, wiped once sealed.
+    @inline(__always)
+    func writeSet(
+        into bytes: UnsafeMutableRawBufferPointer, at offset: Int, flags: UInt8, seq: UInt64, name: String,
+        key: UnsafeRawBufferPointer, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
+        storedLength: Int, uuid: StoreUUID, signer: RecordAuth?, binding: ImageIdentity?, seed: RecordSeed
+    ) throws -> RecordHeader {
+        let plainLength = 4 + name.utf8.count + value.count
+        precondition(storedLength == plainLength + sealer.overhead, "a sealed value's stored length")
+        return try withUnsafeTemporaryAllocation(byteCount: plainLength, alignment: 16) { plain in
+            defer { Sys.zero(plain) }
+            let valueStart = SealedRecordCodec.assemble(name: name, into: plain)
+            if !value.isEmpty { UnsafeMutableRawBufferPointer(rebasing: plain[valueStart...]).copyMemory(from: value) }
+            return try writeSet(
+                into: bytes, at: offset, flags: flags, seq: seq, plaintext: UnsafeRawBufferPointer(plain), key: key,
+                type: type, expiresAt: expiresAt, uuid: uuid, signer: signer, binding: binding, seed: seed)
         }
     }
 
-    /// Seals `u32 nameLength | name | value` into `out` (exactly `storedLength` bytes) with the associated data `ad`.
-    /// The plaintext is assembled in a temporary buffer, wiped once sealed.
-    func seal(
-        name: String, value: UnsafeRawBufferPointer, associatedData ad: UnsafeRawBufferPointer,
-        into out: UnsafeMutableRawBufferPointer
-    ) throws {
-        var name = name
+    /// `writeSet` of an assembled `plaintext` (`u32 nameLength | name | value`, `assemble`).
+    @inline(__always)
+    func writeSet(
+        into bytes: UnsafeMutableRawBufferPointer, at offset: Int, flags: UInt8, seq: UInt64,
+        plaintext: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
+        uuid: StoreUUID, signer: RecordAuth?, binding: ImageIdentity?, seed: RecordSeed
+    ) throws -> RecordHeader {
         let sealer = self.sealer
-        try name.withUTF8 { nameBytes in
-            let count = 4 + nameBytes.count + value.count
-            try withUnsafeTemporaryAllocation(byteCount: count, alignment: 16) { plain in
-                defer { Sys.zero(plain) }
-                plain.storeBytes(of: UInt32(nameBytes.count).littleEndian, as: UInt32.self)
-                UnsafeMutableRawBufferPointer(rebasing: plain[4..<4 + nameBytes.count]).copyMemory(
-                    from: UnsafeRawBufferPointer(nameBytes))
-                if !value.isEmpty {
-                    UnsafeMutableRawBufferPointer(rebasing: plain[(4 + nameBytes.count)...]).copyMemory(from: value)
-                }
-                try sealer.seal(UnsafeRawBufferPointer(plain), associatedData: ad, into: out)
+        let storedLength = plaintext.count + sealer.overhead
+        if let binding {
+            return try RecordWriter.writeBound(
+                into: bytes, at: offset, valueType: type.rawValue, flags: flags, seq: seq, expiresAt: expiresAt,
+                key: key, valueLength: storedLength, image: binding, seed: seed
+            ) { out, ad in
+                try sealer.seal(plaintext, associatedData: ad, into: out)
             }
+        }
+        return try RecordWriter.write(
+            into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags | RecordFlags.sealed,
+            seq: seq, expiresAt: expiresAt, key: key, valueLength: storedLength, auth: signer, seed: seed
+        ) { out in
+            try SealedRecordCodec.withAssociatedData(uuid: uuid, tag: key, type: type.rawValue, expiresAt: expiresAt) {
+                ad in
+                try sealer.seal(plaintext, associatedData: ad, into: out)
+            }
+        }
+    }
+
+    /// Stores `u32 nameLength | name` at the start of `plain` and returns where the value goes after it.
+    @inline(__always)
+    static func assemble(name: String, into plain: UnsafeMutableRawBufferPointer) -> Int {
+        KeyIndex.withUTF8(name) { nameBytes in
+            precondition(plain.count >= 4 + nameBytes.count, "a sealed plaintext holds its name")
+            plain.storeBytes(of: UInt32(nameBytes.count).littleEndian, as: UInt32.self)
+            if !nameBytes.isEmpty {
+                UnsafeMutableRawBufferPointer(rebasing: plain[4..<4 + nameBytes.count]).copyMemory(from: nameBytes)
+            }
+            return 4 + nameBytes.count
         }
     }
 

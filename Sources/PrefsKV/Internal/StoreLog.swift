@@ -152,8 +152,12 @@ final class StoreLog {
     /// Whether the file changed underneath the mapping without going through PrefsKV since this handle adopted it:
     /// an access went past its end (it shrank), or its header no longer names the store and image it did.
     var hasChangedUnderneath: Bool {
-        let identity = file.headerIdentity
-        return file.hasFaulted || identity != adoptedIdentity
+        // Unretained: this log holds the file throughout (a retain and a release per call were a tenth of the
+        // bookkeeping of a write, which asks twice).
+        let adopted = adoptedIdentity
+        return Unmanaged.passUnretained(file)._withUnsafeGuaranteedRef { file in
+            file.hasFaulted || file.headerIdentity != adopted
+        }
     }
 
     /// The error a read or write gets when the file changed underneath it. (Never inlined: the read path stays

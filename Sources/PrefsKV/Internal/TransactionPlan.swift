@@ -76,11 +76,22 @@ struct TransactionPlan {
         indexKey: String, name: String, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
         log: StoreLog, codec: RecordCodec
     ) throws(PrefsError) -> Bool {
+        try isUnchanged(
+            indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt, log: log,
+            sealed: codec.sealed)
+    }
+
+    /// `isUnchanged` with the store's sealed codec, nil for a plain store.
+    @inline(__always)
+    static func isUnchanged(
+        indexKey: String, name: String, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
+        log: StoreLog, sealed: SealedRecordCodec?
+    ) throws(PrefsError) -> Bool {
         guard let old = log.index[indexKey], old.type == type, old.expiresAt == expiresAt,
             !old.isExpired(now: Sys.nowMilliseconds())
         else { return false }
         if !old.sealed { return log.holdsPlain(old, value: value) }
-        guard case .sealed(let sealed) = codec else { throw SealedRecordCodec.missingSealer(log.paths) }
+        guard let sealed else { throw SealedRecordCodec.missingSealer(log.paths) }
         // Sealed: the cached plaintext CRC rules out most changes without opening; equality is confirmed by
         // comparing plaintext, so a CRC collision can never skip a real change.
         let crc = CRC32C.checksum(value)
