@@ -90,6 +90,51 @@ import Testing
         }
     }
 
+    /// The seal's one-pass ChaCha20-Poly1305 (`Sodium.AEAD.sealIETF`: one Poly1305 call over a stack copy of
+    /// its input) writes exactly what libsodium's `crypto_aead_chacha20poly1305_ietf_encrypt_detached` writes, for
+    /// associated data and plaintexts of every length class, on both sides of `onePassLimit` (where it hands the
+    /// message to libsodium whole), and libsodium's decryption opens it.
+    @Test func theOnePassSealEqualsLibsodiumsChaCha20Poly1305() {
+        let adLengths = [0, 1, 15, 16, 17, 31, 32, 84, 135, 200, 1_000]
+        let plainLengths = [0, 1, 15, 16, 17, 63, 64, 65, 200, 863, 864, 865, 990, 1_007, 1_008, 1_009, 4_096]
+        var onePass = 0
+        var handedOver = 0
+        for adLength in adLengths {
+            for length in plainLengths {
+                let key = Sodium.randomBytes(count: 32)
+                let nonce = Sodium.randomBytes(count: 12)
+                let ad = Sodium.randomBytes(count: adLength)
+                let plaintext = Sodium.randomBytes(count: length)
+                var expected = [UInt8](repeating: 0, count: length + 16)
+                expected.withUnsafeMutableBufferPointer { out in
+                    _ = crypto_aead_chacha20poly1305_ietf_encrypt_detached(
+                        out.baseAddress!, out.baseAddress! + length, nil, plaintext, UInt64(length), ad,
+                        UInt64(adLength), nil, nonce, key)
+                }
+                // The output starts as garbage: every byte of it is written.
+                var sealed = [UInt8](repeating: 0xEE, count: length + 16)
+                sealed.withUnsafeMutableBufferPointer { out in
+                    plaintext.withUnsafeBytes { p in
+                        ad.withUnsafeBytes { a in
+                            Sodium.AEAD.sealIETF(
+                                p, associatedData: a, key: key, nonce: nonce, cipher: out.baseAddress!,
+                                tag: out.baseAddress! + length)
+                        }
+                    }
+                }
+                #expect(sealed == expected, "associated data \(adLength) bytes, plaintext \(length) bytes")
+                var opened = [UInt8](repeating: 0, count: max(length, 1))
+                let status = crypto_aead_chacha20poly1305_ietf_decrypt(
+                    &opened, nil, nil, sealed, UInt64(sealed.count), ad, UInt64(adLength), nonce, key)
+                #expect(status == 0 && Array(opened.prefix(length)) == plaintext)
+                let macLength = (adLength + 15) / 16 * 16 + (length + 15) / 16 * 16 + 16
+                if macLength <= Sodium.AEAD.onePassLimit { onePass += 1 } else { handedOver += 1 }
+            }
+        }
+        // Both paths were compared.
+        #expect(onePass > 50 && handedOver > 20)
+    }
+
     /// A sealer's values carry this process's prefix and a counter that only grows; they open through the
     /// generic and the buffer `open`, and values sealed under other prefixes (another process's) open through the
     /// other slot, derived again when the prefix changes.

@@ -30,7 +30,9 @@ final class VaultSealer: PrefsSealer {
     private let shortTags: Bool
     /// The key of the records' authenticators (PrefsKV format 2).
     private let recordKey: SecretBytes
-    private let associatedPrefix: [UInt8]
+    /// The associated data's prefix (below), in memory of its own: read on every seal and open without the retain
+    /// and release an array's buffer costs.
+    private let associatedPrefix: ConstantBytes
     /// XChaCha20's per-prefix subkeys of `dataKey` (`Sodium.AEAD.deriveSubkey`): the one of this process's nonce
     /// prefix, for seals, and the one of the last other prefix a record was opened under. Derived on first use.
     private let subkeys = SanitizedMutex(PrefixSubkeys())
@@ -56,14 +58,16 @@ final class VaultSealer: PrefsSealer {
         precondition(name.count <= Int(UInt16.max), "a service name fits a 16-bit length")
         if identity.format < 2 {
             keyCheck = body + Sodium.keyedHash(body, key: checkKey, length: 16)
-            associatedPrefix = Array("SVLT".utf8) + [1] + identity.vaultID + identity.keyID
+            associatedPrefix = ConstantBytes(Array("SVLT".utf8) + [1] + identity.vaultID + identity.keyID)
         } else {
             keyCheck = body + Sodium.keyedHash(body + name, key: checkKey, length: 16)
-            associatedPrefix =
+            associatedPrefix = ConstantBytes(
                 Array("SVLT".utf8) + [identity.format] + identity.vaultID + identity.keyID
-                + [UInt8(name.count & 0xFF), UInt8(name.count >> 8)] + name
+                    + [UInt8(name.count & 0xFF), UInt8(name.count >> 8)] + name)
         }
     }
+
+    deinit { associatedPrefix.deallocate() }
 
     func tag(forKey key: String) -> [UInt8] {
         guard shortTags else { return Sodium.keyedHash(Array(key.utf8), key: tagKey, length: 16) }
@@ -81,6 +85,11 @@ final class VaultSealer: PrefsSealer {
             output.copyBytes(from: tag)
             return
         }
+        // The name's own UTF-8 where it is contiguous (a native string): no copy of the string, no retain.
+        let hashed: Void? = key.utf8.withContiguousStorageIfAvailable {
+            Sodium.shortHash128(UnsafeRawBufferPointer($0), key: tagKey, into: output)
+        }
+        guard hashed == nil else { return }
         var name = key
         name.withUTF8 { Sodium.shortHash128(UnsafeRawBufferPointer($0), key: tagKey, into: output) }
     }
@@ -198,10 +207,11 @@ final class VaultSealer: PrefsSealer {
         _ prefsAD: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
     ) rethrows -> R {
         // On the stack: no heap allocation per seal or open.
-        try withUnsafeTemporaryAllocation(byteCount: associatedPrefix.count + prefsAD.count, alignment: 8) { ad in
-            associatedPrefix.withUnsafeBytes { ad.copyMemory(from: $0) }
+        let prefix = associatedPrefix.bytes
+        return try withUnsafeTemporaryAllocation(byteCount: prefix.count + prefsAD.count, alignment: 8) { ad in
+            ad.copyMemory(from: prefix)
             if !prefsAD.isEmpty {
-                UnsafeMutableRawBufferPointer(rebasing: ad[associatedPrefix.count...]).copyMemory(from: prefsAD)
+                UnsafeMutableRawBufferPointer(rebasing: ad[prefix.count...]).copyMemory(from: prefsAD)
             }
             return try body(UnsafeRawBufferPointer(ad))
         }
@@ -231,9 +241,11 @@ final class PrefixSubkeys: @unchecked Sendable {
 
     /// The subkey of `prefix` in `slot`, derived from `key` into that slot unless it holds it already.
     func subkey(for prefix: Prefix, slot: Slot, key: SecretBytes) -> UnsafeRawPointer {
-        let buffer = keys ?? WritableGuardedBuffer(count: 2 * Sodium.AEAD.subkeyBytes)
-        keys = buffer
-        let subkey = buffer.pointer + slot.rawValue * Sodium.AEAD.subkeyBytes
+        if keys == nil { keys = WritableGuardedBuffer(count: 2 * Sodium.AEAD.subkeyBytes) }
+        // Unretained: `keys` holds the buffer, and is never replaced once set.
+        let subkey =
+            Unmanaged.passUnretained(keys.unsafelyUnwrapped)._withUnsafeGuaranteedRef { $0.pointer }
+            + slot.rawValue * Sodium.AEAD.subkeyBytes
         if !holds(prefix, in: slot) {
             var bytes = prefix
             withUnsafeBytes(of: &bytes) { Sodium.AEAD.deriveSubkey(prefix: $0.baseAddress!, key: key, into: subkey) }
@@ -241,4 +253,18 @@ final class PrefixSubkeys: @unchecked Sendable {
         }
         return UnsafeRawPointer(subkey)
     }
+}
+
+/// Bytes fixed at initialisation, in an allocation of their own, read without the retain and release of an array's
+/// buffer; their owner deallocates them. `@unchecked Sendable`: never written after `init`.
+struct ConstantBytes: @unchecked Sendable {
+    let bytes: UnsafeRawBufferPointer
+
+    init(_ array: [UInt8]) {
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: max(array.count, 1), alignment: 8)
+        storage.copyBytes(from: array)
+        bytes = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(storage)[0..<array.count])
+    }
+
+    func deallocate() { bytes.baseAddress.map { UnsafeMutableRawPointer(mutating: $0).deallocate() } }
 }
