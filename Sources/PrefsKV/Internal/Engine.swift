@@ -454,7 +454,8 @@ final class Engine: @unchecked Sendable {
     /// superseded (so every handle on it stops using it) and follows the path: a replacing store is adopted, a
     /// deleted one is `notFound`. Nothing is ever written into a file that has no name.
     func followIfUnlinked() throws(PrefsError) {
-        guard log.file.hasLostItsName else { return }
+        // Unretained: the log holds its file (asked at every write).
+        guard Unmanaged.passUnretained(log.file)._withUnsafeGuaranteedRef({ $0.hasLostItsName }) else { return }
         if log.file.writable { log.file.setSuperseded(true) }
         // A deleted directory takes the lock file with it: a handle whose lock file is gone excludes nobody.
         guard lock.isCurrent else {

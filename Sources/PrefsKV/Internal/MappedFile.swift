@@ -160,6 +160,8 @@ final class MappedFile {
     /// The inotify watch raising a flag when this file may have lost its name; set up by the first write.
     @exclusivity(unchecked) private var linkWatch: (flag: LinkFlag, watch: Int32)?
     @exclusivity(unchecked) private var linkWatchTried = false
+    /// `linkWatch`'s flag, unretained (`linkWatch` holds it), for the check at every write.
+    @exclusivity(unchecked) private var linkFlag: Unmanaged<LinkFlag>?
 
     /// Remaps after the file grew (here or in another process) to `length` bytes.
     func remap(length: Int) throws(PrefsError) {
@@ -191,12 +193,14 @@ final class MappedFile {
         if !linkWatchTried {
             linkWatchTried = true
             linkWatch = LinkWatcher.shared.watch(fileDescriptor: fd)
+            linkFlag = linkWatch.map { Unmanaged.passUnretained($0.flag) }
             return isUnlinked  // anything that happened before the watch existed
         }
-        guard let linkWatch else { return isUnlinked }  // no inotify: check every time
-        // A plain load on the hot path; the read-modify-write only when the flag is up.
-        guard linkWatch.flag.raised.load(ordering: .acquiring),
-            linkWatch.flag.raised.exchange(false, ordering: .acquiringAndReleasing)
+        guard let linkFlag else { return isUnlinked }  // no inotify: check every time
+        // A plain load on the hot path (the flag unretained: `linkWatch` holds it); the read-modify-write only when
+        // the flag is up.
+        guard linkFlag._withUnsafeGuaranteedRef({ $0.raised.load(ordering: .acquiring) }),
+            let linkWatch, linkWatch.flag.raised.exchange(false, ordering: .acquiringAndReleasing)
         else { return false }
         if isUnlinked {
             linkWatch.flag.raised.store(true, ordering: .releasing)  // stays lost

@@ -275,7 +275,12 @@ final class StoreLock {
     /// Takes the writer lock: the lock page's mutex, or `flock` without one. Returns true when the previous
     /// owner of the mutex had died holding it (its unfinished write is dropped by the file protocol).
     func lockWriter() throws(PrefsError) -> Bool {
-        if let lockPage { return try lockPage.lock(path: paths.lock) }
+        if lockPage != nil {
+            // Unretained: this lock holds its page (a retain and a release were a sixth of taking it).
+            let page = Unmanaged.passUnretained(lockPage.unsafelyUnwrapped)
+            let locked = page._withUnsafeGuaranteedRef { page in Result { () throws(PrefsError) in try page.lock(path: paths.lock) } }
+            return try locked.get()
+        }
         try Sys.lockExclusive(fd).orThrow("flock", "cannot take the writer lock", path: paths.lock)
         return false
     }

@@ -229,8 +229,7 @@ package enum Sodium {
                 }
                 mac.storeBytes(of: UInt64(ad.count).littleEndian, toByteOffset: macLength - 16, as: UInt64.self)
                 mac.storeBytes(of: UInt64(plaintext.count).littleEndian, toByteOffset: macLength - 8, as: UInt64.self)
-                _ = crypto_onetimeauth_poly1305(
-                    tag, mac.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(macLength), block)
+                Poly1305.authenticate(UnsafeRawBufferPointer(mac), key: block, into: tag)
                 if !plaintext.isEmpty { cipher.update(from: ciphertext, count: plaintext.count) }
             }
         }
