@@ -93,7 +93,8 @@ import Testing
     /// The seal's one-pass ChaCha20-Poly1305 (`Sodium.AEAD.sealIETF`: one Poly1305 call over a stack copy of
     /// its input) writes exactly what libsodium's `crypto_aead_chacha20poly1305_ietf_encrypt_detached` writes, for
     /// associated data and plaintexts of every length class, on both sides of `onePassLimit` (where it hands the
-    /// message to libsodium whole), and libsodium's decryption opens it.
+    /// message to libsodium whole), with the associated data whole or in two parts, and libsodium's decryption opens
+    /// it.
     @Test func theOnePassSealEqualsLibsodiumsChaCha20Poly1305() {
         let adLengths = [0, 1, 15, 16, 17, 31, 32, 84, 135, 200, 1_000]
         let plainLengths = [0, 1, 15, 16, 17, 63, 64, 65, 200, 863, 864, 865, 990, 1_007, 1_008, 1_009, 4_096]
@@ -123,6 +124,20 @@ import Testing
                     }
                 }
                 #expect(sealed == expected, "associated data \(adLength) bytes, plaintext \(length) bytes")
+                // The associated data given in two parts (a prefix and the rest), as the vault's sealer gives it.
+                let split = adLength / 3
+                var twoParts = [UInt8](repeating: 0xEE, count: length + 16)
+                twoParts.withUnsafeMutableBufferPointer { out in
+                    plaintext.withUnsafeBytes { p in
+                        ad.withUnsafeBytes { a in
+                            Sodium.AEAD.sealIETF(
+                                p, associatedPrefix: UnsafeRawBufferPointer(rebasing: a[..<split]),
+                                associatedData: UnsafeRawBufferPointer(rebasing: a[split...]), key: key, nonce: nonce,
+                                cipher: out.baseAddress!, tag: out.baseAddress! + length)
+                        }
+                    }
+                }
+                #expect(twoParts == expected, "in two parts: \(split) + \(adLength - split) bytes, plaintext \(length)")
                 var opened = [UInt8](repeating: 0, count: max(length, 1))
                 let status = crypto_aead_chacha20poly1305_ietf_decrypt(
                     &opened, nil, nil, sealed, UInt64(sealed.count), ad, UInt64(adLength), nonce, key)

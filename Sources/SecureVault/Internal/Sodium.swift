@@ -171,10 +171,14 @@ package enum Sodium {
         }
 
         /// Seals `plaintext` under the 24-byte `nonce` (private memory) into `output` (`plaintext.count +
-        /// overhead` bytes: `nonce | ciphertext | tag`), with `subkey`, the subkey of the nonce's first 16 bytes.
+        /// overhead` bytes: `nonce | ciphertext | tag`), with `subkey`, the subkey of the nonce's first 16 bytes. The
+        /// associated data is `associatedPrefix` followed by `associatedData` (given apart, so that a caller whose
+        /// associated data has a fixed prefix does not join them first).
         static func sealDerived(
-            _ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
-            subkey: UnsafeRawPointer, nonce: UnsafePointer<UInt8>, into output: UnsafeMutableRawBufferPointer
+            _ plaintext: UnsafeRawBufferPointer, associatedPrefix: UnsafeRawBufferPointer = UnsafeRawBufferPointer(
+                start: nil, count: 0),
+            associatedData: UnsafeRawBufferPointer, subkey: UnsafeRawPointer, nonce: UnsafePointer<UInt8>,
+            into output: UnsafeMutableRawBufferPointer
         ) {
             precondition(
                 output.count == plaintext.count + overhead, "seal output must be plaintext + \(overhead) bytes")
@@ -182,8 +186,9 @@ package enum Sodium {
             let out = output.baseAddress!.assumingMemoryBound(to: UInt8.self)
             withInnerNonce(nonce) { inner in
                 sealIETF(
-                    plaintext, associatedData: associatedData, key: subkey.assumingMemoryBound(to: UInt8.self),
-                    nonce: inner, cipher: out + nonceBytes, tag: out + nonceBytes + plaintext.count)
+                    plaintext, associatedPrefix: associatedPrefix, associatedData: associatedData,
+                    key: subkey.assumingMemoryBound(to: UInt8.self), nonce: inner, cipher: out + nonceBytes,
+                    tag: out + nonceBytes + plaintext.count)
             }
         }
 
@@ -193,23 +198,34 @@ package enum Sodium {
         static let onePassLimit = 1_024
 
         /// ChaCha20-Poly1305 (IETF, RFC 8439 section 2.8) encryption of `plaintext` into `cipher` and its tag
-        /// (16 bytes) into `tag`, byte for byte what libsodium's `crypto_aead_chacha20poly1305_ietf_encrypt_detached`
-        /// writes (XChaCha20PolyDerivedTests compares the two across lengths): the keystream and the MAC are
-        /// libsodium's primitives, but the authenticator is computed in one Poly1305 call over a stack copy of its
-        /// input, `associatedData | zeros to 16 | ciphertext | zeros to 16 | len(ad) u64 LE | len(ct) u64 LE`,
-        /// instead of libsodium's six updates, each of which sets its vector state up again (for a sealed int that
-        /// was a fifth of a whole write). The one-time key (keystream block 0) is wiped after use.
+        /// (16 bytes) into `tag`, with the associated data `associatedPrefix | associatedData`: byte for byte what
+        /// libsodium's `crypto_aead_chacha20poly1305_ietf_encrypt_detached` writes (SealerNonceTests compares the two
+        /// across lengths). The keystream is libsodium's ChaCha20; the authenticator is computed in one pass of
+        /// `Poly1305` over a stack copy of its input, `associated data | zeros to 16 | ciphertext | zeros to 16 |
+        /// len(ad) u64 LE | len(ct) u64 LE`, instead of libsodium's six updates of its SSE2 Poly1305, each of which
+        /// sets its vector state up again (for a sealed int that was half of the seal). The one-time key (keystream
+        /// block 0) is wiped after use.
         static func sealIETF(
-            _ plaintext: UnsafeRawBufferPointer, associatedData ad: UnsafeRawBufferPointer, key: UnsafePointer<UInt8>,
-            nonce: UnsafePointer<UInt8>, cipher: UnsafeMutablePointer<UInt8>, tag: UnsafeMutablePointer<UInt8>
+            _ plaintext: UnsafeRawBufferPointer,
+            associatedPrefix prefix: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
+            associatedData ad: UnsafeRawBufferPointer, key: UnsafePointer<UInt8>, nonce: UnsafePointer<UInt8>,
+            cipher: UnsafeMutablePointer<UInt8>, tag: UnsafeMutablePointer<UInt8>
         ) {
-            let macLength = padded16(ad.count) + padded16(plaintext.count) + 16
+            let adLength = prefix.count + ad.count
+            let macLength = padded16(adLength) + padded16(plaintext.count) + 16
             guard macLength <= onePassLimit else {
-                let status = crypto_aead_chacha20poly1305_ietf_encrypt_detached(
-                    cipher, tag, nil, plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                    UInt64(plaintext.count), ad.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(ad.count), nil,
-                    nonce, key)
-                precondition(status == 0, "ChaCha20-Poly1305 encryption cannot fail")
+                // Long: libsodium's own encryption, with the associated data joined.
+                withUnsafeTemporaryAllocation(byteCount: max(adLength, 1), alignment: 8) { joined in
+                    if !prefix.isEmpty { joined.baseAddress!.copyMemory(from: prefix.baseAddress!, byteCount: prefix.count) }
+                    if !ad.isEmpty {
+                        (joined.baseAddress! + prefix.count).copyMemory(from: ad.baseAddress!, byteCount: ad.count)
+                    }
+                    let status = crypto_aead_chacha20poly1305_ietf_encrypt_detached(
+                        cipher, tag, nil, plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                        UInt64(plaintext.count), joined.baseAddress!.assumingMemoryBound(to: UInt8.self),
+                        UInt64(adLength), nil, nonce, key)
+                    precondition(status == 0, "ChaCha20-Poly1305 encryption cannot fail")
+                }
                 return
             }
             withUnsafeTemporaryAllocation(byteCount: 64 + macLength, alignment: 16) { buffer in
@@ -219,16 +235,22 @@ package enum Sodium {
                 // What the MAC covers (nothing in it is secret). The ciphertext is made here and copied out after the
                 // tag: `cipher` may be a shared mapping, and what is authenticated must be what was encrypted.
                 let mac = UnsafeMutableRawBufferPointer(rebasing: buffer[64...])
-                mac.initializeMemory(as: UInt8.self, repeating: 0)
-                if !ad.isEmpty { mac.baseAddress!.copyMemory(from: ad.baseAddress!, byteCount: ad.count) }
-                let ciphertext = mac.baseAddress!.assumingMemoryBound(to: UInt8.self) + padded16(ad.count)
+                let base = mac.baseAddress!
+                if !prefix.isEmpty { base.copyMemory(from: prefix.baseAddress!, byteCount: prefix.count) }
+                if !ad.isEmpty { (base + prefix.count).copyMemory(from: ad.baseAddress!, byteCount: ad.count) }
+                let cipherStart = padded16(adLength)
+                (base + adLength).initializeMemory(as: UInt8.self, repeating: 0, count: cipherStart - adLength)
+                let ciphertext = (base + cipherStart).assumingMemoryBound(to: UInt8.self)
                 if !plaintext.isEmpty {
                     _ = crypto_stream_chacha20_ietf_xor_ic(
                         ciphertext, plaintext.baseAddress!.assumingMemoryBound(to: UInt8.self),
                         UInt64(plaintext.count), nonce, 1, key)
                 }
-                mac.storeBytes(of: UInt64(ad.count).littleEndian, toByteOffset: macLength - 16, as: UInt64.self)
-                mac.storeBytes(of: UInt64(plaintext.count).littleEndian, toByteOffset: macLength - 8, as: UInt64.self)
+                let lengths = cipherStart + padded16(plaintext.count)
+                (base + cipherStart + plaintext.count).initializeMemory(
+                    as: UInt8.self, repeating: 0, count: lengths - cipherStart - plaintext.count)
+                mac.storeBytes(of: UInt64(adLength).littleEndian, toByteOffset: lengths, as: UInt64.self)
+                mac.storeBytes(of: UInt64(plaintext.count).littleEndian, toByteOffset: lengths + 8, as: UInt64.self)
                 Poly1305.authenticate(UnsafeRawBufferPointer(mac), key: block, into: tag)
                 if !plaintext.isEmpty { cipher.update(from: ciphertext, count: plaintext.count) }
             }

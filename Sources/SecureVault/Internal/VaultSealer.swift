@@ -118,17 +118,21 @@ final class VaultSealer: PrefsSealer {
         _ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
         into output: UnsafeMutableRawBufferPointer
     ) throws {
-        withAssociatedData(associatedData) { ad in
-            // The nonce is made and used in this stack buffer, then copied out (Sodium.AEAD.withNonceBuffer).
-            Sodium.AEAD.withNonceBuffer { nonce in
-                guard prefs_nonce_next(nonce) == 0 else {
-                    Sodium.fillRandom(UnsafeMutableRawBufferPointer(start: nonce, count: Sodium.AEAD.nonceBytes))
+        // The nonce is made and used in this stack buffer, then copied out (Sodium.AEAD.withNonceBuffer).
+        Sodium.AEAD.withNonceBuffer { nonce in
+            guard prefs_nonce_next(nonce) == 0 else {
+                Sodium.fillRandom(UnsafeMutableRawBufferPointer(start: nonce, count: Sodium.AEAD.nonceBytes))
+                withAssociatedData(associatedData) { ad in
                     Sodium.AEAD.seal(plaintext, associatedData: ad, key: dataKey, nonce: nonce, into: output)
-                    return
                 }
-                withSubkey(for: PrefixSubkeys.prefix(of: nonce), opening: false) { subkey in
-                    Sodium.AEAD.sealDerived(plaintext, associatedData: ad, subkey: subkey, nonce: nonce, into: output)
-                }
+                return
+            }
+            // The associated data's prefix and PrefsKV's part go to the seal apart: it assembles them once.
+            let prefix = associatedPrefix.bytes
+            withSubkey(for: PrefixSubkeys.prefix(of: nonce), opening: false) { subkey in
+                Sodium.AEAD.sealDerived(
+                    plaintext, associatedPrefix: prefix, associatedData: associatedData, subkey: subkey, nonce: nonce,
+                    into: output)
             }
         }
     }
