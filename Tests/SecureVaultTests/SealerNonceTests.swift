@@ -188,6 +188,54 @@ import Testing
         #expect(throws: (any Error).self) { try openInto(mine, ad + [0], with: sealer) }
     }
 
+    /// The seal subkey is published per nonce prefix and read without the lock: when the prefix changes (as in a
+    /// child after `fork()`, which draws its own) a seal publishes the new prefix's subkey before using it, and a
+    /// change back publishes again. Every value opens (a seal under the previous prefix's subkey would not), also
+    /// from threads sealing at once under alternating prefixes.
+    @Test func aChangedNoncePrefixPublishesItsOwnSealSubkey() async throws {
+        let sealer = makeSealer()
+        let ad: [UInt8] = Array("store-uuid|tag".utf8)
+        func sealed(_ plaintext: [UInt8], prefix: UInt8, counter: UInt64) -> [UInt8] {
+            var nonce = [UInt8](repeating: prefix, count: 16)
+            withUnsafeBytes(of: counter.littleEndian) { nonce += $0 }
+            var out = [UInt8](repeating: 0, count: plaintext.count + Sodium.AEAD.overhead)
+            out.withUnsafeMutableBytes { o in
+                plaintext.withUnsafeBytes { p in
+                    ad.withUnsafeBytes { a in
+                        nonce.withUnsafeBufferPointer {
+                            sealer.seal(p, associatedData: a, nonce: $0.baseAddress!, into: o)
+                        }
+                    }
+                }
+            }
+            return out
+        }
+        for (i, prefix) in [UInt8(0xA1), 0xB2, 0xB2, 0xA1, 0xC3].enumerated() {
+            let plaintext = Array("value \(i)".utf8)
+            let value = sealed(plaintext, prefix: prefix, counter: UInt64(i))
+            #expect(value[0..<16] == ArraySlice(repeating: prefix, count: 16))
+            #expect(try openInto(value, ad, with: sealer) == plaintext, "prefix \(prefix)")
+        }
+        // Threads sealing under two prefixes at once: each seal uses its own nonce's subkey.
+        let values = await withTaskGroup(of: [([UInt8], [UInt8])].self) { group in
+            for t in 0..<4 {
+                group.addTask {
+                    (0..<200).map { i in
+                        let plaintext = [UInt8(t), UInt8(i & 0xFF)]
+                        return (plaintext, sealed(plaintext, prefix: t % 2 == 0 ? 0xD4 : 0xE5, counter: UInt64(i)))
+                    }
+                }
+            }
+            return await group.reduce(into: []) { $0 += $1 }
+        }
+        #expect(values.count == 800)
+        for (plaintext, value) in values {
+            #expect(try openInto(value, ad, with: sealer) == plaintext)
+        }
+        // And the process's own prefix again.
+        #expect(try openInto(seal(Array("own".utf8), ad, with: sealer), ad, with: sealer) == Array("own".utf8))
+    }
+
     /// Nonces never repeat: four threads sealing through two sealers (one process-wide counter).
     @Test func noNonceRepeatsAcrossThreadsAndSealers() async {
         let sealers = [makeSealer(), makeSealer()]

@@ -1,5 +1,6 @@
 import CPrefsKV
 import PrefsKV
+import Synchronization
 import SystemLayer
 
 /// SecureVault's implementation of PrefsKV's sealing seam: XChaCha20-Poly1305 under a data key derived from the
@@ -36,6 +37,13 @@ final class VaultSealer: PrefsSealer {
     /// XChaCha20's per-prefix subkeys of `dataKey` (`Sodium.AEAD.deriveSubkey`): the one of this process's nonce
     /// prefix, for seals, and the one of the last other prefix a record was opened under. Derived on first use.
     private let subkeys = SanitizedMutex(PrefixSubkeys())
+    /// The seal subkey of this process's nonce prefix, read by seals without the lock: a record in guarded memory,
+    /// `prefix (16) | subkey (32)`, never written once published and kept until the sealer goes (`PrefixSubkeys`
+    /// holds every record it published). A seal whose nonce has another prefix (the first seal, or the first after
+    /// a `fork()` drew a new one) derives and publishes a new record under the lock. Taking the lock and copying the
+    /// subkey out at every seal was a tenth of a sealed write.
+    /// (The record's address as an integer, 0 for none: `Atomic` of a pointer is not `Sendable`.)
+    private let sealRecord = Atomic<UInt>(0)
 
     /// Derives the subkeys of `masterKey` (32 bytes) for `identity` of the vault (or encrypted store) named
     /// `service`, which a format-2 identity binds into the key check and the associated data. Costs four
@@ -127,13 +135,38 @@ final class VaultSealer: PrefsSealer {
                 }
                 return
             }
-            // The associated data's prefix and PrefsKV's part go to the seal apart: it assembles them once.
-            let prefix = associatedPrefix.bytes
-            withSubkey(for: PrefixSubkeys.prefix(of: nonce), opening: false) { subkey in
-                Sodium.AEAD.sealDerived(
-                    plaintext, associatedPrefix: prefix, associatedData: associatedData, subkey: subkey, nonce: nonce,
-                    into: output)
-            }
+            seal(plaintext, associatedData: associatedData, nonce: nonce, into: output)
+        }
+    }
+
+    /// `seal` under `nonce` (24 bytes of private memory, from `prefs_nonce_next`), through the published seal record
+    /// of its prefix, published first when the record is another prefix's. (Internal for the tests, which give
+    /// nonces of changing prefixes, as a process after `fork()` has.)
+    @inline(__always)
+    func seal(
+        _ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer, nonce: UnsafePointer<UInt8>,
+        into output: UnsafeMutableRawBufferPointer
+    ) {
+        let noncePrefix = PrefixSubkeys.prefix(of: nonce)
+        var record = UnsafeRawPointer(bitPattern: sealRecord.load(ordering: .acquiring))
+        if record == nil || !PrefixSubkeys.record(record.unsafelyUnwrapped, holds: noncePrefix) {
+            record = publishSealRecord(for: noncePrefix)
+        }
+        // The associated data's prefix and PrefsKV's part go to the seal apart: it assembles them once.
+        Sodium.AEAD.sealDerived(
+            plaintext, associatedPrefix: associatedPrefix.bytes, associatedData: associatedData,
+            subkey: record.unsafelyUnwrapped + PrefixSubkeys.recordPrefixBytes, nonce: nonce, into: output)
+    }
+
+    /// Derives the seal subkey of `prefix` (into the cache's seal slot, which opens of this process's values use
+    /// too), copies it into a new published record and returns the record.
+    @inline(never)
+    private func publishSealRecord(for prefix: PrefixSubkeys.Prefix) -> UnsafeRawPointer {
+        let dataKey = self.dataKey
+        return subkeys.withLock { cache in
+            let record = cache.newSealRecord(for: prefix, key: dataKey)
+            sealRecord.store(UInt(bitPattern: record), ordering: .releasing)
+            return record
         }
     }
 
@@ -233,6 +266,28 @@ final class PrefixSubkeys: @unchecked Sendable {
     /// Allocated at the first seal or open (a guarded allocation costs about 20 µs; a vault that never opens
     /// a value pays nothing).
     private var keys: WritableGuardedBuffer?
+    /// Every seal record published (`VaultSealer.sealRecord`): one per nonce prefix this process sealed under (a
+    /// new one after each `fork()` that seals), kept until the sealer goes, as a seal may still read any of them.
+    private var sealRecords: [WritableGuardedBuffer] = []
+    static let recordPrefixBytes = 16
+
+    /// Whether the published seal record at `record` is that of `prefix`.
+    @inline(__always)
+    static func record(_ record: UnsafeRawPointer, holds prefix: Prefix) -> Bool {
+        record.load(as: UInt64.self) == prefix.0 && record.load(fromByteOffset: 8, as: UInt64.self) == prefix.1
+    }
+
+    /// A new seal record of `prefix`: its subkey derived from `key` into the seal slot (unless the slot holds it)
+    /// and copied after the prefix.
+    func newSealRecord(for prefix: Prefix, key: SecretBytes) -> UnsafeRawPointer {
+        let subkey = self.subkey(for: prefix, slot: .seal, key: key)
+        let record = WritableGuardedBuffer(count: PrefixSubkeys.recordPrefixBytes + Sodium.AEAD.subkeyBytes)
+        record.pointer.storeBytes(of: prefix.0, as: UInt64.self)
+        record.pointer.storeBytes(of: prefix.1, toByteOffset: 8, as: UInt64.self)
+        (record.pointer + PrefixSubkeys.recordPrefixBytes).copyMemory(from: subkey, byteCount: Sodium.AEAD.subkeyBytes)
+        sealRecords.append(record)
+        return UnsafeRawPointer(record.pointer)
+    }
 
     static func prefix(of nonce: UnsafeRawPointer) -> Prefix {
         (nonce.loadUnaligned(as: UInt64.self), nonce.loadUnaligned(fromByteOffset: 8, as: UInt64.self))
