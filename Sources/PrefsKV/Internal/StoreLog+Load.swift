@@ -34,8 +34,12 @@ extension StoreLog {
         let file = snapshot.file
         // A superseded flag on the file the path names is stale: a compactor was killed before its rename.
         // We hold the writer lock (or cannot write at all), so no compaction is under way. A damaged file is
-        // left as it is: its quarantine copy must be byte-identical, and recovery replaces it anyway.
-        if snapshot.damage.isEmpty && file.isSuperseded && file.writable { file.setSuperseded(false) }
+        // left as it is: its quarantine copy must be byte-identical, and recovery replaces it anyway. So is a file
+        // read from its persisted table, whose log before the table was not read: damage may lie there
+        // (`Engine.catchUpLocked` reads the whole log before it clears the flag).
+        if snapshot.damage.isEmpty && file.indexTable == nil && file.isSuperseded && file.writable {
+            file.setSuperseded(false)
+        }
         return snapshot
     }
 
