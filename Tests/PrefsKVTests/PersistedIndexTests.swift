@@ -320,14 +320,7 @@ private struct IndexRecordBytes {
     /// too and appends nothing (no record, no table to hide the damage), and the next open finds it again.
     @Test func underFailADamagedRecordFoundByAReadIsNeverAnsweredWithAnOlderValue() throws {
         let dir = try TempDir("index-fail-record", memory: true)
-        try makeStore(dir) { try $0.set("newest", forKey: "key.5") }
-        var bytes = try readBytes(dir.file("ui.prefs"))
-        let table = try IndexRecordBytes(bytes)
-        // The newest record of key.5 is the last data record before the table: damage a byte of its value.
-        let marker = Array("newest".utf8)
-        let newest = try #require((4096..<table.offset - 6).last { Array(bytes[$0..<$0 + 6]) == marker })
-        bytes[newest] ^= 0x20
-        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        let bytes = try storeWithItsNewestRecordBeforeTheTableDamaged(dir)
         do {
             let store = try openStore(dir) { $0.recovery = .fail }
             #expect(readsFromTable(store))
@@ -343,6 +336,19 @@ private struct IndexRecordBytes {
         }
     }
 
+    /// Makes the standard store with key.5's newest value "newest", whose record is then the last data record before
+    /// the table, damages a byte of that value in the file and returns the file's bytes as written.
+    private func storeWithItsNewestRecordBeforeTheTableDamaged(_ dir: TempDir) throws -> [UInt8] {
+        try makeStore(dir) { try $0.set("newest", forKey: "key.5") }
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let table = try IndexRecordBytes(bytes)
+        let marker = Array("newest".utf8)
+        let newest = try #require((4096..<table.offset - 6).last { Array(bytes[$0..<$0 + 6]) == marker })
+        bytes[newest] ^= 0x20
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        return bytes
+    }
+
     /// A stale superseded flag (a compactor killed between flag and rename) on a file opened from its persisted table
     /// is cleared only once the whole log is known to be intact: when the log before the table is damaged, the file
     /// is quarantined byte for byte, flag included. (The open cleared the flag first, having read only the table and
@@ -350,12 +356,7 @@ private struct IndexRecordBytes {
     /// 7504408272214365528.)
     @Test func aStaleSupersededFlagStaysInTheQuarantineCopyOfAFileOpenedFromItsTable() throws {
         let dir = try TempDir("index-stale-superseded", memory: true)
-        try makeStore(dir) { try $0.set("newest", forKey: "key.5") }
-        var bytes = try readBytes(dir.file("ui.prefs"))
-        let table = try IndexRecordBytes(bytes)
-        let marker = Array("newest".utf8)
-        let newest = try #require((4096..<table.offset - 6).last { Array(bytes[$0..<$0 + 6]) == marker })
-        bytes[newest] ^= 0x20
+        var bytes = try storeWithItsNewestRecordBeforeTheTableDamaged(dir)
         // The flag raised (a dynamic header word: no checksum covers it).
         bytes[Format.supersededOffset + 4] = 8
         try writeBytes(bytes, to: dir.file("ui.prefs"))
