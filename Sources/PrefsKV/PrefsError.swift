@@ -128,3 +128,16 @@ extension PrefsError.Code {
         (error as? PrefsError)?.code == code
     }
 }
+
+/// Runs a closure given to a standard-library `rethrows` function whose body throws only `PrefsError`, and
+/// restores the typed error.
+@inline(__always)
+func typed<R>(_ body: () throws -> R) throws(PrefsError) -> R {
+    do {
+        return try body()
+    } catch let error as PrefsError {
+        throw error
+    } catch {
+        throw PrefsError(.io, "unexpected error: \(error)", underlying: error)
+    }
+}

@@ -26,11 +26,10 @@ public protocol PrefsSealer: AnyObject, Sendable {
     /// Equal keys give equal tags; the key's name never reaches the disk.
     func tag(forKey key: String) -> [UInt8]
 
-    /// Whether `tag(forKey:)` costs less than looking a name up in a map of the tags already computed (about
-    /// 1,500 instructions: a keyed BLAKE2b tag costs twice that, SipHash a tenth). When false (the default),
-    /// PrefsKV remembers the tags of up to 16,384 names a handle used; when true, it computes the tag at every
-    /// access, with `tag(forKey:into:)`, and keeps no such map. A sealer whose tags are cheap gives every tag the
-    /// same length, at most 64 bytes.
+    /// Whether `tag(forKey:)` costs less than looking a name up in a map of the tags already computed (a keyed BLAKE2b
+    /// tag costs more, SipHash less). When false (the default), PrefsKV remembers the tags of up to 16,384 names a
+    /// handle used; when true, it computes the tag at every access, with `tag(forKey:into:)`, and keeps no such map. A
+    /// sealer whose tags are cheap gives every tag the same length, at most 64 bytes.
     ///
     /// ```swift
     /// var tagsAreCheap: Bool { true }   // tags are SipHash-2-4-128
@@ -88,7 +87,7 @@ public protocol PrefsSealer: AnyObject, Sendable {
 
     /// Whether a sealed store written before record authentication (format version 1: its records carry no
     /// authenticator, so whoever can write the file can forge them) may be opened with this sealer. Such a store
-    /// is upgraded to version 2 by its next compaction, recovery or rekey. Return false for a key that has
+    /// is upgraded to the current version by its next compaction, recovery or rekey. Return false for a key that has
     /// never been used with version 1, so that a header rewritten to version 1 is refused as tampered instead of
     /// opening a log whose records nobody checks.
     var acceptsUnauthenticatedLog: Bool { get }

@@ -116,13 +116,13 @@ extension PrefsStore {
 
     /// The data file of the store `id` in `directory`, `<directory>/<id>.prefs`, after checking the id.
     package static func dataPath(id: String, directory: String) throws -> String {
-        try Engine.validate(storeID: id)
+        try StorePaths.validate(storeID: id)
         return StorePaths(id: id, directory: directory).data
     }
 
     /// The quarantine copies of the store `id` in `directory`, sorted.
     package static func quarantineCopies(id: String, directory: String) throws -> [String] {
-        try Engine.validate(storeID: id)
+        try StorePaths.validate(storeID: id)
         return try Recovery.quarantineCopies(of: StorePaths(id: id, directory: directory)).map { join(directory, $0) }
     }
 
@@ -154,7 +154,7 @@ extension PrefsStore {
     /// single-process handle holding the store makes this ``PrefsError/Code/busy`` and removes nothing;
     /// an open racing with the removal may also answer `busy`.
     package static func destroy(id: String, directory: String) throws -> PrefsDestroyReport {
-        try Engine.validate(storeID: id)
+        try StorePaths.validate(storeID: id)
         let destroyed = try Destroy.destroy(paths: StorePaths(id: id, directory: directory))
         return PrefsDestroyReport(removed: destroyed.removed, lockKept: destroyed.lockKept)
     }

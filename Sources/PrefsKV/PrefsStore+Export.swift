@@ -118,11 +118,8 @@ extension PrefsStore {
     /// Every live entry's key, type name, stored value size and expiry, sorted by key (for vaultctl).
     package func entries() throws -> [PrefsEntryInfo] {
         try read { e throws(PrefsError) in
-            try e.readWholeLog()
-            let now = Sys.nowMilliseconds()
             var out: [PrefsEntryInfo] = []
-            for (key, entry) in e.log.index where !entry.isExpired(now: now) {
-                guard let name = try e.name(forIndexKey: key) else { continue }
+            try e.forEachLiveEntry { name, entry throws(PrefsError) in
                 let size = try e.withValue(of: entry, name: name) { $0.count }
                 out.append(
                     PrefsEntryInfo(

@@ -56,7 +56,7 @@ extension PrefsStore {
     package static func inspect(
         id: String, directory: String = PrefsStore.defaultDirectory
     ) throws -> PrefsInspection? {
-        try Engine.validate(storeID: id)
+        try StorePaths.validate(storeID: id)
         let paths = StorePaths(id: id, directory: directory)
         let fd: Int32
         switch Sys.open(paths.data, .readOnly) {
@@ -84,17 +84,7 @@ extension PrefsInspection {
     ///
     /// - Throws: when the file can no longer be opened, or its header no longer reads.
     package func scanLog() throws -> PrefsLogScan {
-        let fd = try Sys.open(path, .readOnly).orThrow("open", "cannot open the store file", path: path)
-        let header: Header
-        do throws(PrefsError) {
-            header = try StoreLog.readHeader(fd: fd, path: path, sealer: nil, checkSealer: false)
-        } catch {
-            Sys.close(fd)
-            throw error
-        }
-        let file = try MappedFile(fd: fd, path: path, writable: false)
-        var snapshot = Snapshot(file: file, header: header)
-        StoreLog.scan(into: &snapshot, sealer: nil)
+        let snapshot = try StoreLog.readOnlySnapshot(path: path, sealer: nil, checkSealer: false, headerCopy: false)
         let now = Sys.nowMilliseconds()
         return PrefsLogScan(
             liveKeyCount: snapshot.index.values.filter { !$0.isExpired(now: now) }.count, damage: snapshot.damage)

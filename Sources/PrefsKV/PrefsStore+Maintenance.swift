@@ -10,30 +10,7 @@ extension PrefsStore {
     /// try store.sync()
     /// ```
     public func sync() throws {
-        try engine.withLock { e throws(PrefsError) in
-            try e.refreshIfNeeded()
-            guard e.log.file.writable else { return }
-            try e.log.file.syncData()
-            // Flushed into a file deleted or replaced while open: that is not durable for anyone.
-            if e.log.file.isUnlinked {
-                try e.withWriterLock { () throws(PrefsError) in try e.followIfUnlinked() }
-                try e.log.file.syncData()
-            }
-            // A compaction of a buffered store leaves its rename to be made durable here.
-            e.log.syncDirectoryIfNeeded()
-            // And its base image (FileFormat.md, "Compaction") to be removed, under the writer lock, from the file
-            // the name holds then, flushed: no compaction may rename an unflushed image over it in between. A
-            // handle that opened that file from its persisted table reads all of it first: damage a power loss left
-            // in it is found, and recovered from the base, while the base is still there.
-            if e.log.header.baseGeneration != nil {
-                try e.withWriterLock { () throws(PrefsError) in
-                    try e.catchUpLocked()
-                    if e.log.table != nil, e.log.baseFileExists { try e.readWholeLog() }
-                    try e.log.file.syncData()
-                    try e.log.releaseBaseIfNeeded()
-                }
-            }
-        }
+        try engine.withLock { e throws(PrefsError) in try e.sync() }
     }
 
     /// Rewrites the live records into a new file (written, flushed, renamed over the old one, directory
@@ -65,23 +42,7 @@ extension PrefsStore {
     /// print(stats.garbageRatio)
     /// ```
     public func stats() throws -> PrefsStats {
-        try read { e throws(PrefsError) in
-            try e.readWholeLog()
-            let now = Sys.nowMilliseconds()
-            var keys = 0
-            var live = 0
-            for entry in e.log.index.values where !entry.isExpired(now: now) {
-                keys += 1
-                live += entry.recordLength
-            }
-            // The newest persisted index is live too: it is what the next open reads.
-            live += e.log.indexBytes
-            let log = max(0, e.log.knownEnd - e.log.header.firstRecordOffset)
-            return PrefsStats(
-                keyCount: keys, liveBytes: live, logBytes: log, fileBytes: try e.log.file.currentSize(),
-                recordCount: e.log.recordCount, garbageRatio: log == 0 ? 0 : Double(log - live) / Double(log),
-                generation: e.log.header.generation, lastRecovery: e.lastRecovery)
-        }
+        try read { e throws(PrefsError) in try e.stats() }
     }
 
     /// Scans the whole log (and, in a sealed store, opens every sealed value) and reports any damage.
@@ -92,9 +53,7 @@ extension PrefsStore {
     /// assert(report.isClean)
     /// ```
     public func verify() throws -> PrefsVerifyReport {
-        try read { e throws(PrefsError) in
-            Verify.verify(file: e.log.file, header: e.log.header, sealer: e.sealer, path: e.paths.data)
-        }
+        try read { e throws(PrefsError) in e.verify() }
     }
 
     /// Scans the store file `<directory>/<id>.prefs` without opening the store: takes no lock, never
@@ -108,31 +67,11 @@ extension PrefsStore {
     public static func verify(
         id: String, directory: String = PrefsStore.defaultDirectory, sealer: (any PrefsSealer)? = nil
     ) throws -> PrefsVerifyReport {
-        try Engine.validate(storeID: id)
+        try StorePaths.validate(storeID: id)
         let paths = StorePaths(id: id, directory: directory)
-        let fd = try Sys.open(paths.data, .readOnly).orThrow("open", "cannot open the store file", path: paths.data)
-        do {
-            // A file shorter than a header page has no header copy: its header page's problem is the answer.
-            let status = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: paths.data)
-            if !status.isRegular || status.size < Format.headerSize {
-                _ = try StoreLog.readHeader(fd: fd, path: paths.data, sealer: sealer, checkSealer: sealer != nil)
-            }
-        } catch {
-            Sys.close(fd)
-            throw error
-        }
-        let file = try MappedFile(fd: fd, path: paths.data, writable: false)
-        // Without a sealer a sealed store is checked by checksum only, so its key check is not compared. A header
-        // page that does not verify is reported as damage when the header copy does.
-        var headerDamage: [PrefsDamage] = []
-        let header = try file.withBytes { bytes throws(PrefsError) in
-            try StoreLog.trustedHeader(
-                bytes, path: paths.data, sealer: sealer, checkSealer: sealer != nil, damage: &headerDamage)
-        }
-        var report = Verify.verify(
-            file: file, header: header, sealer: sealer, path: paths.data, logEndKnown: headerDamage.isEmpty)
-        report.damage.insert(contentsOf: headerDamage, at: 0)
-        return report
+        let snapshot = try StoreLog.readOnlySnapshot(
+            path: paths.data, sealer: sealer, checkSealer: sealer != nil, headerCopy: true)
+        return Verify.report(on: snapshot, sealer: sealer, path: paths.data)
     }
 
     /// Repairs the store file `<directory>/<id>.prefs` and returns what was done, or nil when it was intact
@@ -159,7 +98,7 @@ extension PrefsStore {
     public static func repair(
         id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration()
     ) throws -> PrefsRecoveryReport? {
-        try Engine.validate(storeID: id)
+        try StorePaths.validate(storeID: id)
         let paths = StorePaths(id: id, directory: directory)
         if case .failure(let e) = Sys.lstat(paths.data), e == .noEntry {
             throw PrefsError(.notFound, "there is no store file to repair", path: paths.data)
@@ -178,10 +117,7 @@ extension PrefsStore {
     /// try store.backup(to: "/home/me/ui-backup.prefs")
     /// ```
     public func backup(to path: String) throws {
-        try read { e throws(PrefsError) in
-            try e.readWholeLog()
-            try e.log.backup(to: path)
-        }
+        try read { e throws(PrefsError) in try e.backup(to: path) }
     }
 
     /// Replaces the store's contents with a backup made by ``backup(to:)``, after checking every record of

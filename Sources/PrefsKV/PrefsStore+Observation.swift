@@ -90,16 +90,7 @@ extension PrefsStore {
     private func startObserving() {
         let multiProcess = configuration.sharing == .multiProcess
         do {
-            try engine.withLock { e throws(PrefsError) in
-                // Observers compare whole indexes: a handle that opened from a persisted index reads the log.
-                try e.readWholeLog()
-                e.wantsChanges = true
-                guard multiProcess, e.log.file.writable, e.readOnlyCause == nil else { return }
-                try e.withWriterLock { () throws(PrefsError) in
-                    try e.catchUpLocked()
-                    e.log.file.setWatched(true)
-                }
-            }
+            try engine.withLock { e throws(PrefsError) in try e.startReportingChanges() }
         } catch {
             configuration.logger.warning(
                 "cannot mark \(path) as observed; other processes' writes may be noticed late: \(error)")
@@ -121,9 +112,7 @@ extension PrefsStore {
     func checkForExternalChanges() {
         do {
             _ = try read { e throws(PrefsError) in
-                if e.wantsChanges && e.log.file.writable && e.multiProcess && !e.log.file.isWatched {
-                    try e.withWriterLock { () throws(PrefsError) in e.log.file.setWatched(true) }
-                }
+                try e.keepWatched()
                 return 0
             }
         } catch {

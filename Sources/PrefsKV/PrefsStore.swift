@@ -56,8 +56,7 @@ public final class PrefsStore: Sendable {
         id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration()
     ) throws {
         let engine = try Engine.open(id: id, directory: directory, configuration: configuration)
-        // An open that read the whole log of a store with enough keys leaves a persisted index for the next one.
-        if engine.log.table == nil { engine.writeIndexIfDue(minimumTail: 1) }
+        engine.writeIndexAfterOpen()
         let events = engine.takeEvents()
         self.id = id
         self.directory = directory
@@ -211,11 +210,7 @@ public final class PrefsStore: Sendable {
     /// ```
     public var count: Int {
         get throws {
-            try read { e throws(PrefsError) in
-                try e.readWholeLog()
-                let now = Sys.nowMilliseconds()
-                return e.log.index.values.reduce(0) { $0 + ($1.isExpired(now: now) ? 0 : 1) }
-            }
+            try read { e throws(PrefsError) in try e.liveCount() }
         }
     }
 

@@ -144,10 +144,10 @@ import Testing
         #expect(index.count == 2)
         #expect(index[precomposed]?.recordOffset == 8)
         #expect(index[combining]?.recordOffset == 16)
-        #expect(Engine.sortedUnique([combining, precomposed, combining]).count == 2)
+        #expect(KeyIndex.sortedUnique([combining, precomposed, combining]).count == 2)
         // Byte order is code point order: "e" + U+0301 (65 CC 81) before U+00E9 (C3 A9), "b" before "ba".
         #expect(
-            Engine.sortedUnique(["ba", precomposed, "b", combining, "a"]).map { Array($0.utf8) }
+            KeyIndex.sortedUnique(["ba", precomposed, "b", combining, "a"]).map { Array($0.utf8) }
                 == ["a", "b", "ba", combining, precomposed].map { Array($0.utf8) })
     }
 }

@@ -324,13 +324,13 @@ private func openStrict(_ dir: TempDir, sealer: TestSealer = TestSealer(key: 1))
             var raw = file.recordBytes(record)
             if record.isBound {
                 let resealed = try raw.withUnsafeBytes { recordBytes in
-                    try SealedRecordCodec.withPlaintext(
+                    try SealedValue.withPlaintext(
                         of: UnsafeRawBufferPointer(rebasing: recordBytes[32 + record.keyLength..<32 + record.keyLength + record.valueLength]),
                         head: UnsafeRawBufferPointer(rebasing: recordBytes[0..<32 + record.keyLength]), bound: true,
                         in: image, offset: record.offset, type: record.valueType, expiresAt: record.expiresAt,
                         sealer: sealer
                     ) { plain in
-                        try SealedRecordCodec.withAssociatedData(
+                        try SealedValue.withAssociatedData(
                             uuid: image.uuid, tag: UnsafeRawBufferPointer(rebasing: recordBytes[32..<32 + record.keyLength]),
                             type: record.valueType, expiresAt: record.expiresAt
                         ) { ad in

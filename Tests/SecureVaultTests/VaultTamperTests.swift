@@ -75,7 +75,7 @@ struct VaultFileRecords {
                 let sealed = UnsafeRawBufferPointer(rebasing: raw[record.valueRange])
                 for candidate in record.bound ? Array(0...generation + 8) : [generation] {
                     let image = ImageIdentity(uuid: StoreUUID(bytes: storeUUID), generation: candidate)
-                    if let plain = try? SealedRecordCodec.withPlaintext(
+                    if let plain = try? SealedValue.withPlaintext(
                         of: sealed, head: head, bound: record.bound, in: image, offset: record.offset,
                         type: record.valueType, expiresAt: record.expiresAt, sealer: sealer, { Array($0) })
                     {

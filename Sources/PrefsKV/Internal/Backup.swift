@@ -42,17 +42,10 @@ extension StoreLog {
     /// it was.
     func restore(from source: String, sealer: (any PrefsSealer)?, watched: Bool) throws(PrefsError) {
         let backupPath = source
-        let fd = try Sys.open(source, .readOnly).orThrow("open", "cannot open the backup", path: source)
-        let backupHeader: Header
-        do throws(PrefsError) {
-            backupHeader = try StoreLog.readHeader(fd: fd, path: source, sealer: sealer)
-        } catch {
-            Sys.close(fd)
-            throw error
-        }
-        let backupFile = try MappedFile(fd: fd, path: source, writable: false)
-        var backup = Snapshot(file: backupFile, header: backupHeader)
-        StoreLog.scan(into: &backup, sealer: sealer)
+        let backup = try StoreLog.readOnlySnapshot(
+            path: source, sealer: sealer, checkSealer: true, headerCopy: false, noun: "the backup")
+        let backupFile = backup.file
+        let backupHeader = backup.header
         guard backup.damage.isEmpty else {
             throw PrefsError(
                 .invalidInput, "the backup is damaged and was not restored: \(backup.damage)", path: source)

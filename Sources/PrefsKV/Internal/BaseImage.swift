@@ -186,7 +186,7 @@ extension Recovery {
                 var offset = newHeader.firstRecordOffset + baseLength
                 for (i, record) in records.enumerated() {
                     guard
-                        let length = RecordWriter.copy(
+                        let length = StoreImage.copy(
                             record, from: source, sourceImage: ImageIdentity(damagedHeader), into: bytes, at: offset,
                             seq: UInt64(live.count + 1 + i), auth: auth, seed: newHeader.recordSeed)
                     else { return false }

@@ -115,7 +115,7 @@ enum StoreImage {
                         == entry.recordCRC
             guard intact else { return false }
             guard
-                let length = RecordWriter.copy(
+                let length = copy(
                     recordHeader(of: entry, in: source), from: source, sourceImage: sourceImage, into: bytes,
                     at: offset, seq: UInt64(i + 1), auth: auth, seed: seed)
             else {
@@ -128,6 +128,22 @@ enum StoreImage {
             offset += length
         }
         return true
+    }
+
+    /// Copies a verified record of `source`, an image `sourceImage`, into a new image at `offset` with sequence
+    /// number `seq` and returns its length: as it is (`RecordWriter.copy`, with a new authenticator under `auth`),
+    /// or, for a sealed set record copied into an image that binds values, sealed again for its new place
+    /// (`SealedValue.copy`). Nil when a sealed value does not open (its bytes changed, or it was forged).
+    static func copy(
+        _ record: RecordHeader, from source: UnsafeRawBufferPointer, sourceImage: ImageIdentity,
+        into bytes: UnsafeMutableRawBufferPointer, at offset: Int, seq: UInt64, auth: RecordAuth?, seed: RecordSeed
+    ) -> Int? {
+        if let auth, auth.bindsValues, record.kind == .set {
+            return SealedValue.copy(
+                record, from: source, sourceImage: sourceImage, into: bytes, at: offset, seq: seq,
+                image: ImageIdentity(uuid: auth.uuid, generation: auth.generation), seed: seed, sealer: auth.sealer)
+        }
+        return RecordWriter.copy(record, from: source, into: bytes, at: offset, seq: seq, auth: auth, seed: seed)
     }
 
     /// The bytes `entries`' records take in an image whose set records carry an authenticator or not (a version-1
@@ -183,7 +199,7 @@ extension StoreLog {
         let now = Sys.nowMilliseconds()
         // Live entries in log order. The sort moves plain integers, (record offset / 8) << 20 | ordinal into
         // `positions` (offsets are below 2^48, so this fits while there are fewer than 2^20 keys): sorting the
-        // entries with their dictionary indices and a closure cost half of a compaction.
+        // entries with their dictionary indices and a closure were a large share of a compaction.
         var positions: [Int] = []
         positions.reserveCapacity(index.count)
         var expired: [String] = []

@@ -87,9 +87,9 @@ final class IndexTable {
 
     // MARK: When tables are written
 
-    /// A table is written (Engine.writeIndexIfDue, Engine.maybeWriteIndex) for a store of at least `minimumKeys`
-    /// keys: by a handle that read the whole log at its open, when any record followed the last table; by a handle
-    /// that closes, when `closingTail` records did (half its keys, for a handle that opened from a table and must
+    /// A table is written (the engine's `writeIndexIfDue` and `maybeWriteIndex`, Engine+PersistedIndex.swift) for a
+    /// store of at least `minimumKeys` keys: by a handle that read the whole log at its open, when any record
+    /// followed the last table; by a handle that closes, when `closingTail` records did (half its keys, for a handle that opened from a table and must
     /// read the whole log first); and after any write once the records since the last table reach the larger of
     /// twice the key count and `tail`, so that writing tables costs a bounded share of writing (each is about 16
     /// bytes a key) and an open never reads much more of the log than the store has keys. `PREFSKV_INDEX_TAIL`

@@ -4,10 +4,10 @@ import SystemLayer
 /// An open-addressing hash table from index key to ``Entry``, built for the read path and the open scan.
 ///
 /// Why not `[String: Entry]`: a `Dictionary` hashes a `String` with SipHash-1-3 over its Unicode-normalised
-/// form, about 270 of the 500 instructions of a read of an 8-character key, and a scan of 10,000 records spent
-/// 40% of its time inserting into one. Its generic metadata is also instantiated by name at a fresh process's
-/// first open, which checks `String: Hashable` by scanning the runtime's conformance records. This table hashes
-/// the UTF-8 bytes with a seeded multiply-mix hash (a few instructions per 8 bytes) and compares keys byte for
+/// form, most of a warm read of a short key, and an open's scan spent much of its time inserting into one
+/// (Performance.md, "Costs the code's comments rest on"). Its generic metadata is also instantiated by name at a
+/// fresh process's first open, which checks `String: Hashable` by scanning the runtime's conformance records. This table hashes
+/// the UTF-8 bytes with a seeded multiply-mix hash (one multiply per 8 bytes) and compares keys byte for
 /// byte, as the file does: two spellings of "é" (precomposed and combining) are two keys, as they are in a
 /// sealed store, in SQLite's BINARY collation and in MMKV.
 ///
@@ -374,6 +374,16 @@ struct KeyIndex: Sequence {
                 return order < 0 || (order == 0 && a.count < b.count)
             }
         }
+    }
+
+    /// Keys in UTF-8 byte order (code point order), each byte sequence once: keys are compared byte for byte,
+    /// so two spellings of one text are two keys (a `Set<String>` would merge them).
+    static func sortedUnique(_ keys: [String]) -> [String] {
+        var out: [String] = []
+        for key in keys.sorted(by: bytesPrecede) where !(out.last.map { sameBytes($0, key) } ?? false) {
+            out.append(key)
+        }
+        return out
     }
 
     /// Whether two keys have the same UTF-8 bytes.

@@ -2,7 +2,7 @@
 //
 // A handle that kept writing into a file deleted (or renamed over, or moved away) by another program would
 // acknowledge writes that no later open can see. Checking with `fstat` before every write transaction costs
-// about 0.5 µs here, more than the rest of a write. Instead one inotify descriptor per process watches every
+// a system call, more than the rest of a write. Instead one inotify descriptor per process watches every
 // open store file's inode for a change of link count or a move, and raises that file's flag; a writer pays the
 // `fstat` only when the flag is up. A write racing with the deletion itself may still land in the deleted file,
 // exactly as a write made just before it would: the guarantee is that nothing is written into a file known to

@@ -19,7 +19,7 @@ final class LockPage {
     private let fd: Int32
     private let path: String
     /// The mapping, made by the first `lock` (or by `open` when it sets the page up): a handle that only reads
-    /// never maps it. (A mapping and its first page fault are about a tenth of a fresh process's first open.)
+    /// never maps it. (A mapping and its first page fault are a visible share of a fresh process's first open.)
     private var base: UnsafeMutableRawPointer?
 
     /// `fd` stays open for the handle's lifetime (the engine owns it).

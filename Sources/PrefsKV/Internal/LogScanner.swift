@@ -8,8 +8,6 @@ struct ScanResult {
     var recordsKept = 0
     var damage: [PrefsDamage] = []
     var maxSeq: UInt64 = 0
-    /// Whether some damage is records that verify their CRC but not their authenticator (`damage` marks them).
-    var isTampered: Bool { damage.contains { $0.isTampering } }
 }
 
 enum LogScanner {

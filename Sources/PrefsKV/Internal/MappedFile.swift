@@ -3,6 +3,10 @@ import CPrefsKV
 import Synchronization
 import SystemLayer
 
+#if !_endian(little)
+#error("PrefsKV reads its little-endian format natively; a big-endian port must byte-swap the mapped words")
+#endif
+
 /// An open data file (or compaction image) mapped `MAP_SHARED`.
 ///
 /// The mapping is reached only through `withBytes`/`withMutableBytes`; the dynamic header words through the
@@ -101,7 +105,7 @@ final class MappedFile {
         let faultedBefore = self.faultedBefore
         @inline(__always) func intact() -> Bool {
             // The value's loads come before the CRC word's (`beginRewrite` zeros that word before the value). x86-64
-            // keeps loads in order; a fence there (even the compiler's alone) cost a warm read 60 instructions.
+            // keeps loads in order; a fence there (even the compiler's alone) would be paid by every warm read.
             #if arch(arm64)
             prefs_load_fence()
             #endif
@@ -263,7 +267,7 @@ final class MappedFile {
     }
 
     /// The raw log-end word (see `Format.decodeLogEnd`). Little-endian on disk; this code runs on
-    /// little-endian machines only (checked at compile time in Engine.swift).
+    /// little-endian machines only (checked at compile time, at the top of this file).
     @inline(__always)
     var logEndWord: UInt64 { word(Format.logEndOffset).pointee.load(ordering: .acquiring) }
 

@@ -1,6 +1,6 @@
-// Rebuilding a store whose every header copy is gone (Documentation/Recovery.md, "No header verifies"): the body
-// is scanned for records that verify under a header of last resort, and the result recovered as any damaged
-// file. Only on request (`PrefsStore.repair`, `unreadableFile = .quarantineAndRebuild`): an open never guesses.
+// Rebuilding a store whose every header copy is gone (Documentation/FileFormat.md, "Rebuilding a store no copy of
+// whose header verifies"): the body is scanned for records that verify under a header of last resort, and the
+// result recovered as any damaged file. Only on request (`PrefsStore.repair`, `unreadableFile = .quarantineAndRebuild`): an open never guesses.
 import SystemLayer
 
 extension StoreLog {

@@ -4,6 +4,7 @@
 //
 // An enum over the two, not a protocol: the read path switches on a tag (no existential dispatch, no generic
 // metadata at a fresh process's first open).
+import SystemLayer
 
 enum RecordCodec {
     case plain
@@ -66,7 +67,7 @@ enum RecordCodec {
     }
 
     /// Writes `hex(bytes)` into `output` (exactly twice as many bytes as `bytes`): four bytes at a time, their eight
-    /// digits made in one word (a 16-byte tag in about 60 instructions instead of 270).
+    /// digits made in one word, not one digit at a time: a sealed write spells its tag on every call.
     static func hex(_ bytes: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) {
         precondition(output.count == 2 * bytes.count, "hex output is twice the bytes")
         guard let source = bytes.baseAddress else { return }
@@ -129,12 +130,18 @@ enum RecordCodec {
     /// in `former`, entries of keys that went and the file (an image `image` of the store) their records lie in: the image a
     /// reload or a restore replaced, when that file still shows it (`StoreLog.stillShowsItsImage`), or this file
     /// for keys that records appended to it deleted.
+    /// The names of the live (unexpired) keys of `log`'s index, sorted (every key read: the engine's `liveNames`).
+    func liveNames(in log: StoreLog) -> [String] {
+        let now = Sys.nowMilliseconds()
+        return names(forIndexKeys: log.index.filter { !$0.value.isExpired(now: now) }.map(\.key), in: log)
+    }
+
     func names(
         forIndexKeys keys: [String], in log: StoreLog,
         formerImage former: (file: MappedFile, index: KeyIndex, image: ImageIdentity)? = nil
     ) -> [String] {
         switch self {
-        case .plain: return Engine.sortedUnique(keys)
+        case .plain: return KeyIndex.sortedUnique(keys)
         case .sealed(let sealed):
             var out: [String] = []
             for key in keys {
@@ -146,7 +153,7 @@ enum RecordCodec {
                     out.append(name)
                 }
             }
-            return Engine.sortedUnique(out)
+            return KeyIndex.sortedUnique(out)
         }
     }
 
@@ -166,9 +173,9 @@ enum RecordCodec {
     // MARK: Values
 
     /// Passes the plaintext of the sealed record `entry` means to `body` (a plain record's read is
-    /// `Engine.withValue`'s, checked by `MappedFile.withValue(of:)`). Out of line: inlined, it made the plain read
+    /// the engine's `withValue`, checked by `MappedFile.withValue(of:)`). Out of line: inlined, it made the plain read
     /// path too large to be inlined itself (a retain and release of the log, its file and the codec per read, and a
-    /// call: about 45 ns a get).
+    /// call, on every get).
     @inline(never)
     func withSealedValue<R>(
         of entry: Entry, name: String, in log: StoreLog, _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> R
@@ -199,6 +206,65 @@ enum RecordCodec {
         }
     }
 
+    // MARK: Changes
+
+    /// Whether two entries of the same sealed key, at least one bound to its place (version 6: a new image seals
+    /// every value again, so equal values differ in their bytes), open to the same plaintext (name and value). False
+    /// when either does not open.
+    private static func samePlaintext(
+        _ old: Entry, in oldBytes: UnsafeRawBufferPointer, image oldImage: ImageIdentity, _ new: Entry,
+        in newBytes: UnsafeRawBufferPointer, image newImage: ImageIdentity, sealer: (any PrefsSealer)?
+    ) -> Bool {
+        guard let sealer, old.sealed, new.sealed, old.bound || new.bound,
+            old.valueOffset + old.valueLength <= oldBytes.count, new.valueOffset + new.valueLength <= newBytes.count
+        else { return false }
+        func open<R>(_ entry: Entry, _ bytes: UnsafeRawBufferPointer, _ image: ImageIdentity,
+            _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
+            try SealedValue.withPlaintext(
+                of: UnsafeRawBufferPointer(rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength]),
+                head: UnsafeRawBufferPointer(rebasing: bytes[entry.recordOffset..<entry.valueOffset]),
+                bound: entry.bound, in: image, offset: entry.recordOffset, type: entry.type.rawValue,
+                expiresAt: entry.expiresAt, sealer: sealer, body)
+        }
+        return
+            (try? open(old, oldBytes, oldImage) { a in try open(new, newBytes, newImage) { b in a.elementsEqual(b) } })
+            ?? false
+    }
+
+    /// Index keys whose values differ between an old mapping and the current state of `log`.
+    func changedIndexKeys(in log: StoreLog, from oldFile: MappedFile, oldIndex: KeyIndex) -> [String] {
+        precondition(log.table == nil, "observed stores read the whole log")
+        let index = log.index
+        var changed: [String] = []
+        // The same inode rewritten in place (a change underneath), or the old file written again with a newer image
+        // since (a buffered store's spare file): the old mapping shows bytes of another image, so nothing can be
+        // compared; every key of either is reported.
+        if !log.stillShowsItsImage(oldFile) {
+            return Array(index.keys) + oldIndex.keys.filter { index[$0] == nil }
+        }
+        let oldImage = oldFile.adoptedIdentity.image
+        let newImage = log.image
+        let sealer = self.sealer
+        oldFile.withBytes { oldBytes in
+            log.file.withBytes { newBytes in
+                for (key, new) in index {
+                    if let old = oldIndex[key], old.type == new.type, old.expiresAt == new.expiresAt,
+                        old.valueLength == new.valueLength,
+                        oldBytes[old.valueOffset..<old.valueOffset + old.valueLength].elementsEqual(
+                            newBytes[new.valueOffset..<new.valueOffset + new.valueLength])
+                            || RecordCodec.samePlaintext(
+                                old, in: oldBytes, image: oldImage, new, in: newBytes, image: newImage, sealer: sealer)
+                    {
+                        continue
+                    }
+                    changed.append(key)
+                }
+                for key in oldIndex.keys where index[key] == nil { changed.append(key) }
+            }
+        }
+        return changed
+    }
+
     // MARK: Framing
 
     /// The stored value length of a set record of `name` holding `valueLength` plain bytes.
@@ -206,7 +272,7 @@ enum RecordCodec {
         switch self {
         case .plain: valueLength
         case .sealed(let sealed):
-            SealedRecordCodec.storedLength(name: name, valueLength: valueLength, sealer: sealed.sealer)
+            SealedValue.storedLength(name: name, valueLength: valueLength, sealer: sealed.sealer)
         }
     }
 
@@ -220,37 +286,45 @@ enum RecordCodec {
         key: UnsafeRawBufferPointer, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
         storedLength: Int, uuid: StoreUUID, auth: RecordAuth?, seed: RecordSeed
     ) throws -> RecordHeader {
-        let binds = auth?.bindsValues ?? false
-        return try writeSet(
-            into: bytes, at: offset, flags: flags, seq: seq, name: name, key: key, type: type, value: value,
-            expiresAt: expiresAt, storedLength: storedLength, uuid: uuid, signer: binds ? nil : auth,
-            binding: binds ? auth.map { ImageIdentity(uuid: $0.uuid, generation: $0.generation) } : nil, seed: seed)
-    }
-
-    /// `writeSet` with what makes the record authentic given apart: `signer` authenticates it, or `binding`, the
-    /// image it is written into, binds its sealed value (a sealed record in an image that binds values). A sealed
-    /// write of a version-6 image passes the image alone, without a `RecordAuth` to copy.
-    @inline(__always)
-    func writeSet(
-        into bytes: UnsafeMutableRawBufferPointer, at offset: Int, flags: UInt8, seq: UInt64, name: String,
-        key: UnsafeRawBufferPointer, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
-        storedLength: Int, uuid: StoreUUID, signer: RecordAuth?, binding: ImageIdentity?, seed: RecordSeed
-    ) throws -> RecordHeader {
         switch self {
         case .plain:
-            precondition(binding == nil, "a plain set record is never bound")
             return RecordWriter.write(
                 into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags, seq: seq,
-                expiresAt: expiresAt, key: key, valueLength: storedLength, auth: signer, seed: seed
+                expiresAt: expiresAt, key: key, valueLength: storedLength, auth: auth, seed: seed
             ) { out in
                 if !value.isEmpty { out.copyMemory(from: value) }
             }
         case .sealed(let sealed):
+            let binds = auth?.bindsValues ?? false
             return try sealed.writeSet(
                 into: bytes, at: offset, flags: flags, seq: seq, name: name, key: key, type: type, value: value,
-                expiresAt: expiresAt, storedLength: storedLength, uuid: uuid, signer: signer, binding: binding,
+                expiresAt: expiresAt, storedLength: storedLength, uuid: uuid, signer: binds ? nil : auth,
+                binding: binds ? auth.map { ImageIdentity(uuid: $0.uuid, generation: $0.generation) } : nil,
                 seed: seed)
         }
+    }
+
+    /// Compare-before-set: true when the key holds exactly this type, expiry and value and has not expired.
+    /// `sealed`: the store's sealed codec, nil for a plain store.
+    @inline(__always)
+    static func holds(
+        indexKey: String, name: String, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
+        log: StoreLog, sealed: SealedRecordCodec?
+    ) throws(PrefsError) -> Bool {
+        guard let old = log.index[indexKey], old.type == type, old.expiresAt == expiresAt,
+            !old.isExpired(now: Sys.nowMilliseconds())
+        else { return false }
+        if !old.sealed { return log.holdsPlain(old, value: value) }
+        guard let sealed else { throw SealedRecordCodec.missingSealer(log.paths) }
+        // Sealed: the cached plaintext CRC rules out most changes without opening; equality is confirmed by
+        // comparing plaintext, so a CRC collision can never skip a real change.
+        let crc = CRC32C.checksum(value)
+        if let known = old.plainCRC, known != crc { return false }
+        let same = try sealed.withPlaintext(of: old, expectedName: name, in: log) { _, plain throws(PrefsError) in
+            plain.count == value.count && plain.elementsEqual(value)
+        }
+        if same { log.remember(plainCRC: crc, of: indexKey) }
+        return same
     }
 
     /// The sealed codec, nil for a plain store.

@@ -1,10 +1,89 @@
-// Recovery of a damaged data file (Documentation/Recovery.md): the scan (StoreLog+Load.swift, LogScanner.swift)
-// keeps every record that verifies and reports the damage; here the policy is applied, the damaged original is
+// Recovery of a damaged data file (Documentation/FileFormat.md, "Recovery"): the scan (StoreLog+Load.swift,
+// LogScanner.swift) keeps every record that verifies and reports the damage; here the policy is applied, the damaged original is
 // copied aside byte for byte (its quarantine copy), and a compacted image of what verified replaces it. The
 // report types are public, in PrefsStore+Recovery.swift.
+import Logging
 import SystemLayer
 
 enum Recovery {
+    /// The snapshot an open starts from, and which recovery it needs. An intact data file is read without the
+    /// writer lock (a multi-process handle holds only the open lock then): its records up to the published log end
+    /// never change, another handle's compaction marks it superseded, which the first access notices, and
+    /// recovery, creation and clearing a stale superseded flag all happen under the writer lock (the lock page's
+    /// mutex, taken here when needed: `pageLocked`). Taking that mutex writes to the lock file's page, a journaled
+    /// page fault in a fresh process, so an intact file's open does without it.
+    ///
+    /// A file no copy of whose header verifies is, under `.salvage` beside a base image, a buffered store's unflushed
+    /// image cut by a power loss: the base image is put back (BaseImage.swift) and the file kept aside (`setAside`).
+    /// Otherwise it is refused (the default), or, when the app chose that (`unreadableFile`), rebuilt from the
+    /// records of its body that verify, its original kept aside (`mustSalvage`: what is left must be salvaged).
+    /// The caller ends the open lock (`StoreLock.endOpenLock(pageLocked:)`), thrown or not.
+    static func snapshotForOpen(
+        paths: StorePaths, lock: StoreLock, configuration: PrefsStore.Configuration, readOnlyCause: inout Errno?,
+        pageLocked: inout Bool, setAside: inout [PrefsRecoveryReport], mustSalvage: inout Bool
+    ) throws(PrefsError) -> Snapshot {
+        let sealer = configuration.sealer
+        do throws(PrefsError) {
+            if lock.lockPage != nil,
+                case .intact(let intact) = try StoreLog.loadSnapshotIfIntact(
+                    paths: paths, directory: lock.directoryFD, sealer: sealer, readOnlyCause: &readOnlyCause,
+                    lazy: true)
+            {
+                return intact
+            }
+            pageLocked = try lock.lockPageForOpen()
+            return try StoreLog.loadSnapshot(
+                paths: paths, directory: lock.directoryFD, sealer: sealer, readOnlyCause: &readOnlyCause,
+                create: true, lazy: true)
+        } catch {
+            let unreadable = error.code == .notAStore || error.code == .corrupted
+            if configuration.recovery == .salvage, readOnlyCause == nil, unreadable,
+                case .ours = StoreLog.baseHeader(paths: paths, sealer: sealer)
+            {
+                if !pageLocked { pageLocked = try lock.lockPageForOpen() }
+                if let restored = try restoreBaseOverUnreadable(
+                    paths: paths, directory: lock.directoryFD, sealer: sealer, readOnlyCause: &readOnlyCause,
+                    unreadable: error)
+                {
+                    if let report = restored.report { setAside = [report] }
+                    return restored.snapshot
+                }
+            }
+            // (`readOnlyCause` as the base image's attempt left it.)
+            guard configuration.unreadableFile == .quarantineAndRebuild, readOnlyCause == nil, unreadable else {
+                throw error
+            }
+            if !pageLocked { pageLocked = try lock.lockPageForOpen() }
+            let rebuilt = try rebuild(
+                paths: paths, directory: lock.directoryFD, sealer: sealer, readOnlyCause: &readOnlyCause,
+                unreadable: error)
+            if let report = rebuilt.setAside { setAside = [report] }
+            mustSalvage = rebuilt.mustSalvage
+            return rebuilt.snapshot
+        }
+    }
+
+    /// Acts on damage found by a scan of the file `log` holds (already adopted, holding what verified), as the
+    /// policy says: under `.salvage`, an image a buffered store's compaction left unflushed, cut by a power loss, is
+    /// replaced by its base image (the durable state) with what verifies of the damaged file on top of it
+    /// (BaseImage.swift); anything else goes through `recover`. Lines for the log are appended to `logLines`.
+    static func act(
+        on damage: [PrefsDamage], in log: StoreLog, recordsKept: Int, policy: PrefsStore.RecoveryPolicy,
+        watched: Bool, logLines: inout [(level: Logger.Level, message: Logger.Message)]
+    ) throws(PrefsError) -> PrefsRecoveryReport {
+        guard policy == .salvage && log.file.writable && usableBase(of: log) else {
+            return try recover(log, damage: damage, recordsKept: recordsKept, policy: policy, watched: watched)
+        }
+        let restored = try restoreBase(log, damage: damage, recordsKept: recordsKept, watched: watched)
+        let message =
+            "\(log.paths.data): its newest image was not flushed when its writer stopped (a power loss?); the store "
+            + "was restored from its base image \(log.paths.previous) (its state as of the last sync()) and every "
+            + "record of the damaged image that verifies was applied again"
+        logLines.append((.warning, "\(message)"))
+        if let base = restored.baseRecovery { logLines.append((.error, "\(base.description)")) }
+        return restored.report
+    }
+
     /// Acts on damage found by a scan of the file `log` holds (already adopted, holding what verified): throws
     /// under `.fail`; otherwise, when the file is writable, quarantines it and compacts what verified into a new
     /// image. Returns the report.

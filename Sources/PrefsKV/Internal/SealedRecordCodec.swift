@@ -10,7 +10,7 @@ final class SealedRecordCodec {
     /// in an image that is no longer readable; `RecordCodec.names`).
     @exclusivity(unchecked) var names: [SealedIndexKey: String] = [:]
     /// Key name to index key (hex of the sealer's tag), for names used through this handle.
-    /// A tag costs a keyed hash (BLAKE2b, about a microsecond with its hex); a lookup here a tenth of that.
+    /// A tag costs a keyed hash (BLAKE2b) and its hex; a lookup here much less.
     /// Cleared when it grows past `indexKeyCacheLimit` names (about 100 bytes each: at most 1.6 MiB); a new
     /// sealer (rekey) gets a new codec.
     /// Unused when the sealer's tags are cheaper than a lookup here (`PrefsSealer.tagsAreCheap`).
@@ -20,6 +20,19 @@ final class SealedRecordCodec {
     let cachesIndexKeys: Bool
     /// The length of the sealer's tags when they are cheap (0 otherwise).
     let cheapTagLength: Int
+
+    /// Private memory where a sealed `set` assembles its plaintext (`u32 nameLength | name | value`, up to
+    /// `scratchCapacity` bytes), wiped after each write: allocated at the first one, instead of a temporary
+    /// allocation per write, whose closure retained what it captured. Used only under the engine's lock.
+    @exclusivity(unchecked) private var scratch: UnsafeMutableRawPointer?
+    static let scratchCapacity = 512
+
+    deinit {
+        if let scratch {
+            Sys.zero(UnsafeMutableRawBufferPointer(start: scratch, count: SealedRecordCodec.scratchCapacity))
+            scratch.deallocate()
+        }
+    }
 
     init(sealer: any PrefsSealer) {
         self.sealer = sealer
@@ -82,7 +95,7 @@ final class SealedRecordCodec {
     /// most changes without opening the record) and, when `name` is given, the name of its index key.
     func learn(indexKey: String, name: String?, value: UnsafeRawBufferPointer, in log: StoreLog) {
         if let name { learn(indexKey: indexKey, name: name) }
-        log.index[indexKey]?.plainCRC = CRC32C.checksum(value)
+        log.remember(plainCRC: CRC32C.checksum(value), of: indexKey)
     }
 
     /// Remembers the name of an index key (a set whose entry was published with its plaintext CRC already).
@@ -94,10 +107,6 @@ final class SealedRecordCodec {
     /// The error of a seal that failed while writing `name`'s value.
     static func sealFailed(_ name: String, path: String, _ error: any Error) -> PrefsError {
         PrefsError(.io, "the sealer failed to seal the value of key \"\(name)\"", path: path, underlying: error)
-    }
-
-    static func storedLength(name: String, valueLength: Int, sealer: any PrefsSealer) -> Int {
-        4 + name.utf8.count + valueLength + sealer.overhead
     }
 
     /// Opens a sealed entry: plaintext is `u32 nameLength | name | value`.
@@ -127,11 +136,11 @@ final class SealedRecordCodec {
                 let head = UnsafeRawBufferPointer(rebasing: bytes[entry.recordOffset..<entry.valueOffset])
                 let sealed = UnsafeRawBufferPointer(
                     rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength])
-                return try SealedRecordCodec.withPlaintext(
+                return try SealedValue.withPlaintext(
                     of: sealed, head: head, bound: entry.bound, in: image, offset: entry.recordOffset,
                     type: entry.type.rawValue, expiresAt: entry.expiresAt, sealer: sealer
                 ) { plain in
-                    try SealedRecordCodec.withNameAndValue(plain, expectedName: expectedName, body)
+                    try SealedValue.withNameAndValue(plain, expectedName: expectedName, body)
                 }
             }
         } catch let error as PrefsError {
@@ -144,72 +153,12 @@ final class SealedRecordCodec {
         }
     }
 
-    /// Splits a plaintext `u32 nameLength | name | value` and passes the name and value to `body`; with
-    /// `expectedName`, the sealed name must be exactly that one (bytes compared, nothing decoded).
-    @inline(__always)
-    private static func withNameAndValue<R>(
-        _ plain: UnsafeRawBufferPointer, expectedName: String?,
-        _ body: (String, UnsafeRawBufferPointer) throws(PrefsError) -> R
-    ) throws -> R {
-        guard plain.count >= 4 else { throw SealedPayloadError() }
-        let nameLength = Int(UInt32(littleEndian: plain.loadUnaligned(as: UInt32.self)))
-        guard 4 + nameLength <= plain.count else { throw SealedPayloadError() }
-        let nameBytes = UnsafeRawBufferPointer(rebasing: plain[4..<4 + nameLength])
-        let name: String
-        if let expectedName {
-            var expected = expectedName
-            let same = expected.withUTF8 { $0.count == nameLength && nameBytes.elementsEqual($0) }
-            guard same else { throw SealedPayloadError() }
-            name = expectedName
-        } else {
-            guard let decoded = String(validating: nameBytes, as: UTF8.self) else { throw SealedPayloadError() }
-            name = decoded
-        }
-        return try body(name, UnsafeRawBufferPointer(rebasing: plain[(4 + nameLength)...]))
-    }
 
-    /// Opens `sealed`, the value of a sealed set record whose bytes from its magic to the end of its key are `head`,
-    /// at file offset `offset` of `image`, and passes its plaintext to `body`; `type` and `expiresAt` are what the
-    /// caller takes the record's type and expiry to be (its entry's). The associated data is the record's binding when
-    /// it is `bound` (version 6, `RecordAuth.withBindingData`, made from a private copy of `head`, whose type and
-    /// expiry must then be `type` and `expiresAt`), otherwise `store UUID | tag | type | expiresAt`. The plaintext
-    /// lives in a temporary buffer, wiped before it is released (a guarded allocation per read would cost ten times
-    /// the read); the sealer opens into it without a generic call.
-    @inline(__always)
-    static func withPlaintext<R>(
-        of sealed: UnsafeRawBufferPointer, head: UnsafeRawBufferPointer, bound: Bool, in image: ImageIdentity,
-        offset: Int, type: UInt8, expiresAt: Int64, sealer: any PrefsSealer,
-        _ body: (UnsafeRawBufferPointer) throws -> R
-    ) throws -> R {
-        let length = sealed.count - sealer.overhead
-        guard length >= 0, head.count >= Format.recordHeaderSize else { throw SealedPayloadError() }
-        return try withUnsafeTemporaryAllocation(byteCount: max(length, 1), alignment: 16) { buffer in
-            defer { Sys.zero(buffer) }
-            let plain = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<length])
-            if bound {
-                try RecordAuth.withBindingData(image: image, head: head, offset: offset) { ad in
-                    // The copy the seal is checked against says what the caller will take the value for.
-                    let fields = RecordAuth.contextSize - 4
-                    guard ad[fields + 5] == type,
-                        Int64(littleEndian: ad.loadUnaligned(fromByteOffset: fields + 24, as: Int64.self)) == expiresAt
-                    else { throw SealedPayloadError() }
-                    try sealer.open(sealed, associatedData: ad, into: plain)
-                }
-            } else {
-                try withAssociatedData(
-                    uuid: image.uuid, tag: UnsafeRawBufferPointer(rebasing: head[Format.recordHeaderSize...]),
-                    type: type, expiresAt: expiresAt
-                ) { ad in
-                    try sealer.open(sealed, associatedData: ad, into: plain)
-                }
-            }
-            return try body(UnsafeRawBufferPointer(plain))
-        }
-    }
+    // MARK: Writing
 
-    /// `RecordCodec.writeSet` of a sealed store: the record of `name`, whose key is its tag `key`, with its value
-    /// sealed in place; bound to `binding` (version 6) or authenticated by `signer`. The plaintext is assembled in
-    /// a temporary buffer, wiped once sealed.
+    /// The codec's set record of `name` (`RecordCodec.writeSet`): its key is its tag `key`, its value
+    /// `seal(u32 nameLength | name | value)`, bound to `binding` (version 6) or authenticated by `signer`
+    /// (`SealedValue.writeSet`). The plaintext is assembled in a temporary buffer, wiped once sealed.
     @inline(__always)
     func writeSet(
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, flags: UInt8, seq: UInt64, name: String,
@@ -220,71 +169,119 @@ final class SealedRecordCodec {
         precondition(storedLength == plainLength + sealer.overhead, "a sealed value's stored length")
         return try withUnsafeTemporaryAllocation(byteCount: plainLength, alignment: 16) { plain in
             defer { Sys.zero(plain) }
-            let valueStart = SealedRecordCodec.assemble(name: name, into: plain)
+            let valueStart = SealedValue.assemble(name: name, into: plain)
             if !value.isEmpty { UnsafeMutableRawBufferPointer(rebasing: plain[valueStart...]).copyMemory(from: value) }
-            return try writeSet(
+            return try SealedValue.writeSet(
                 into: bytes, at: offset, flags: flags, seq: seq, plaintext: UnsafeRawBufferPointer(plain), key: key,
-                type: type, expiresAt: expiresAt, uuid: uuid, signer: signer, binding: binding, seed: seed)
+                type: type.rawValue, expiresAt: expiresAt, uuid: uuid, signer: signer, binding: binding, seed: seed,
+                sealer: sealer)
         }
     }
 
-    /// `writeSet` of an assembled `plaintext` (`u32 nameLength | name | value`, `assemble`).
+    /// Passes `body` the tag of `name` (a set record's key) and its index key, computing the tag once: with cheap
+    /// tags it is made on the stack beside its hex, otherwise decoded from the remembered index key.
     @inline(__always)
-    func writeSet(
-        into bytes: UnsafeMutableRawBufferPointer, at offset: Int, flags: UInt8, seq: UInt64,
-        plaintext: UnsafeRawBufferPointer, key: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
-        uuid: StoreUUID, signer: RecordAuth?, binding: ImageIdentity?, seed: RecordSeed
-    ) throws -> RecordHeader {
+    func withTagAndIndexKey<R>(
+        ofName name: String, _ body: (UnsafeRawBufferPointer, String) throws(PrefsError) -> R
+    ) throws(PrefsError) -> R {
+        try typed {
+            if cachesIndexKeys {
+                let indexKey = indexKey(forName: name)
+                return try withUnsafeTemporaryAllocation(byteCount: indexKey.utf8.count / 2, alignment: 8) { tag in
+                    RecordCodec.unhex(indexKey, into: tag)
+                    return try body(UnsafeRawBufferPointer(tag), indexKey)
+                }
+            }
+            return try withTagAndIndexKey(forName: name) { tag, indexKeyBytes in
+                try body(tag, String(decoding: indexKeyBytes, as: UTF8.self))
+            }
+        }
+    }
+
+    /// A sealed store's single value (the engine's `set`): what a one-change commit does (compare-before-set, one
+    /// committed record sealed in place, the plaintext CRC learned), without planning a transaction (its arrays and
+    /// dictionaries cost as much as the rest of the write). `tag` and `indexKey` are `name`'s
+    /// (`withTagAndIndexKey`). The plaintext `u32 nameLength | name | value` is assembled in `scratch` (or, when
+    /// longer, a temporary buffer) and wiped after. False when the key already held this value (nothing written);
+    /// with `learnsName`, the name of the index key is remembered (a handle that reports changes).
+    @inline(__always)
+    func set(
+        name: String, indexKey: String, tag: UnsafeRawBufferPointer, type: ValueType, expiresAt: Int64,
+        valueLength: Int, in log: StoreLog, learnsName: Bool, fill: (UnsafeMutableRawBufferPointer) -> Void
+    ) throws(PrefsError) -> Bool {
+        let plainLength = 4 + name.utf8.count + valueLength
+        // The log and this codec are used unretained (the engine holds both, and nothing here replaces them).
+        return try typed {
+            try Unmanaged.passUnretained(log)._withUnsafeGuaranteedRef { log in
+                try Unmanaged.passUnretained(self)._withUnsafeGuaranteedRef { sealed in
+                    guard plainLength <= SealedRecordCodec.scratchCapacity else {
+                        return try withUnsafeTemporaryAllocation(byteCount: plainLength, alignment: 16) { buffer in
+                            defer { Sys.zero(buffer) }
+                            return try sealed.writeSet(
+                                plain: buffer, name: name, indexKey: indexKey, tag: tag, log: log, type: type,
+                                expiresAt: expiresAt, learnsName: learnsName, fill: fill)
+                        }
+                    }
+                    let scratch = sealed.scratch ?? sealed.allocateScratch()
+                    let plain = UnsafeMutableRawBufferPointer(start: scratch, count: plainLength)
+                    defer { Sys.zero(plain) }
+                    return try sealed.writeSet(
+                        plain: plain, name: name, indexKey: indexKey, tag: tag, log: log, type: type,
+                        expiresAt: expiresAt, learnsName: learnsName, fill: fill)
+                }
+            }
+        }
+    }
+
+    @inline(never)
+    private func allocateScratch() -> UnsafeMutableRawPointer {
+        let scratch = UnsafeMutableRawPointer.allocate(byteCount: SealedRecordCodec.scratchCapacity, alignment: 16)
+        self.scratch = scratch
+        return scratch
+    }
+
+    /// `set` with its plaintext buffer: the plaintext is assembled in `plain`, compared with the current value, and
+    /// sealed into the record.
+    @inline(__always)
+    private func writeSet(
+        plain: UnsafeMutableRawBufferPointer, name: String, indexKey: String, tag: UnsafeRawBufferPointer,
+        log: StoreLog, type: ValueType, expiresAt: Int64, learnsName: Bool,
+        fill: (UnsafeMutableRawBufferPointer) -> Void
+    ) throws -> Bool {
+        let valueStart = SealedValue.assemble(name: name, into: plain)
+        let filled = UnsafeMutableRawBufferPointer(rebasing: plain[valueStart...])
+        fill(filled)
+        let value = UnsafeRawBufferPointer(filled)
+        if try RecordCodec.holds(
+            indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt, log: log, sealed: self)
+        {
+            return false
+        }
+        let storedLength = plain.count + sealer.overhead
+        // A version-6 image binds the value to the image (no `RecordAuth` copied: it carries the sealer); an older
+        // one authenticates the record, or (version 1) neither.
+        let binding: ImageIdentity? = log.header.bindsValues ? log.image : nil
+        let signer = binding == nil ? log.auth : nil
+        let uuid = log.header.uuid
+        let seed = log.recordSeed
         let sealer = self.sealer
-        let storedLength = plaintext.count + sealer.overhead
-        if let binding {
-            return try RecordWriter.writeBound(
-                into: bytes, at: offset, valueType: type.rawValue, flags: flags, seq: seq, expiresAt: expiresAt,
-                key: key, valueLength: storedLength, image: binding, seed: seed
-            ) { out, ad in
-                try sealer.seal(plaintext, associatedData: ad, into: out)
+        let length = Format.recordLength(keyLength: tag.count, valueLength: storedLength, authenticated: signer != nil)
+        let plaintext = UnsafeRawBufferPointer(plain)
+        try log.appendSealedSet(indexKey: indexKey, length: length, plainCRC: CRC32C.checksum(value)) {
+            bytes, offset, seq throws(PrefsError) -> RecordHeader in
+            do {
+                return try SealedValue.writeSet(
+                    into: bytes, at: offset, flags: RecordFlags.commit, seq: seq, plaintext: plaintext, key: tag,
+                    type: type.rawValue, expiresAt: expiresAt, uuid: uuid, signer: signer, binding: binding,
+                    seed: seed, sealer: sealer)
+            } catch {
+                throw SealedRecordCodec.sealFailed(name, path: log.paths.data, error)
             }
         }
-        return try RecordWriter.write(
-            into: bytes, at: offset, kind: .set, valueType: type.rawValue, flags: flags | RecordFlags.sealed,
-            seq: seq, expiresAt: expiresAt, key: key, valueLength: storedLength, auth: signer, seed: seed
-        ) { out in
-            try SealedRecordCodec.withAssociatedData(uuid: uuid, tag: key, type: type.rawValue, expiresAt: expiresAt) {
-                ad in
-                try sealer.seal(plaintext, associatedData: ad, into: out)
-            }
-        }
-    }
-
-    /// Stores `u32 nameLength | name` at the start of `plain` and returns where the value goes after it.
-    @inline(__always)
-    static func assemble(name: String, into plain: UnsafeMutableRawBufferPointer) -> Int {
-        KeyIndex.withUTF8(name) { nameBytes in
-            precondition(plain.count >= 4 + nameBytes.count, "a sealed plaintext holds its name")
-            plain.storeBytes(of: UInt32(nameBytes.count).littleEndian, as: UInt32.self)
-            if !nameBytes.isEmpty {
-                UnsafeMutableRawBufferPointer(rebasing: plain[4..<4 + nameBytes.count]).copyMemory(from: nameBytes)
-            }
-            return 4 + nameBytes.count
-        }
-    }
-
-    /// Builds `store UUID | tag | valueType | expiresAt (i64 LE)`, the associated data of a sealed value of an image
-    /// that does not bind values (before version 6).
-    static func withAssociatedData<R>(
-        uuid: StoreUUID, tag: UnsafeRawBufferPointer, type: UInt8, expiresAt: Int64,
-        _ body: (UnsafeRawBufferPointer) throws -> R
-    ) rethrows -> R {
-        // On the stack (a heap array here was a third of a warm sealed read's allocations).
-        let count = 16 + tag.count + 9
-        return try withUnsafeTemporaryAllocation(byteCount: count, alignment: 8) { ad in
-            uuid.withUnsafeBytes { ad.copyMemory(from: $0) }
-            let rest = UnsafeMutableRawBufferPointer(rebasing: ad[16...])
-            if !tag.isEmpty { rest.copyMemory(from: tag) }
-            rest[tag.count] = type
-            rest.storeBytes(of: expiresAt.littleEndian, toByteOffset: tag.count + 1, as: Int64.self)
-            return try body(UnsafeRawBufferPointer(ad))
-        }
+        // Only a handle that reports changes needs the name later, for a key whose record goes (deleted or replaced
+        // by another process); anything else opens the record when it asks (`name(forIndexKey:)`).
+        if learnsName { learn(indexKey: indexKey, name: name) }
+        return true
     }
 }
 
@@ -301,6 +298,3 @@ struct SealedIndexKey: Hashable {
 
     func hash(into hasher: inout Hasher) { hasher.combine(KeyIndex.hash(key)) }
 }
-
-/// A sealed value's plaintext does not have the expected shape (or names another key).
-struct SealedPayloadError: Error {}

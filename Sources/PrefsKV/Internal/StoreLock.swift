@@ -225,7 +225,7 @@ final class StoreLock {
     private static func openDirectory(_ paths: StorePaths, create: Bool) throws(PrefsError) -> Int32 {
         var opened = Sys.open(paths.directory, .directoryForLookups)
         if case .failure(let e) = opened, e == .noEntry, create {
-            try Engine.ensureDirectory(paths.directory)
+            try StorePaths.ensureDirectory(paths.directory)
             opened = Sys.open(paths.directory, .directoryForLookups)
         }
         let fd: Int32

@@ -36,7 +36,7 @@ extension StoreLog {
         // We hold the writer lock (or cannot write at all), so no compaction is under way. A damaged file is
         // left as it is: its quarantine copy must be byte-identical, and recovery replaces it anyway. So is a file
         // read from its persisted table, whose log before the table was not read: damage may lie there
-        // (`Engine.catchUpLocked` reads the whole log before it clears the flag).
+        // (the engine's `catchUpLocked` reads the whole log before it clears the flag).
         if snapshot.damage.isEmpty && file.indexTable == nil && file.isSuperseded && file.writable {
             file.setSuperseded(false)
         }
@@ -111,6 +111,49 @@ extension StoreLog {
         if lazy && headerDamage.isEmpty && header.hasIndexRecords && lazyScan(into: &snapshot, sealer: sealer) {
             return snapshot
         }
+        scan(into: &snapshot, sealer: sealer, logEndKnown: headerDamage.isEmpty)
+        return snapshot
+    }
+
+    /// Opens the file at `path` (a store's data file, or a backup) read-only, reads its header, maps it and scans its
+    /// whole log: what a check or a tool reads, with no lock taken and nothing changed or created. With `headerCopy`,
+    /// a header page that does not verify is replaced by the copy at the log start when that verifies, and reported
+    /// as the snapshot's first damage (the log end is then found by the scan); otherwise the header page must verify.
+    /// `checkSealer`: the header's key check is compared with `sealer`'s (without a sealer, a sealed store's records
+    /// are checked by checksum alone). `noun`: what the file is, in the error of an open that fails.
+    static func readOnlySnapshot(
+        path: String, sealer: (any PrefsSealer)?, checkSealer: Bool, headerCopy: Bool, noun: String = "the store file"
+    ) throws(PrefsError) -> Snapshot {
+        let fd = try Sys.open(path, .readOnly).orThrow("open", "cannot open \(noun)", path: path)
+        let header: Header
+        var headerDamage: [PrefsDamage] = []
+        let file: MappedFile
+        if headerCopy {
+            do throws(PrefsError) {
+                // A file shorter than a header page has no header copy: its header page's problem is the answer.
+                let status = try Sys.fstat(fd).orThrow("fstat", "cannot inspect the store file", path: path)
+                if !status.isRegular || status.size < Format.headerSize {
+                    _ = try readHeader(fd: fd, path: path, sealer: sealer, checkSealer: checkSealer)
+                }
+            } catch {
+                Sys.close(fd)
+                throw error
+            }
+            file = try MappedFile(fd: fd, path: path, writable: false)
+            header = try file.withBytes { bytes throws(PrefsError) in
+                try trustedHeader(bytes, path: path, sealer: sealer, checkSealer: checkSealer, damage: &headerDamage)
+            }
+        } else {
+            do throws(PrefsError) {
+                header = try readHeader(fd: fd, path: path, sealer: sealer, checkSealer: checkSealer)
+            } catch {
+                Sys.close(fd)
+                throw error
+            }
+            file = try MappedFile(fd: fd, path: path, writable: false)
+        }
+        var snapshot = Snapshot(file: file, header: header)
+        snapshot.damage = headerDamage
         scan(into: &snapshot, sealer: sealer, logEndKnown: headerDamage.isEmpty)
         return snapshot
     }
@@ -253,20 +296,6 @@ extension StoreLog {
                 UnsafeRawBufferPointer(rebasing: page[0..<count]), path: path, sealer: sealer,
                 checkSealer: checkSealer, damage: &damage)
         }
-    }
-
-    /// Parses a header page (`bytes` is what the file holds of it) and checks it against the sealer.
-    static func checkedHeader(
-        _ bytes: UnsafeRawBufferPointer, path: String, sealer: (any PrefsSealer)?, checkSealer: Bool = true
-    ) throws(PrefsError) -> Header {
-        let header: Header
-        do throws(Header.Problem) {
-            header = try Header.parse(bytes)
-        } catch {
-            throw headerError(error, path: path)
-        }
-        if checkSealer { try check(header, against: sealer, path: path) }
-        return header
     }
 
     /// The error for a header page that cannot be read.

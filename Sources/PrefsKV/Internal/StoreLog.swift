@@ -28,7 +28,7 @@ final class StoreLog {
     let multiProcess: Bool
 
     // Every access to this state happens under `PrefsStore.engine`'s Mutex, one thread at a time, so runtime
-    // exclusivity checks (a measurable share of a 60 ns read) cannot find anything the lock does not exclude.
+    // exclusivity checks (a measurable share of a warm read) cannot find anything the lock does not exclude.
 
     @exclusivity(unchecked) var file: MappedFile
     @exclusivity(unchecked) var header: Header {
@@ -46,7 +46,7 @@ final class StoreLog {
     /// `index` does not hold is looked up there (`lookUp`). Set only while no record after the table deletes or
     /// clears anything, so a key the table does not hold and `index` does not either is absent. Whatever needs
     /// every key (enumeration, counting, transactions, compaction, observers) reads the whole log first
-    /// (`Engine.readWholeLog`), which clears it.
+    /// (the engine's `readWholeLog`), which clears it.
     var table: IndexTable? { file.indexTable }
     /// Data records applied since the newest index record: when to write the next one.
     @exclusivity(unchecked) var tailRecords: Int
@@ -152,8 +152,8 @@ final class StoreLog {
     /// Whether the file changed underneath the mapping without going through PrefsKV since this handle adopted it:
     /// an access went past its end (it shrank), or its header no longer names the store and image it did.
     var hasChangedUnderneath: Bool {
-        // Unretained: this log holds the file throughout (a retain and a release per call were a tenth of the
-        // bookkeeping of a write, which asks twice).
+        // Unretained: this log holds the file throughout (a write asks twice, and a retain and a
+        // release per call are not free).
         let adopted = adoptedIdentity
         return Unmanaged.passUnretained(file)._withUnsafeGuaranteedRef { file in
             file.hasFaulted || file.headerIdentity != adopted
@@ -190,36 +190,6 @@ final class StoreLog {
     func liveEntry(_ key: String) -> Entry? {
         guard let entry = index[key], !entry.isExpired(now: Sys.nowMilliseconds()) else { return nil }
         return entry
-    }
-
-    /// What `lookUp` found.
-    enum LookUp {
-        /// The key's entry, now in `index` too.
-        case found(Entry)
-        /// The store holds no such key.
-        case absent
-        /// The persisted table did not verify where the lookup read it: read the whole log.
-        case tableDamaged
-    }
-
-    /// Looks `key`, which `index` does not hold, up in the persisted table of a lazy handle, and keeps what it
-    /// finds in `index`.
-    func lookUp(_ key: String) -> LookUp {
-        guard let table else { return .absent }
-        let sealed = header.isEncrypted
-        let auth = self.auth
-        let found = file.withBytes { bytes in table.probe(key, in: bytes, sealed: sealed, auth: auth) }
-        switch found {
-        case .found(let record):
-            // Already counted in the table's live bytes.
-            let entry = Entry(record)
-            index.updateValue(entry, forKey: key)
-            return .found(entry)
-        case .absent:
-            return .absent
-        case .damaged:
-            return .tableDamaged
-        }
     }
 
     /// Live entries in log order, and the bytes their records occupy.
@@ -331,62 +301,6 @@ final class StoreLog {
         !oldFile.identity.isSameFile(as: file.identity) && oldFile.headerIdentity == oldFile.adoptedIdentity
     }
 
-    /// Whether two entries of the same sealed key, at least one bound to its place (version 6: a new image seals
-    /// every value again, so equal values differ in their bytes), open to the same plaintext (name and value). False
-    /// when either does not open.
-    private static func samePlaintext(
-        _ old: Entry, in oldBytes: UnsafeRawBufferPointer, image oldImage: ImageIdentity, _ new: Entry,
-        in newBytes: UnsafeRawBufferPointer, image newImage: ImageIdentity, sealer: (any PrefsSealer)?
-    ) -> Bool {
-        guard let sealer, old.sealed, new.sealed, old.bound || new.bound,
-            old.valueOffset + old.valueLength <= oldBytes.count, new.valueOffset + new.valueLength <= newBytes.count
-        else { return false }
-        func open<R>(_ entry: Entry, _ bytes: UnsafeRawBufferPointer, _ image: ImageIdentity,
-            _ body: (UnsafeRawBufferPointer) throws -> R) throws -> R {
-            try SealedRecordCodec.withPlaintext(
-                of: UnsafeRawBufferPointer(rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength]),
-                head: UnsafeRawBufferPointer(rebasing: bytes[entry.recordOffset..<entry.valueOffset]),
-                bound: entry.bound, in: image, offset: entry.recordOffset, type: entry.type.rawValue,
-                expiresAt: entry.expiresAt, sealer: sealer, body)
-        }
-        return
-            (try? open(old, oldBytes, oldImage) { a in try open(new, newBytes, newImage) { b in a.elementsEqual(b) } })
-            ?? false
-    }
-
-    /// Index keys whose values differ between an old mapping and the current state.
-    func changedIndexKeys(from oldFile: MappedFile, oldIndex: KeyIndex) -> [String] {
-        precondition(table == nil, "observed stores read the whole log")
-        var changed: [String] = []
-        // The same inode rewritten in place (a change underneath), or the old file written again with a newer image
-        // since (a buffered store's spare file): the old mapping shows bytes of another image, so nothing can be
-        // compared; every key of either is reported.
-        if !stillShowsItsImage(oldFile) {
-            return Array(index.keys) + oldIndex.keys.filter { index[$0] == nil }
-        }
-        let oldImage = oldFile.adoptedIdentity.image
-        let newImage = image
-        let sealer = self.sealer
-        oldFile.withBytes { oldBytes in
-            file.withBytes { newBytes in
-                for (key, new) in index {
-                    if let old = oldIndex[key], old.type == new.type, old.expiresAt == new.expiresAt,
-                        old.valueLength == new.valueLength,
-                        oldBytes[old.valueOffset..<old.valueOffset + old.valueLength].elementsEqual(
-                            newBytes[new.valueOffset..<new.valueOffset + new.valueLength])
-                            || StoreLog.samePlaintext(
-                                old, in: oldBytes, image: oldImage, new, in: newBytes, image: newImage, sealer: sealer)
-                    {
-                        continue
-                    }
-                    changed.append(key)
-                }
-                for key in oldIndex.keys where index[key] == nil { changed.append(key) }
-            }
-        }
-        return changed
-    }
-
     // MARK: Appending
 
     /// Compare-before-set in a plain store: true when `key` holds exactly this type, expiry and value (as
@@ -409,6 +323,13 @@ final class StoreLog {
                     && file.stillHolds(old, in: bytes)
             }
         }
+    }
+
+    /// Remembers the CRC32C of the plaintext of the sealed entry `indexKey` (compare-before-set rules out most
+    /// changes with it, without opening the record).
+    @inline(__always)
+    func remember(plainCRC: UInt32, of indexKey: String) {
+        index[indexKey]?.plainCRC = plainCRC
     }
 
     /// Compare-before-set for a value given as bytes, in a plain record.
@@ -605,55 +526,5 @@ final class StoreLog {
         case .commit, .header, .index:
             return true
         }
-    }
-
-    // MARK: Index records
-
-    /// Appends an index record of the whole index (this handle read the whole log: `table` is nil) and names it
-    /// in the header's index word. It holds no data: the log end moves past it, the sequence number does not.
-    /// Under the writer lock.
-    func appendIndex() throws(PrefsError) {
-        precondition(table == nil, "an index record is written from an index of every key")
-        guard header.hasIndexRecords, knownEnd < 1 << 40, !skippedDamage else { return }
-        let auth = self.auth
-        let valueLength = IndexTable.valueLength(keyCount: index.count)
-        let length = Format.recordLength(keyLength: 0, valueLength: valueLength, authenticated: auth != nil)
-        let offset = knownEnd
-        try ensureCapacity(offset + length)
-        let seq = nextSeq - 1
-        let seed = UInt64.random(in: 1...UInt64.max)
-        let index = self.index
-        let liveBytes = self.liveBytes
-        let recordCount = self.recordCount
-        file.withMutableBytes { bytes in
-            _ = RecordWriter.write(
-                into: bytes, at: offset, kind: .index, valueType: 0, flags: RecordFlags.commit, seq: seq, expiresAt: 0,
-                key: UnsafeRawBufferPointer(start: nil, count: 0), valueLength: valueLength, auth: auth,
-                seed: recordSeed
-            ) { value in
-                IndexTable.write(
-                    index, into: value, recordOffset: offset, seq: UInt64(seq), liveBytes: liveBytes,
-                    recordCount: recordCount, seed: seed, recordSeed: recordSeed)
-            }
-        }
-        if synchronous { try file.syncData() }
-        if hasChangedUnderneath { throw changedUnderneath() }
-        knownEndWord = file.publish(logEnd: offset + length)
-        knownEnd = offset + length
-        file.publishIndex(at: offset)
-        tailRecords = 0
-        indexBytes = length
-        if synchronous { try file.syncData() }
-        #if PREFSKV_INTERNAL_CHECKS
-        file.withBytes { bytes in
-            let table = IndexTable.read(in: bytes, at: offset, limit: knownEnd, auth: auth, recordSeed: recordSeed)
-            precondition(table != nil, "an index record just written does not read back")
-            for (key, entry) in index {
-                guard case .found(let record) = table!.probe(key, in: bytes, sealed: header.isEncrypted, auth: auth)
-                else { preconditionFailure("an index record just written does not give back its keys") }
-                precondition(record.offset == entry.recordOffset, "an index record names another record")
-            }
-        }
-        #endif
     }
 }

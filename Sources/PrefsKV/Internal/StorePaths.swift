@@ -27,7 +27,8 @@ struct StorePaths {
     }
 }
 
-extension Engine {
+extension StorePaths {
+    /// Throws `invalidKey` for a store id the naming rule rejects.
     static func validate(storeID id: String) throws(PrefsError) {
         guard Names.isValid(id, as: .fileName) else {
             throw PrefsError(.invalidKey, "invalid store id \"\(id)\": \(Names.ruleText(.fileName))")

@@ -2,6 +2,13 @@
 // values), each record framed by the codec and appended to the log with one publish.
 import SystemLayer
 
+/// One change collected by a `PrefsTransaction`.
+enum TransactionOp {
+    case set(name: String, type: ValueType, value: [UInt8], expiresAt: Int64)
+    case remove(name: String)
+    case removeAll
+}
+
 struct TransactionPlan {
     /// A record about to be written.
     enum Record {
@@ -14,10 +21,9 @@ struct TransactionPlan {
     /// Names whose values change (observers are told).
     var changed: [String] = []
 
-    /// The records `ops` need, in first-touch order, against the engine's current state.
-    init(_ ops: [TransactionOp], engine: Engine) throws(PrefsError) {
-        let log = engine.log
-        let codec = engine.codec
+    /// The records `ops` need, in first-touch order, against the state of `log` (every key of it read); with
+    /// `collectsChanges`, the names whose values change.
+    init(_ ops: [TransactionOp], log: StoreLog, codec: RecordCodec, collectsChanges: Bool) throws(PrefsError) {
         var clearsAll = false
         var order: [String] = []
         var final: [ByteKey: TransactionOp] = [:]
@@ -33,7 +39,7 @@ struct TransactionPlan {
         }
         if clearsAll && !log.index.isEmpty {
             records.append(.removeAll)
-            if engine.wantsChanges { changed += try engine.liveNames() }
+            if collectsChanges { changed += codec.liveNames(in: log) }
         }
         for name in order {
             let indexKey = codec.indexKey(forName: name)
@@ -58,57 +64,25 @@ struct TransactionPlan {
         }
     }
 
-    /// Compare-before-set: true when the key holds exactly this type, expiry and value and has not expired.
+    /// Compare-before-set (`RecordCodec.holds`) of a value given as an array.
     private static func isUnchanged(
         indexKey: String, name: String, type: ValueType, value: [UInt8], expiresAt: Int64, log: StoreLog,
         codec: RecordCodec
     ) throws(PrefsError) -> Bool {
         try typed {
             try value.withUnsafeBytes { value in
-                try isUnchanged(
+                try RecordCodec.holds(
                     indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt, log: log,
-                    codec: codec)
+                    sealed: codec.sealed)
             }
         }
     }
 
-    static func isUnchanged(
-        indexKey: String, name: String, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
-        log: StoreLog, codec: RecordCodec
-    ) throws(PrefsError) -> Bool {
-        try isUnchanged(
-            indexKey: indexKey, name: name, type: type, value: value, expiresAt: expiresAt, log: log,
-            sealed: codec.sealed)
-    }
-
-    /// `isUnchanged` with the store's sealed codec, nil for a plain store.
-    @inline(__always)
-    static func isUnchanged(
-        indexKey: String, name: String, type: ValueType, value: UnsafeRawBufferPointer, expiresAt: Int64,
-        log: StoreLog, sealed: SealedRecordCodec?
-    ) throws(PrefsError) -> Bool {
-        guard let old = log.index[indexKey], old.type == type, old.expiresAt == expiresAt,
-            !old.isExpired(now: Sys.nowMilliseconds())
-        else { return false }
-        if !old.sealed { return log.holdsPlain(old, value: value) }
-        guard let sealed else { throw SealedRecordCodec.missingSealer(log.paths) }
-        // Sealed: the cached plaintext CRC rules out most changes without opening; equality is confirmed by
-        // comparing plaintext, so a CRC collision can never skip a real change.
-        let crc = CRC32C.checksum(value)
-        if let known = old.plainCRC, known != crc { return false }
-        let same = try sealed.withPlaintext(of: old, expectedName: name, in: log) { _, plain throws(PrefsError) in
-            plain.count == value.count && plain.elementsEqual(value)
-        }
-        if same { log.index[indexKey]?.plainCRC = crc }
-        return same
-    }
-
-    /// Frames the records with the engine's codec and appends them to its log: one record with the commit flag
-    /// for a single change, otherwise the changes followed by a commit record, published together.
-    mutating func write(engine: Engine) throws(PrefsError) {
-        let log = engine.log
-        let codec = engine.codec
-        let paths = engine.paths
+    /// Frames the records with `codec` and appends them to `log`: one record with the commit flag for a single
+    /// change, otherwise the changes followed by a commit record, published together. With `learnsNames`, a sealed
+    /// store remembers the names it wrote (a handle that reports changes).
+    func write(log: StoreLog, codec: RecordCodec, learnsNames: Bool) throws(PrefsError) {
+        let paths = log.paths
         let records = self.records
         let auth = log.auth
         let authenticated = auth != nil
@@ -149,7 +123,6 @@ struct TransactionPlan {
         let flags = single ? RecordFlags.commit : 0
         let uuid = log.header.uuid
         let seed = log.recordSeed
-        let learnsNames = engine.wantsChanges
         try log.append(length: total, records: records.count + (single ? 0 : 1)) {
             bytes, start, seq throws(PrefsError) -> [RecordHeader] in
             var offset = start
@@ -196,7 +169,7 @@ struct TransactionPlan {
             return headers
         } applied: { _ in
             // A sealed store learns the plaintext CRCs it wrote (for compare-before-set), and, when it reports
-            // changes, the names (see Engine.setSealed).
+            // changes, the names (as `SealedRecordCodec.set` does).
             guard case .sealed(let sealed) = codec else { return }
             for record in records {
                 if case .set(let indexKey, let name, _, let value, _) = record {

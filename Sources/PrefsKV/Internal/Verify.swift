@@ -2,12 +2,18 @@
 
 enum Verify {
     /// Scans a mapped file completely and, with a sealer, opens every sealed value. Changes nothing.
-    static func verify(
-        file: MappedFile, header: Header, sealer: (any PrefsSealer)?, path: String, logEndKnown: Bool = true
-    ) -> PrefsVerifyReport {
+    static func verify(file: MappedFile, header: Header, sealer: (any PrefsSealer)?, path: String) -> PrefsVerifyReport {
         var snapshot = Snapshot(file: file, header: header)
         // With the sealer, a version-2 store's records are authenticated by the scan itself.
-        StoreLog.scan(into: &snapshot, sealer: sealer, logEndKnown: logEndKnown)
+        StoreLog.scan(into: &snapshot, sealer: sealer)
+        return report(on: snapshot, sealer: sealer, path: path)
+    }
+
+    /// The report on a snapshot whose whole log was scanned with `sealer` (`StoreLog.scan`, or
+    /// `StoreLog.readOnlySnapshot`): its damage, and, with a sealer, every sealed value that does not open.
+    static func report(on snapshot: Snapshot, sealer: (any PrefsSealer)?, path: String) -> PrefsVerifyReport {
+        let file = snapshot.file
+        let header = snapshot.header
         var damage = snapshot.damage
         var verified = snapshot.recordCount
         if let sealer, header.isEncrypted {
@@ -19,12 +25,7 @@ enum Verify {
                     seed: header.recordSeed, auth: RecordAuth(header: header, sealer: sealer)
                 ) { record in
                     guard record.kind == .set, record.isSealed else { return }
-                    let head = UnsafeRawBufferPointer(rebasing: bytes[record.offset..<record.valueOffset])
-                    let ok =
-                        (try? SealedRecordCodec.withPlaintext(
-                            of: record.value(in: bytes), head: head, bound: record.isBound, in: ImageIdentity(header),
-                            offset: record.offset, type: record.valueType, expiresAt: record.expiresAt, sealer: sealer
-                        ) { _ in () }) != nil
+                    let ok = SealedValue.opens(record, in: bytes, image: ImageIdentity(header), sealer: sealer)
                     if !ok {
                         verified -= 1
                         damage.append(

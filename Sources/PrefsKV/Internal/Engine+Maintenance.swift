@@ -1,0 +1,105 @@
+// What the public layer asks of a handle beyond reads and writes: flushing (`sync`), sizes and counts, the full
+// check, marking the file watched for observers, a backup, and the live entries in order. Each runs under the
+// handle's lock, like everything in the engine; the public layer reaches the log and the lock only through here.
+import SystemLayer
+
+extension Engine {
+    /// `PrefsStore.sync`: flushes the file; after an automatic compaction of a buffered store, makes its rename
+    /// durable and removes the base image kept until then.
+    func sync() throws(PrefsError) {
+        try refreshIfNeeded()
+        guard log.file.writable else { return }
+        try log.file.syncData()
+        // Flushed into a file deleted or replaced while open: that is not durable for anyone.
+        if log.file.isUnlinked {
+            try withWriterLock { () throws(PrefsError) in try followIfUnlinked() }
+            try log.file.syncData()
+        }
+        // A compaction of a buffered store leaves its rename to be made durable here.
+        log.syncDirectoryIfNeeded()
+        // And its base image (FileFormat.md, "Compaction") to be removed, under the writer lock, from the file the
+        // name holds then, flushed: no compaction may rename an unflushed image over it in between. A handle that
+        // opened that file from its persisted table reads all of it first: damage a power loss left in it is found,
+        // and recovered from the base, while the base is still there.
+        if log.header.baseGeneration != nil {
+            try withWriterLock { () throws(PrefsError) in
+                try catchUpLocked()
+                if log.table != nil, log.baseFileExists { try readWholeLog() }
+                try log.file.syncData()
+                try log.releaseBaseIfNeeded()
+            }
+        }
+    }
+
+    /// `PrefsStore.stats`.
+    func stats() throws(PrefsError) -> PrefsStats {
+        try readWholeLog()
+        let now = Sys.nowMilliseconds()
+        var keys = 0
+        var live = 0
+        for entry in log.index.values where !entry.isExpired(now: now) {
+            keys += 1
+            live += entry.recordLength
+        }
+        // The newest persisted index is live too: it is what the next open reads.
+        live += log.indexBytes
+        let length = max(0, log.knownEnd - log.header.firstRecordOffset)
+        return PrefsStats(
+            keyCount: keys, liveBytes: live, logBytes: length, fileBytes: try log.file.currentSize(),
+            recordCount: log.recordCount, garbageRatio: length == 0 ? 0 : Double(length - live) / Double(length),
+            generation: log.header.generation, lastRecovery: lastRecovery)
+    }
+
+    /// The number of live (unexpired) keys.
+    func liveCount() throws(PrefsError) -> Int {
+        try readWholeLog()
+        let now = Sys.nowMilliseconds()
+        return log.index.values.reduce(0) { $0 + ($1.isExpired(now: now) ? 0 : 1) }
+    }
+
+    /// Every live entry with its name, in no particular order (`PrefsStore.entries`); `body` is given each.
+    func forEachLiveEntry(_ body: (String, Entry) throws(PrefsError) -> Void) throws(PrefsError) {
+        try readWholeLog()
+        let now = Sys.nowMilliseconds()
+        for (key, entry) in log.index where !entry.isExpired(now: now) {
+            guard let name = try name(forIndexKey: key) else { continue }
+            try body(name, entry)
+        }
+    }
+
+    /// `PrefsStore.verify()`: the whole mapped file checked (Verify.swift). Changes nothing.
+    func verify() -> PrefsVerifyReport {
+        Verify.verify(file: log.file, header: log.header, sealer: sealer, path: paths.data)
+    }
+
+    /// `PrefsStore.backup(to:)`: a compacted image of every live record (Backup.swift).
+    func backup(to path: String) throws(PrefsError) {
+        try readWholeLog()
+        try log.backup(to: path)
+    }
+
+    /// Starts reporting changes (an observer was added): the whole log is read, since observers compare whole
+    /// indexes, and in a multi-process store the file is marked watched, so that writers in other processes raise
+    /// inotify events.
+    func startReportingChanges() throws(PrefsError) {
+        try readWholeLog()
+        wantsChanges = true
+        guard multiProcess, log.file.writable, readOnlyCause == nil else { return }
+        try withWriterLock { () throws(PrefsError) in
+            try catchUpLocked()
+            log.file.setWatched(true)
+        }
+    }
+
+    /// Marks the file watched again when another handle's new image left it unmarked while this one observes.
+    func keepWatched() throws(PrefsError) {
+        guard wantsChanges && log.file.writable && multiProcess && !log.file.isWatched else { return }
+        try withWriterLock { () throws(PrefsError) in log.file.setWatched(true) }
+    }
+
+    /// After the open: an open that read the whole log of a store with enough keys leaves a persisted index for
+    /// the next one.
+    func writeIndexAfterOpen() {
+        if log.table == nil { writeIndexIfDue(minimumTail: 1) }
+    }
+}
