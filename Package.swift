@@ -26,7 +26,13 @@ let package = Package(
         .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
 
         // PrefsKV's C side: CRC32C with the processor's crc32 instruction (chosen at run time), the system calls
-        // of the open path without the Glibc overlay's wrappers, and ThreadSanitizer's annotations.
+        // of the open path without the Glibc overlay's wrappers, the SIGBUS guard of the mappings, and
+        // ThreadSanitizer's annotations. It also holds SecureVault's nonce source (prefs_nonce.h): the process's
+        // random nonce prefix and counter, from which VaultSealer takes every value's nonce (SecureVault depends on
+        // this target for that alone). It lives here, not in SecureVault's C or a target of its own, because like
+        // the mapping guard it is process-wide state below every module (one page per process, advised
+        // MADV_WIPEONFORK so that a child after fork draws its own prefix) with no cryptography in it: randomness
+        // and a counter. It is tested with the system layer (SystemLayerTests' NonceSourceTests, through CForkProbe).
         .target(name: "CPrefsKV"),
         // The kernel key retention service: add_key(2) and keyctl(2), without libkeyutils.
         .target(name: "CKeyring"),
