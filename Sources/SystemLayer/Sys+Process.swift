@@ -137,10 +137,6 @@ extension Sys {
         _ = prefs_set_not_dumpable()
     }
 
-    /// Whether this process is dumpable (`PR_GET_DUMPABLE`), as ``disableCoreDumps()`` leaves it: false.
-    // See: man 2 prctl
-    package static var isDumpable: Bool { prefs_get_dumpable() != 0 }
-
     /// The signals a crash ends a process with, on which the Swift runtime's backtracer is installed.
     package static let crashSignals: [Int32] = [SIGQUIT, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGTRAP]
 

@@ -32,11 +32,10 @@ package struct FileStatus: Equatable {
         self.owner = owner
     }
 
-    // S_IFMT, S_IFREG, S_IFDIR and S_IFLNK from <sys/stat.h>, as literals: Swift's Glibc module serves them
+    // S_IFMT, S_IFREG and S_IFDIR from <sys/stat.h>, as literals: Swift's Glibc module serves them
     // through functions of its own library, which a fresh process would bind and page in at its first open.
     package var isRegular: Bool { mode & 0o170000 == 0o100000 }
     package var isDirectory: Bool { mode & 0o170000 == 0o040000 }
-    package var isSymbolicLink: Bool { mode & 0o170000 == 0o120000 }
     /// The permission bits (with set-id and sticky bits): `mode & 0o7777`.
     package var permissions: UInt32 { mode & 0o7777 }
 }
@@ -50,7 +49,6 @@ package struct OpenMode {
     package static let readOnlyNonBlocking = OpenMode(flags: O_RDONLY | O_NONBLOCK)
     package static let readWrite = OpenMode(flags: O_RDWR)
     package static let createNew = OpenMode(flags: O_RDWR | O_CREAT | O_EXCL)
-    package static let readWriteCreate = OpenMode(flags: O_RDWR | O_CREAT)
     package static let directory = OpenMode(flags: O_RDONLY | O_DIRECTORY)
     /// A directory to open files in (`Sys.open(at:)`) and `fstat`, nothing else: O_PATH | O_DIRECTORY, which
     /// needs no read permission on it (O_PATH as a literal: 010000000 on Linux).

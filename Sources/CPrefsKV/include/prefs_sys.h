@@ -40,9 +40,6 @@ static inline int prefs_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC);
 /// prctl(2) PR_SET_DUMPABLE 0 (variadic, so not callable from Swift): the process is not dumpable.
 static inline int prefs_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L); }
 
-/// prctl(2) PR_GET_DUMPABLE: 1 when the process is dumpable, 0 when not, -1 on failure.
-static inline int prefs_get_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0L, 0L, 0L, 0L); }
-
 // Compaction of a buffered store (FileFormat.md, "Compaction"): two names swapped in one step.
 
 int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);

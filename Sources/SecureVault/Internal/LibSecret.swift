@@ -542,12 +542,6 @@ package enum LibSecret {
         return SecretServiceProvider(pid: g_variant_get_uint32(child))
     }
 
-    /// Forgets the process's cached connection to the service (libsecret keeps one per process and keeps
-    /// addressing a daemon that died). The next call connects afresh.
-    package static func disconnect() {
-        secret_service_disconnect()
-    }
-
     // MARK: Plumbing
 
     /// Runs `body` with a cancellable that is cancelled at `deadline`, classifying a cancellation as a timeout.
