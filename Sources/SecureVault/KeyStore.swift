@@ -273,18 +273,17 @@ public struct KeyCache: Sendable, Equatable {
 /// configuration.keyStore = .passphrase(SecretBytes(utf8: pw), cost: .moderate)
 /// ```
 ///
-/// Times are one derivation measured on a 2-core x86-64 VM with libsodium 1.0.18, idle (3 to 10 times longer
-/// while it compiles); a vault derives its key once per process.
+/// A vault derives its key once per process, so the cost is paid at each process's first access. (What one
+/// derivation takes at each preset, measured: Documentation/SecureVault.md, "The passphrase key store's cost".)
 public struct PassphraseCost: Sendable, Equatable {
     let passes: UInt16
     let memoryKiB: UInt32
 
-    /// 2 passes over 64 MiB (libsodium's INTERACTIVE): about 0.06 s. The default.
+    /// 2 passes over 64 MiB (libsodium's INTERACTIVE), the cheapest preset. The default.
     public static let interactive = PassphraseCost(passes: 2, memoryKiB: 64 * 1024)
-    /// 3 passes over 256 MiB (libsodium's MODERATE): about 0.35 s.
+    /// 3 passes over 256 MiB (libsodium's MODERATE).
     public static let moderate = PassphraseCost(passes: 3, memoryKiB: 256 * 1024)
-    /// 4 passes over 1 GiB (libsodium's SENSITIVE, its largest preset): 2 to 4 s, and 1 GiB of memory at
-    /// every open.
+    /// 4 passes over 1 GiB (libsodium's SENSITIVE, its largest preset): 1 GiB of memory at every open.
     public static let sensitive = PassphraseCost(passes: 4, memoryKiB: 1024 * 1024)
     /// 1 pass over 8 KiB, libsodium's minimum: no protection at all. For this package's tests, the fuzz
     /// target and the benchmarks (`@_spi(Testing) import SecureVault`); not part of the public API.

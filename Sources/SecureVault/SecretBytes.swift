@@ -12,8 +12,8 @@
 /// }
 /// ```
 ///
-/// Allocation costs about 20 µs (several pages are mapped and locked), so keep long-lived secrets in one
-/// value rather than creating one per operation.
+/// Each allocation maps and locks several pages (the bytes between guard pages) in system calls, so keep
+/// long-lived secrets in one value rather than creating one per operation.
 public struct SecretBytes: Sendable {
     let storage: GuardedBuffer
 

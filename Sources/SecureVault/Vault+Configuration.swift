@@ -93,8 +93,8 @@ extension Vault {
         /// Once read, the key stays in this process's guarded memory: locking the keyring later does not
         /// break a running app. The default.
         case afterFirstUnlock
-        /// The keyring's lock state is checked before every access (one D-Bus round trip, about 1 ms): a
-        /// locked keyring answers `locked` even though the key is in memory.
+        /// The keyring's lock state is checked before every access (one more D-Bus round trip each): a locked
+        /// keyring answers `locked` even though the key is in memory.
         case whenUnlocked
     }
 }

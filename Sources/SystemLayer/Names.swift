@@ -39,7 +39,7 @@ public enum Names {
     /// Whether `name` follows the rule for `role`.
     ///
     /// On the first-open path: it walks the UTF-8 bytes once and calls nothing generic (`contains("..")` would
-    /// instantiate the string-processing module's searcher at run time, about 100 µs in a fresh process).
+    /// instantiate the string-processing module's searcher at run time, in every fresh process's first open).
     @inlinable
     public static func isValid(_ name: String, as role: Role) -> Bool {
         var count = 0

@@ -1,11 +1,11 @@
 // Synchronization.Mutex, made visible to ThreadSanitizer.
 //
-// On Linux, Mutex parks threads with futex calls inside the prebuilt Synchronization library, which
-// ThreadSanitizer does not see: it then reports every access made under a Mutex as a data race (checked with a
-// 4-thread counter: 40,000 increments, all correct, each reported). This wrapper tells ThreadSanitizer about
-// the lock's happens-before edges with `__tsan_acquire` / `__tsan_release`, through CPrefsKV, which has them
-// only in a ThreadSanitizer build: elsewhere the cost is one load of a constant and a branch per lock. (They
-// were looked up with `dlsym` at first use; a failed lookup walks every loaded library, in the first read.)
+// On Linux, Mutex parks threads with futex calls inside the prebuilt Synchronization library, which ThreadSanitizer
+// does not see: it then reports every access made under a Mutex as a data race (Reliability.md, "Concurrency", says how
+// that was found). This wrapper tells ThreadSanitizer about the lock's happens-before edges with `__tsan_acquire` /
+// `__tsan_release`, through CPrefsKV, which has them only in a ThreadSanitizer build: elsewhere the cost is one load of
+// a constant and a branch per lock. (They were looked up with `dlsym` at first use; a failed lookup walks every loaded
+// library, in the first read.)
 //
 // `withLock` is `@inlinable public`: every get and set of a store takes this lock, and it must compile into its
 // caller, specialised for the guarded value, as it did when it lived in PrefsKV (an unspecialised call builds

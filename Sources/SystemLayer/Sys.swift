@@ -78,8 +78,8 @@ public enum Sys {
     // See: man 2 open. O_NOFOLLOW: a symbolic link in the final component is refused (ELOOP).
     // Directories are opened without O_NOFOLLOW: a store directory may legitimately be reached through a link.
     // Files are opened with O_NOATIME: mapping a file otherwise updates its access time, a journaled inode
-    // write on ext4 at nearly every open (about 5 µs each for the data and lock files); the flag is refused
-    // (EPERM) on a file of another owner, which is then opened without it.
+    // write on ext4 at nearly every open, for the data and the lock file alike; the flag is refused (EPERM) on
+    // a file of another owner, which is then opened without it.
     package static func open(_ path: String, _ mode: OpenMode, permissions: UInt32 = 0o600) -> Result<Int32, Errno> {
         let isDirectory = mode.flags & O_DIRECTORY != 0
         let flags = mode.flags | O_CLOEXEC | (isDirectory ? 0 : O_NOFOLLOW)
