@@ -107,6 +107,10 @@ extension PrefsStore {
         configuration.recovery = .salvage
         configuration.unreadableFile = .quarantineAndRebuild
         let store = try PrefsStore(id: id, directory: directory, configuration: configuration)
+        // An open from the persisted index reads the table and the records after it: damage before the table is
+        // found only when something reads every record (verify, export). A repair does, so that it answers what
+        // they find, and salvages it.
+        try store.engine.withLock { e throws(PrefsError) in try e.readWholeLog() }
         return store.lastRecovery
     }
 

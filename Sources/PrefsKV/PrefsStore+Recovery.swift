@@ -9,8 +9,9 @@ public struct PrefsDamage: Sendable, Equatable, CustomStringConvertible {
     /// Records lost there: record headers still recognisable in it, at least one (zero for the header's
     /// log-end word, which is not a record).
     public var records: Int
-    /// Keys named by the recognisable record headers there, in a plain store. A damaged header may name a
-    /// key wrongly; a sealed store names none.
+    /// Keys of records there that verified but were lost with the damage (the members of a transaction it cut
+    /// short), in a plain store. A record that failed its check names none: the bytes where its key would be are
+    /// not a key anyone wrote. A sealed store names none.
     public var keys: [String]
     /// Why it was dropped, e.g. "checksum mismatch".
     public var reason: String
@@ -48,10 +49,16 @@ public struct PrefsRecoveryReport: Sendable, Equatable, CustomStringConvertible 
     public var recoveredAt: Int64
 
     public var description: String {
-        "recovered damaged store \(path): kept \(recordsKept) record\(recordsKept == 1 ? "" : "s"), lost \(recordsLost)"
+        "recovered damaged store \(path): \(findings); "
+            + (quarantinePath.map { "original kept at \($0)" }
+                ?? "the original was not copied aside (the store could not be written)")
+    }
+
+    /// What the damage costs, without what was done about it: records kept and lost, lost keys, damaged bytes.
+    var findings: String {
+        "kept \(recordsKept) record\(recordsKept == 1 ? "" : "s"), lost \(recordsLost)"
             + (lostKeys.isEmpty ? "" : " (keys: \(lostKeys.joined(separator: ", ")))")
             + "; damaged bytes: \(damage.map { "\($0.range.lowerBound)..<\($0.range.upperBound)" }.joined(separator: ", "))"
-            + "; original kept at \(quarantinePath ?? "(nowhere: read-only directory)")"
     }
 }
 

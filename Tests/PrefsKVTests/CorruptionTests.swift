@@ -485,7 +485,8 @@ enum HeaderFault: String, CaseIterable, CustomStringConvertible {
         #expect(!report.isClean)
         #expect(
             report.damage.map(\.range) == [bravo.offset..<bravo.offset + 56, echo.offset..<echo.offset + echo.length])
-        #expect(report.damage.flatMap(\.keys) == ["bravo", "echo"])
+        // Both records failed their checks: what lies where their keys would be is not a key (issue 35).
+        #expect(report.damage.flatMap(\.keys).isEmpty)
         #expect(report.recordsVerified == fixture.records.count - 2)
         #expect(try readBytes(fixture.path) == damaged)
         #expect(fixture.dir.files == ["ui.prefs", "ui.prefs.lock"])

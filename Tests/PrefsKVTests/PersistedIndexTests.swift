@@ -349,6 +349,41 @@ private struct IndexRecordBytes {
         return bytes
     }
 
+    /// A repair reads every record, not the table: damage before the table, which an open from the table never
+    /// reads, is what verify and every whole-log read find, so the repair salvages it (issue 35: `repair` answered
+    /// "clean" and `export` refused the store for ever). Afterwards the store opens under `.fail` and reads every
+    /// key, and a second repair finds nothing.
+    @Test func aRepairFindsDamageBeforeTheTableAndLeavesAStoreEveryReadOpens() throws {
+        let dir = try TempDir("index-repair", memory: true)
+        let bytes = try storeWithItsNewestRecordBeforeTheTableDamaged(dir)
+        let verified = try PrefsStore.verify(id: "ui", directory: dir.path)
+        #expect(!verified.isClean)
+        #expect(verified.damage.allSatisfy { $0.keys.isEmpty }, "a record that failed its check names no key")
+        let report = try #require(try PrefsStore.repair(id: "ui", directory: dir.path), "the damage was found")
+        #expect(report.recordsLost == 1)
+        let quarantine = try #require(report.quarantinePath)
+        #expect(try readBytes(quarantine) == bytes, "the quarantine copy is the damaged file, byte for byte")
+        #expect(try PrefsStore.verify(id: "ui", directory: dir.path).isClean)
+        let store = try openStore(dir) { $0.recovery = .fail }
+        #expect(try store.allKeys.count == Self.keys)
+        try expectEveryValue(store, except: [5: Self.value(5)])
+        #expect(try PrefsStore.repair(id: "ui", directory: dir.path) == nil)
+    }
+
+    /// Under `.fail` the refusal says the file was left untouched and where the salvage is, never a place the
+    /// original was copied to (nothing was: "original kept at (nowhere: read-only directory)" was printed for a
+    /// writable directory).
+    @Test func aRefusalUnderFailSaysTheFileWasLeftUntouched() throws {
+        let dir = try TempDir("index-fail-message", memory: true)
+        _ = try storeWithItsNewestRecordBeforeTheTableDamaged(dir)
+        let store = try openStore(dir) { $0.recovery = .fail }
+        #expect { try store.allKeys } throws: { error in
+            guard let error = error as? PrefsError, error.code == .corrupted else { return false }
+            return error.message.contains("the file was left untouched") && !error.message.contains("nowhere")
+                && !error.message.contains("read-only") && !error.message.contains("original kept at")
+        }
+    }
+
     /// A stale superseded flag (a compactor killed between flag and rename) on a file opened from its persisted table
     /// is cleared only once the whole log is known to be intact: when the log before the table is damaged, the file
     /// is quarantined byte for byte, flag included. (The open cleared the flag first, having read only the table and

@@ -329,7 +329,7 @@ enum LogScanner {
                 earlierRuns.append((pendingStart, range.lowerBound, pendingCount, result.damage.count))
                 pendingCount = 0
             }
-            var damage = LogScanner.describe(bytes, range, plainKeys: plainKeys)
+            var damage = LogScanner.describe(bytes, range)
             let forged = unauthentic.filter { range.contains($0) }.count
             if forged > 0 {
                 damage.isTampering = true
@@ -375,11 +375,11 @@ enum LogScanner {
         }
     }
 
-    /// Counts and names the record headers still recognisable in a damaged range.
-    static func describe(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, plainKeys: Bool) -> PrefsDamage {
+    /// Counts the record headers still recognisable in a damaged range. It names no key: a record in the range
+    /// failed its check, so the bytes where its key would be are not a key anyone wrote.
+    static func describe(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> PrefsDamage {
         var records = 0
         var noData = false
-        var keys: [String] = []
         var offset = range.lowerBound
         while offset + Format.recordHeaderSize <= range.upperBound {
             if bytes.load(fromByteOffset: offset, as: UInt32.self) == Format.recordMagic.littleEndian {
@@ -403,20 +403,11 @@ enum LogScanner {
                     continue
                 }
                 records += 1
-                let keyLength = Int(UInt32(littleEndian: bytes.load(fromByteOffset: offset + 8, as: UInt32.self)))
-                let keyStart = offset + Format.recordHeaderSize
-                if plainKeys, keyLength > 0, keyLength <= Format.maxKeyLength, keyStart + keyLength <= range.upperBound,
-                    let name = String(
-                        validating: UnsafeRawBufferPointer(
-                            rebasing: bytes[keyStart..<keyStart + keyLength]), as: UTF8.self)
-                {
-                    keys.append(name)
-                }
             }
             offset += 8
         }
         return PrefsDamage(
-            range: range, records: noData && records == 0 ? 0 : max(records, 1), keys: keys,
+            range: range, records: noData && records == 0 ? 0 : max(records, 1), keys: [],
             reason: "checksum mismatch")
     }
 

@@ -96,14 +96,14 @@ enum Recovery {
             throw PrefsError(
                 .tampered,
                 "records of the sealed store verify their checksum but not their authenticator: they were forged, "
-                    + "replayed or moved by someone without the key; the file was left untouched: "
-                    + report.description, path: paths.data)
+                    + "replayed or moved by someone without the key; the file was left untouched (an open with the "
+                    + "recovery policy .salvage, or a repair, keeps what verifies): " + report.findings, path: paths.data)
         }
         if policy == .fail {
             throw PrefsError(
                 .corrupted,
-                "the store is damaged and the recovery policy is .fail; the file was left untouched: "
-                    + report.description, path: paths.data)
+                "the store is damaged and the recovery policy is .fail; the file was left untouched (an open with the "
+                    + "recovery policy .salvage, or a repair, keeps what verifies): " + report.findings, path: paths.data)
         }
         if log.file.writable {
             report.quarantinePath = try quarantine(log.file, paths: paths)
