@@ -32,6 +32,9 @@
 #                     make bench-check-update rewrites that file (scripts/bench-check.sh)
 #   make audit-first-open  a fresh process's first open under callgrind: its instruction count, and a failure if
 #                     it builds Swift type metadata at run time (scripts/audit-first-open.sh)
+# And the constant-time check (Documentation/SecureVault.md, "Constant time"):
+#   make ct-check     the vault's seal and open under valgrind's memcheck with the keys and plaintexts marked secret;
+#                     fails on any branch or memory address that depends on them (scripts/ct-check.sh, about 30 s)
 SWIFT ?= swift
 KEYRING := scripts/with-keyring.sh
 BENCH := Benchmarks
@@ -39,7 +42,7 @@ CLIENT := Examples/ClientApp
 BENCH_FLAGS := $(if $(filter-out 0,$(BENCH_QUICK)),--quick,)
 
 .PHONY: all bootstrap build demo doctor test torture fuzz fuzz-corpus bench bench-quick bench-curves bench-check \
-	bench-check-update bench-curves-run audit-first-open format clean install release man docs api-check
+	bench-check-update bench-curves-run audit-first-open ct-check format clean install release man docs api-check
 
 all: build
 
@@ -160,6 +163,9 @@ bench-quick:
 
 audit-first-open: bootstrap
 	@scripts/audit-first-open.sh
+
+ct-check: bootstrap
+	@SWIFT=$(SWIFT) scripts/ct-check.sh
 
 format:
 	$(SWIFT) format --in-place --recursive --configuration .swift-format Package.swift Sources Tests

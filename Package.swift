@@ -126,6 +126,13 @@ let package = Package(
         ),
         // fork() for the tests of the nonce source (Swift cannot call it).
         .target(name: "CForkProbe", dependencies: ["CPrefsKV"], path: "Tests/CForkProbe"),
+        // valgrind's client requests (memcheck's "undefined" marks), for the constant-time check.
+        .target(name: "CSecretMarks", path: "Tests/CSecretMarks"),
+        // The program scripts/ct-check.sh runs under memcheck: the vault's seal and open with the keys and
+        // plaintexts marked secret, failing on any branch that depends on them.
+        .executableTarget(
+            name: "ct-probe", dependencies: ["SecureVault", "CSecretMarks"], path: "Tests/CTProbe",
+            swiftSettings: swiftSettings),
         .testTarget(
             name: "SystemLayerTests", dependencies: ["SystemLayer", "CPrefsKV", "CForkProbe"],
             swiftSettings: swiftSettings),

@@ -7,9 +7,10 @@ set -euo pipefail
 
 # libsqlite3-dev and liblmdb-dev: the benchmark package (Benchmarks/), whose harness test `make test` runs.
 # keepassxc: the second Secret Service provider of the provider matrix (scripts/with-keepassxc.sh), run headless.
-# binutils: objcopy, for the allocation test's copy of the helper without debug information.
+# binutils: objcopy, for copies without debug information (the allocation test's helper, scripts/ct-check.sh's probe).
 # systemd: systemd-creds, the systemd credential key store (it works without systemd running as PID 1).
 # keyutils: keyctl, the bench's baseline of a kernel keyring read.
+# valgrind: callgrind for scripts/bench-check.sh; memcheck and its headers (memcheck.h) for scripts/ct-check.sh.
 packages=(libsodium-dev libsecret-1-dev gnome-keyring dbus dbus-x11 libsecret-tools pkg-config valgrind binutils keepassxc
     libsqlite3-dev liblmdb-dev systemd keyutils)
 
