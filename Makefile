@@ -70,7 +70,8 @@ doctor: bootstrap
 # package, depending on this one by path, as an app does) is built and run: the README's snippets, verbatim;
 # then an install is checked (scripts/check-install.sh) and the DocC archives built (scripts/build-docs.sh,
 # failing on any DocC warning). The hot paths' instruction counts are compared with the committed ones (a warning
-# only: scripts/bench-check.sh --warn). The library's suites run last.
+# only: scripts/bench-check.sh --warn), and the vault's seal and open are checked for branches on secret data
+# (scripts/ct-check.sh: a failure). The library's suites run last.
 test: bootstrap
 	@scripts/build-checked.sh $(SWIFT) build --build-tests
 	@scripts/build-checked.sh $(SWIFT) build --build-tests --package-path $(BENCH)
@@ -80,6 +81,7 @@ test: bootstrap
 	@scripts/build-docs.sh
 	$(KEYRING) $(SWIFT) test --skip-build --package-path $(BENCH)
 	@scripts/bench-check.sh --warn
+	@SWIFT=$(SWIFT) scripts/ct-check.sh
 	$(KEYRING) $(SWIFT) test --skip-build
 
 TORTURE_SECONDS ?= 900

@@ -200,11 +200,11 @@ package enum Sodium {
         /// ChaCha20-Poly1305 (IETF, RFC 8439 section 2.8) encryption of `plaintext` into `cipher` and its tag
         /// (16 bytes) into `tag`, with the associated data `associatedPrefix | associatedData`: byte for byte what
         /// libsodium's `crypto_aead_chacha20poly1305_ietf_encrypt_detached` writes (SealerNonceTests compares the two
-        /// across lengths). The keystream is libsodium's ChaCha20; the authenticator is computed in one pass of
-        /// `Poly1305` over a stack copy of its input, `associated data | zeros to 16 | ciphertext | zeros to 16 |
-        /// len(ad) u64 LE | len(ct) u64 LE`, instead of libsodium's six updates of its SSE2 Poly1305, each of which
-        /// sets its vector state up again (for a sealed int that was half of the seal). The one-time key (keystream
-        /// block 0) is wiped after use.
+        /// across lengths). The keystream is libsodium's ChaCha20; the authenticator is one call of libsodium's
+        /// Poly1305 (`crypto_onetimeauth_poly1305`) over a stack copy of its input, `associated data | zeros to 16 |
+        /// ciphertext | zeros to 16 | len(ad) u64 LE | len(ct) u64 LE`, instead of the six updates of libsodium's AEAD,
+        /// each of which sets its SSE2 state up again (Documentation/Performance.md has the figures). The one-time key
+        /// (keystream block 0) is wiped after use.
         static func sealIETF(
             _ plaintext: UnsafeRawBufferPointer,
             associatedPrefix prefix: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
@@ -251,7 +251,7 @@ package enum Sodium {
                     as: UInt8.self, repeating: 0, count: lengths - cipherStart - plaintext.count)
                 mac.storeBytes(of: UInt64(adLength).littleEndian, toByteOffset: lengths, as: UInt64.self)
                 mac.storeBytes(of: UInt64(plaintext.count).littleEndian, toByteOffset: lengths + 8, as: UInt64.self)
-                Poly1305.authenticate(UnsafeRawBufferPointer(mac), key: block, into: tag)
+                _ = crypto_onetimeauth_poly1305(tag, base.assumingMemoryBound(to: UInt8.self), UInt64(mac.count), block)
                 if !plaintext.isEmpty { cipher.update(from: ciphertext, count: plaintext.count) }
             }
         }
