@@ -90,16 +90,16 @@ import Testing
         }
     }
 
-    /// The seal's one-pass ChaCha20-Poly1305 (`Sodium.AEAD.sealIETF`: one Poly1305 call over a stack copy of
-    /// its input) writes exactly what libsodium's `crypto_aead_chacha20poly1305_ietf_encrypt_detached` writes, for
-    /// associated data and plaintexts of every length class, on both sides of `onePassLimit` (where it hands the
-    /// message to libsodium whole), with the associated data whole or in two parts, and libsodium's decryption opens
-    /// it.
+    /// The seal's one-pass ChaCha20-Poly1305 (`Sodium.AEAD.sealIETF`: one call of libsodium's Poly1305 over a private
+    /// copy of its input) writes exactly what libsodium's `crypto_aead_chacha20poly1305_ietf_encrypt_detached`
+    /// writes, for associated data and plaintexts of every length class, on both sides of `stackScratchLimit` (where
+    /// the private copy moves from the stack to the heap), with the associated data whole or in two parts, and
+    /// libsodium's decryption opens it.
     @Test func theOnePassSealEqualsLibsodiumsChaCha20Poly1305() {
         let adLengths = [0, 1, 15, 16, 17, 31, 32, 84, 135, 200, 1_000]
         let plainLengths = [0, 1, 15, 16, 17, 63, 64, 65, 200, 863, 864, 865, 990, 1_007, 1_008, 1_009, 4_096]
-        var onePass = 0
-        var handedOver = 0
+        var onTheStack = 0
+        var onTheHeap = 0
         for adLength in adLengths {
             for length in plainLengths {
                 let key = Sodium.randomBytes(count: 32)
@@ -143,11 +143,11 @@ import Testing
                     &opened, nil, nil, sealed, UInt64(sealed.count), ad, UInt64(adLength), nonce, key)
                 #expect(status == 0 && Array(opened.prefix(length)) == plaintext)
                 let macLength = (adLength + 15) / 16 * 16 + (length + 15) / 16 * 16 + 16
-                if macLength <= Sodium.AEAD.onePassLimit { onePass += 1 } else { handedOver += 1 }
+                if macLength <= Sodium.AEAD.stackScratchLimit { onTheStack += 1 } else { onTheHeap += 1 }
             }
         }
         // Both paths were compared.
-        #expect(onePass > 50 && handedOver > 20)
+        #expect(onTheStack > 50 && onTheHeap > 20)
     }
 
     /// A sealer's values carry this process's prefix and a counter that only grows; they open through the

@@ -88,6 +88,13 @@ package enum Sodium {
     /// Authenticated encryption with associated data, with a random 192-bit nonce per message.
     ///
     /// Sealed layout: `nonce (24) | ciphertext | tag (16)`.
+    ///
+    /// Only libsodium's primitives, and only on private memory: a seal makes its ciphertext and tag in memory of its
+    /// own and copies them to `output` last, and an open copies `sealed` into memory of its own and decrypts only that
+    /// copy. `output` and `sealed` may be a shared file mapping that another process writes: libsodium's encryption
+    /// reads the ciphertext back from its output to authenticate it, and its decryption reads the ciphertext twice
+    /// (to verify the tag, then to decrypt), so either could otherwise authenticate or decrypt bytes it was not given.
+    /// Every seal goes through `sealIETF` and every open through `openDerived`.
     enum AEAD {
         static let keyBytes = Int(crypto_aead_xchacha20poly1305_ietf_KEYBYTES)
         static let nonceBytes = Int(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES)
@@ -116,15 +123,17 @@ package enum Sodium {
         /// copied out: `output` may be a shared file mapping that another process can write, and a nonce read
         /// back from it could be one an older value already used.
         @inline(__always)
-        static func withNonceBuffer<R>(_ body: (UnsafeMutablePointer<UInt8>) throws -> R) rethrows -> R {
+        static func withNonceBuffer<R, E: Error>(_ body: (UnsafeMutablePointer<UInt8>) throws(E) -> R) throws(E) -> R {
             var nonce: (UInt64, UInt64, UInt64) = (0, 0, 0)
-            return try withUnsafeMutableBytes(of: &nonce) {
-                try body($0.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            return try withUnsafeMutableBytes(of: &nonce) { (bytes) throws(E) -> R in
+                try body(bytes.baseAddress!.assumingMemoryBound(to: UInt8.self))
             }
         }
 
         /// Seals `plaintext` under the 24-byte `nonce` (private memory) into `output` (exactly
-        /// `plaintext.count + overhead` bytes): `nonce | ciphertext | tag`.
+        /// `plaintext.count + overhead` bytes): `nonce | ciphertext | tag`. XChaCha20-Poly1305, computed as
+        /// libsodium computes it: the subkey `HChaCha20(key, nonce[0..<16])`, in private memory wiped after, then
+        /// `sealDerived`.
         static func seal(
             _ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer, key: SecretBytes,
             nonce: UnsafePointer<UInt8>, into output: UnsafeMutableRawBufferPointer
@@ -133,18 +142,9 @@ package enum Sodium {
             precondition(
                 output.count == plaintext.count + overhead, "seal output must be plaintext + \(overhead) bytes")
             ensureInitialized()
-            output.baseAddress!.copyMemory(from: nonce, byteCount: nonceBytes)
-            let cipher = output.baseAddress!.assumingMemoryBound(to: UInt8.self) + nonceBytes
-            var cipherLength: UInt64 = 0
-            let status = key.withUnsafeBytes { keyBytes in
-                crypto_aead_xchacha20poly1305_ietf_encrypt(
-                    cipher, &cipherLength,
-                    plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(plaintext.count),
-                    associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
-                    nil, nonce, keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            withDerivedSubkey(prefix: nonce, key: key) { subkey in
+                sealDerived(plaintext, associatedData: associatedData, subkey: subkey, nonce: nonce, into: output)
             }
-            // Encryption cannot fail for in-range lengths; a failure is a bug here.
-            precondition(status == 0 && Int(cipherLength) == plaintext.count + tagBytes)
         }
 
         // MARK: XChaCha20-Poly1305 with its subkey computed once per nonce prefix
@@ -153,7 +153,7 @@ package enum Sodium {
         /// the nonce `0 0 0 0 | nonce[16..<24]` (draft-irtf-cfrg-xchacha, section 2.3; libsodium computes it so).
         /// Nonces that share their first 16 bytes share that subkey: `VaultSealer` derives it once per prefix
         /// (the process's nonce prefix, `prefs_nonce_next`) instead of once per message. The bytes are exactly
-        /// those of `seal` and `open` (XChaCha20PolyDerivedTests checks each against the other).
+        /// those of libsodium's XChaCha20-Poly1305 (SealerNonceTests checks them against it).
         static let subkeyBytes = Int(crypto_core_hchacha20_OUTPUTBYTES)
         static let prefixBytes = Int(crypto_core_hchacha20_INPUTBYTES)
 
@@ -167,6 +167,20 @@ package enum Sodium {
                 _ = crypto_core_hchacha20(
                     subkey.assumingMemoryBound(to: UInt8.self), prefix.assumingMemoryBound(to: UInt8.self),
                     k.baseAddress!.assumingMemoryBound(to: UInt8.self), nil)
+            }
+        }
+
+        /// Passes `body` the subkey of `prefix` (the first 16 bytes of a nonce, private memory) under `key`, on the
+        /// stack and wiped after `body`.
+        @inline(__always)
+        private static func withDerivedSubkey<R, E: Error>(
+            prefix: UnsafePointer<UInt8>, key: SecretBytes, _ body: (UnsafeRawPointer) throws(E) -> R
+        ) throws(E) -> R {
+            var subkey: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+            return try withUnsafeMutableBytes(of: &subkey) { (bytes) throws(E) -> R in
+                defer { Sodium.zero(bytes) }
+                deriveSubkey(prefix: prefix, key: key, into: bytes.baseAddress!)
+                return try body(UnsafeRawPointer(bytes.baseAddress!))
             }
         }
 
@@ -192,19 +206,40 @@ package enum Sodium {
             }
         }
 
-        /// The largest Poly1305 input (associated data and ciphertext, each padded to 16 bytes, and their lengths)
-        /// `sealIETF` assembles on the stack for one pass; longer messages go through libsodium's own
-        /// encryption, whose per-update cost no longer matters there.
-        static let onePassLimit = 1_024
+        /// The largest private working copy a seal or an open keeps on the stack (the authenticator's input of a
+        /// seal, the ciphertext and tag of an open); a larger one is on the heap, wiped before it is freed.
+        static let stackScratchLimit = 1_024
+
+        /// Passes `body` `byteCount` bytes of private memory: on the stack up to `stackScratchLimit` bytes, else on
+        /// the heap, wiped and freed after `body`.
+        @inline(__always)
+        private static func withScratch<R, E: Error>(
+            byteCount: Int, _ body: (UnsafeMutableRawBufferPointer) throws(E) -> R
+        ) throws(E) -> R {
+            guard byteCount > stackScratchLimit else {
+                return try withUnsafeTemporaryAllocation(byteCount: max(byteCount, 1), alignment: 16) {
+                    (buffer) throws(E) -> R in
+                    try body(UnsafeMutableRawBufferPointer(rebasing: buffer[0..<byteCount]))
+                }
+            }
+            let heap = UnsafeMutableRawBufferPointer.allocate(byteCount: byteCount, alignment: 16)
+            defer {
+                Sodium.zero(heap)
+                heap.deallocate()
+            }
+            return try body(heap)
+        }
 
         /// ChaCha20-Poly1305 (IETF, RFC 8439 section 2.8) encryption of `plaintext` into `cipher` and its tag
         /// (16 bytes) into `tag`, with the associated data `associatedPrefix | associatedData`: byte for byte what
         /// libsodium's `crypto_aead_chacha20poly1305_ietf_encrypt_detached` writes (SealerNonceTests compares the two
-        /// across lengths). The keystream is libsodium's ChaCha20; the authenticator is one call of libsodium's
-        /// Poly1305 (`crypto_onetimeauth_poly1305`) over a stack copy of its input, `associated data | zeros to 16 |
-        /// ciphertext | zeros to 16 | len(ad) u64 LE | len(ct) u64 LE`, instead of the six updates of libsodium's AEAD,
-        /// each of which sets its SSE2 state up again (Documentation/Performance.md has the figures). The one-time key
-        /// (keystream block 0) is wiped after use.
+        /// across lengths). The authenticator's whole input, `associated data | zeros to 16 | ciphertext | zeros to
+        /// 16 | len(ad) u64 LE | len(ct) u64 LE`, is assembled once in private memory (`withScratch`), the ciphertext
+        /// made there by libsodium's ChaCha20, and authenticated by one call of libsodium's Poly1305
+        /// (`crypto_onetimeauth_poly1305`) under the one-time key, keystream block 0, which is wiped after. The
+        /// ciphertext and tag are copied to `cipher` and `tag` last: what is authenticated is what was encrypted,
+        /// whatever another process writes there meanwhile. One Poly1305 call, not the six updates of libsodium's
+        /// AEAD, each of which sets its SSE2 state up again (Documentation/Performance.md has the figures).
         static func sealIETF(
             _ plaintext: UnsafeRawBufferPointer,
             associatedPrefix prefix: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0),
@@ -212,33 +247,13 @@ package enum Sodium {
             cipher: UnsafeMutablePointer<UInt8>, tag: UnsafeMutablePointer<UInt8>
         ) {
             let adLength = prefix.count + ad.count
-            let macLength = padded16(adLength) + padded16(plaintext.count) + 16
-            guard macLength <= onePassLimit else {
-                // Long: libsodium's own encryption, with the associated data joined.
-                withUnsafeTemporaryAllocation(byteCount: max(adLength, 1), alignment: 8) { joined in
-                    if !prefix.isEmpty { joined.baseAddress!.copyMemory(from: prefix.baseAddress!, byteCount: prefix.count) }
-                    if !ad.isEmpty {
-                        (joined.baseAddress! + prefix.count).copyMemory(from: ad.baseAddress!, byteCount: ad.count)
-                    }
-                    let status = crypto_aead_chacha20poly1305_ietf_encrypt_detached(
-                        cipher, tag, nil, plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self),
-                        UInt64(plaintext.count), joined.baseAddress!.assumingMemoryBound(to: UInt8.self),
-                        UInt64(adLength), nil, nonce, key)
-                    precondition(status == 0, "ChaCha20-Poly1305 encryption cannot fail")
-                }
-                return
-            }
-            withUnsafeTemporaryAllocation(byteCount: 64 + macLength, alignment: 16) { buffer in
-                let block = buffer.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                defer { sodium_memzero(block, 64) }
-                _ = crypto_stream_chacha20_ietf(block, 64, nonce, key)
-                // What the MAC covers (nothing in it is secret). The ciphertext is made here and copied out after the
-                // tag: `cipher` may be a shared mapping, and what is authenticated must be what was encrypted.
-                let mac = UnsafeMutableRawBufferPointer(rebasing: buffer[64...])
+            let cipherStart = padded16(adLength)
+            let lengths = cipherStart + padded16(plaintext.count)
+            withScratch(byteCount: lengths + 16) { mac in
+                // What the MAC covers: nothing in it is secret.
                 let base = mac.baseAddress!
                 if !prefix.isEmpty { base.copyMemory(from: prefix.baseAddress!, byteCount: prefix.count) }
                 if !ad.isEmpty { (base + prefix.count).copyMemory(from: ad.baseAddress!, byteCount: ad.count) }
-                let cipherStart = padded16(adLength)
                 (base + adLength).initializeMemory(as: UInt8.self, repeating: 0, count: cipherStart - adLength)
                 let ciphertext = (base + cipherStart).assumingMemoryBound(to: UInt8.self)
                 if !plaintext.isEmpty {
@@ -246,13 +261,21 @@ package enum Sodium {
                         ciphertext, plaintext.baseAddress!.assumingMemoryBound(to: UInt8.self),
                         UInt64(plaintext.count), nonce, 1, key)
                 }
-                let lengths = cipherStart + padded16(plaintext.count)
                 (base + cipherStart + plaintext.count).initializeMemory(
                     as: UInt8.self, repeating: 0, count: lengths - cipherStart - plaintext.count)
                 mac.storeBytes(of: UInt64(adLength).littleEndian, toByteOffset: lengths, as: UInt64.self)
                 mac.storeBytes(of: UInt64(plaintext.count).littleEndian, toByteOffset: lengths + 8, as: UInt64.self)
-                _ = crypto_onetimeauth_poly1305(tag, base.assumingMemoryBound(to: UInt8.self), UInt64(mac.count), block)
-                if !plaintext.isEmpty { cipher.update(from: ciphertext, count: plaintext.count) }
+                // The one-time key (32 bytes of keystream block 0) and the tag, on the stack; the key is wiped.
+                var block: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
+                withUnsafeMutableBytes(of: &block) { bytes in
+                    defer { Sodium.zero(bytes) }
+                    let oneTimeKey = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
+                    _ = crypto_stream_chacha20_ietf(oneTimeKey, 32, nonce, key)
+                    _ = crypto_onetimeauth_poly1305(
+                        oneTimeKey + 32, base.assumingMemoryBound(to: UInt8.self), UInt64(mac.count), oneTimeKey)
+                    if !plaintext.isEmpty { cipher.update(from: ciphertext, count: plaintext.count) }
+                    tag.update(from: oneTimeKey + 32, count: tagBytes)
+                }
             }
         }
 
@@ -261,28 +284,32 @@ package enum Sodium {
 
         /// Opens `sealed` (`nonce | ciphertext | tag`) into `output` under `subkey`, the subkey of the first 16
         /// bytes of `nonce`, the caller's private copy of `sealed`'s first 24 bytes; or fails without writing any
-        /// plaintext.
+        /// plaintext. The ciphertext and tag are copied into private memory (`withScratch`) first and only that copy
+        /// is verified and decrypted, by libsodium's ChaCha20-Poly1305.
         static func openDerived(
             _ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer,
             subkey: UnsafeRawPointer, nonce: UnsafePointer<UInt8>, into output: UnsafeMutableRawBufferPointer
         ) throws(OpenFailure) {
             guard sealed.count >= overhead else { throw OpenFailure() }
             precondition(output.count == sealed.count - overhead, "open output must be sealed - \(overhead) bytes")
-            let cipher = sealed.baseAddress!.assumingMemoryBound(to: UInt8.self) + nonceBytes
-            var plainLength: UInt64 = 0
-            var scratch: UInt8 = 0
-            let status = withInnerNonce(nonce) { inner in
-                withUnsafeMutablePointer(to: &scratch) { scratchPointer in
-                    crypto_aead_chacha20poly1305_ietf_decrypt(
-                        output.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? scratchPointer, &plainLength,
-                        nil,
-                        cipher, UInt64(sealed.count - nonceBytes),
-                        associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
-                        inner, subkey.assumingMemoryBound(to: UInt8.self))
+            let status = withScratch(byteCount: sealed.count - nonceBytes) { copy in
+                copy.copyMemory(from: UnsafeRawBufferPointer(rebasing: sealed[nonceBytes...]))
+                var plainLength: UInt64 = 0
+                // libsodium wants a non-null output pointer even for an empty plaintext.
+                var scratch: UInt8 = 0
+                let status = withInnerNonce(nonce) { inner in
+                    withUnsafeMutablePointer(to: &scratch) { scratchPointer in
+                        crypto_aead_chacha20poly1305_ietf_decrypt(
+                            output.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? scratchPointer, &plainLength,
+                            nil, copy.baseAddress!.assumingMemoryBound(to: UInt8.self), UInt64(copy.count),
+                            associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self),
+                            UInt64(associatedData.count), inner, subkey.assumingMemoryBound(to: UInt8.self))
+                    }
                 }
+                precondition(status != 0 || Int(plainLength) == output.count)
+                return status
             }
             guard status == 0 else { throw OpenFailure() }
-            precondition(Int(plainLength) == output.count)
         }
 
         /// ChaCha20-Poly1305's 12-byte nonce for an XChaCha20 nonce: four zero bytes, then its last 8 bytes.
@@ -314,7 +341,8 @@ package enum Sodium {
         struct OpenFailure: Error {}
 
         /// Opens a sealed message into `output` (exactly `sealed.count - overhead` bytes), or fails without
-        /// writing any plaintext.
+        /// writing any plaintext. XChaCha20-Poly1305, computed as libsodium computes it: the nonce copied into
+        /// private memory, the subkey of its first 16 bytes derived there (wiped after), then `openDerived`.
         static func open(
             _ sealed: UnsafeRawBufferPointer,
             associatedData: UnsafeRawBufferPointer,
@@ -325,22 +353,12 @@ package enum Sodium {
             guard sealed.count >= overhead else { throw OpenFailure() }
             precondition(output.count == sealed.count - overhead, "open output must be sealed - \(overhead) bytes")
             ensureInitialized()
-            let nonce = sealed.baseAddress!.assumingMemoryBound(to: UInt8.self)
-            var plainLength: UInt64 = 0
-            // libsodium wants a non-null output pointer even for an empty plaintext.
-            var scratch: UInt8 = 0
-            let status = key.withUnsafeBytes { keyBytes in
-                withUnsafeMutablePointer(to: &scratch) { scratchPointer in
-                    crypto_aead_xchacha20poly1305_ietf_decrypt(
-                        output.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? scratchPointer, &plainLength,
-                        nil,
-                        nonce + nonceBytes, UInt64(sealed.count - nonceBytes),
-                        associatedData.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(associatedData.count),
-                        nonce, keyBytes.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            try withNonceBuffer { (nonce) throws(OpenFailure) in
+                nonce.update(from: sealed.baseAddress!.assumingMemoryBound(to: UInt8.self), count: nonceBytes)
+                try withDerivedSubkey(prefix: nonce, key: key) { (subkey) throws(OpenFailure) in
+                    try openDerived(sealed, associatedData: associatedData, subkey: subkey, nonce: nonce, into: output)
                 }
             }
-            guard status == 0 else { throw OpenFailure() }
-            precondition(Int(plainLength) == output.count)
         }
 
         /// Opens a sealed message into guarded memory.
