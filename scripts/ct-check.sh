@@ -26,7 +26,7 @@ valgrind --tool=memcheck --error-exitcode=3 --num-callers=12 \
     "$work/ct-probe" --require-valgrind >"$work/out.log" 2>"$work/valgrind.log" || status=$?
 cat "$work/out.log"
 if [ "$status" -eq 0 ]; then
-    echo "ct-check: no branch and no memory address depends on a key or a plaintext in seal and open"
+    echo "ct-check: no branch and no memory address depends on a key or a plaintext in the key check, seal and open"
     exit 0
 fi
 # The findings, with Swift's symbol names demangled.

@@ -52,7 +52,7 @@ extension Vault {
                             path: inspection.path)
                     }
                     sealer = VaultSealer(masterKey: key, identity: identity, service: id)
-                    guard sealer.keyCheck == inspection.keyCheck else {
+                    guard sealer.verifiesKeyCheck(inspection.keyCheck) else {
                         throw VaultError(
                             code: .wrongKey,
                             message: "the key '\(itemName)' in vault '\(service)' does not open store '\(id)' (a "

@@ -71,8 +71,8 @@ extension Vault {
                 // The key may have come from the per-session cache: the key store itself must still yield it,
                 // or a passphrase typed wrong would re-key the vault under the typo.
                 guard let direct = try keys.load(old.identity, file: path),
-                    VaultSealer(masterKey: direct, identity: old.identity, service: service).keyCheck
-                        == old.keyCheck
+                    VaultSealer(masterKey: direct, identity: old.identity, service: service)
+                        .verifiesKeyCheck(old.keyCheck)
                 else {
                     throw VaultError(
                         code: .wrongKey,

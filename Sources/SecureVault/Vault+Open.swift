@@ -92,7 +92,7 @@ extension Vault {
             sealer = cached
         } else if let fromCache = keys.cachedKey(identity).map({
             VaultSealer(masterKey: $0, identity: identity, service: service)
-        }), fromCache.keyCheck == inspection.keyCheck {
+        }), fromCache.verifiesKeyCheck(inspection.keyCheck) {
             sealer = fromCache  // the per-session cache (Configuration.keyCache): a key that checks against this file
         } else {
             keys.dropCached(identity)  // a miss, or a cached key that does not check: never used
@@ -104,7 +104,7 @@ extension Vault {
                         + "untouched: restore the key, or wipe the vault to start over", path: path)
             }
             sealer = VaultSealer(masterKey: masterKey, identity: identity, service: service)
-            guard sealer.keyCheck == inspection.keyCheck else {
+            guard sealer.verifiesKeyCheck(inspection.keyCheck) else {
                 throw VaultError(
                     code: .wrongKey,
                     message: "vault '\(service)': the \(identity.kind.name) key store returned a key that does not "

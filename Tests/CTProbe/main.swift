@@ -1,10 +1,11 @@
 // The program scripts/ct-check.sh runs under valgrind's memcheck: the ctgrind technique. The master key, the other
 // keys and every plaintext are marked secret (undefined to memcheck) before they are used, so memcheck reports any
 // branch or memory address that depends on them ("Conditional jump or move depends on uninitialised value(s)",
-// "Use of uninitialised value"). It calls the vault's real seal and open (VaultSealer, and Sodium.AEAD for wrapped
-// keys), on both sides of every length limit, and marks data public only where it is declassified: a sealed value
-// once written (it goes to disk), a plaintext once its tag verified. Whether a tag verified is public too: the
-// valgrind wrapper of libsodium's crypto_verify_16 in Tests/CSecretMarks marks it so.
+// "Use of uninitialised value"). It calls the vault's real key check comparison, seal and open (VaultSealer, and
+// Sodium.AEAD for wrapped keys), on both sides of every length limit, and marks data public only where it is
+// declassified: a sealed value once written (it goes to disk), a plaintext once its tag verified. Whether a tag
+// verified, or two key checks are equal, is public too: the valgrind wrappers of libsodium's crypto_verify_16 and
+// sodium_memcmp in Tests/CSecretMarks mark their answers so.
 //
 // Outside valgrind the marks do nothing, and this is a plain round trip of every case.
 import CSecretMarks
@@ -93,6 +94,22 @@ func checkOpens(
 
 let sealer = VaultSealer(
     masterKey: secretKey(), identity: KeyIdentity.random(kind: .inMemory), service: "ct-check")
+
+// The key check in a file's header (public: a copy of it, declassified) against the sealer's (a MAC under the
+// master key): compared in constant time, only the answer is public.
+let storedKeyCheck = sealer.keyCheck.withUnsafeBytes { bytes in
+    [UInt8](unsafeUninitializedCapacity: bytes.count) { copy, initialized in
+        UnsafeMutableRawBufferPointer(copy).copyMemory(from: bytes)
+        initialized = bytes.count
+    }
+}
+storedKeyCheck.withUnsafeBytes { markPublic($0) }
+guard sealer.verifiesKeyCheck(storedKeyCheck) else { fail("the sealer's own key check does not verify") }
+for position in [0, storedKeyCheck.count - 16, storedKeyCheck.count - 1] {
+    var forged = storedKeyCheck
+    forged[position] ^= 0x01
+    guard !sealer.verifiesKeyCheck(forged) else { fail("a key check with byte \(position) changed verifies") }
+}
 var cases = 0
 // A sealed int, a session token, values on both sides of the 1 KiB limit, a large value; associated data as
 // PrefsKV's (41 bytes), a bound record's (longer) and none.
@@ -139,5 +156,5 @@ for length in [0, 8, 200, 990, 1_100, 70_000] {
     }
 }
 print(
-    "ct-probe: \(cases) cases sealed and opened (each also with flipped bits) under secret keys and plaintexts"
+    "ct-probe: key checks compared; \(cases) cases sealed and opened (each also with flipped bits) under secret keys"
         + (underValgrind ? "" : " (not under valgrind: round trips only)"))

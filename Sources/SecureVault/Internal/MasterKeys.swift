@@ -330,7 +330,7 @@ struct MasterKeys: Sendable {
             return .notOwned(error.message)
         }
         guard let key else { return .absent }
-        guard VaultSealer(masterKey: key, identity: identity, service: service).keyCheck == keyCheck else {
+        guard VaultSealer(masterKey: key, identity: identity, service: service).verifiesKeyCheck(keyCheck) else {
             return .notOwned(
                 "the key the \(store.kind.name) key store holds under the ids of \(file) does not verify its key "
                     + "check for vault '\(service)' (the file was copied or renamed from another vault, or another "

@@ -77,6 +77,13 @@ final class VaultSealer: PrefsSealer {
 
     deinit { associatedPrefix.deallocate() }
 
+    /// Whether `stored` (a file header's key check, or another sealer's) is this sealer's key check. Compared in
+    /// constant time (`sodium_memcmp`): its last 16 bytes are a MAC under the master key, and how far a comparison
+    /// got must not tell someone who can write the header how many of its bytes they guessed.
+    func verifiesKeyCheck(_ stored: [UInt8]) -> Bool {
+        keyCheck.withUnsafeBytes { mine in stored.withUnsafeBytes { Sodium.constantTimeEqual(mine, $0) } }
+    }
+
     func tag(forKey key: String) -> [UInt8] {
         guard shortTags else { return Sodium.keyedHash(Array(key.utf8), key: tagKey, length: 16) }
         return [UInt8](unsafeUninitializedCapacity: 16) { out, initialized in
