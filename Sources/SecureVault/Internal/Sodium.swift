@@ -265,16 +265,18 @@ package enum Sodium {
                     as: UInt8.self, repeating: 0, count: lengths - cipherStart - plaintext.count)
                 mac.storeBytes(of: UInt64(adLength).littleEndian, toByteOffset: lengths, as: UInt64.self)
                 mac.storeBytes(of: UInt64(plaintext.count).littleEndian, toByteOffset: lengths + 8, as: UInt64.self)
-                // The one-time key (32 bytes of keystream block 0) and the tag, on the stack; the key is wiped.
-                var block: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
+                // Keystream block 0, whose first 32 bytes are the one-time key, then the tag, on the stack; wiped. (The
+                // whole block, as libsodium's AEAD makes it: ChaCha20 makes a partial block byte by byte.)
+                var block: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) =
+                    (0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
                 withUnsafeMutableBytes(of: &block) { bytes in
                     defer { Sodium.zero(bytes) }
                     let oneTimeKey = bytes.baseAddress!.assumingMemoryBound(to: UInt8.self)
-                    _ = crypto_stream_chacha20_ietf(oneTimeKey, 32, nonce, key)
+                    _ = crypto_stream_chacha20_ietf(oneTimeKey, 64, nonce, key)
                     _ = crypto_onetimeauth_poly1305(
-                        oneTimeKey + 32, base.assumingMemoryBound(to: UInt8.self), UInt64(mac.count), oneTimeKey)
+                        oneTimeKey + 64, base.assumingMemoryBound(to: UInt8.self), UInt64(mac.count), oneTimeKey)
                     if !plaintext.isEmpty { cipher.update(from: ciphertext, count: plaintext.count) }
-                    tag.update(from: oneTimeKey + 32, count: tagBytes)
+                    tag.update(from: oneTimeKey + 64, count: tagBytes)
                 }
             }
         }
