@@ -56,6 +56,15 @@ func hexDump(_ bytes: [UInt8]) -> [String] {
         #expect(try store.stats().recordCount == 5)
     }
 
+    /// The scanner's spelled-out checks of a kind byte and a value-type byte answer what the enums' own
+    /// `init(rawValue:)` answers, for every byte.
+    @Test func theScannersKindAndTypeChecksAgreeWithTheEnumsForEveryByte() {
+        for byte in UInt8.min...UInt8.max {
+            #expect(RecordKind.decoding(byte) == RecordKind(rawValue: byte), "kind \(byte)")
+            #expect(ValueType.isValid(byte) == (ValueType(rawValue: byte) != nil), "type \(byte)")
+        }
+    }
+
     @Test func theLogEndWordCarriesCheckBitsThatCatchEverySingleBitFlip() {
         for offset in [4096, 4160, 1 << 20, (1 << 40) + 8] {
             let word = Format.encodeLogEnd(offset)

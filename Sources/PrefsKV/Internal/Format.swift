@@ -126,6 +126,21 @@ enum RecordKind: UInt8 {
     case header = 5
     /// A hash table of the keys of the log before it (version 4): IndexTable.swift. Holds no data.
     case index = 6
+
+    /// The kind a record's kind byte names, nil for none: what `init(rawValue:)` answers, spelled out so that the
+    /// scanner's check of every record inlines it.
+    @inline(__always)
+    static func decoding(_ byte: UInt8) -> RecordKind? {
+        switch byte {
+        case 1: .set
+        case 2: .delete
+        case 3: .removeAll
+        case 4: .commit
+        case 5: .header
+        case 6: .index
+        default: nil
+        }
+    }
 }
 
 /// Record flag bits.
@@ -164,6 +179,11 @@ enum ValueType: UInt8, CaseIterable {
         case .json: "json"
         }
     }
+
+    /// Whether `byte` names a value type (`init(rawValue:)` would answer one), inlined into the scanner's check of
+    /// every record.
+    @inline(__always)
+    static func isValid(_ byte: UInt8) -> Bool { byte >= ValueType.bool.rawValue && byte <= ValueType.json.rawValue }
 
     init?(name: String) {
         guard let t = ValueType.allCases.first(where: { $0.name == name }) else { return nil }

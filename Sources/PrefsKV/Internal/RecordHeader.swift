@@ -30,7 +30,7 @@ struct RecordHeader {
     static func plausible(in bytes: UnsafeRawBufferPointer, at offset: Int, limit: Int) -> RecordHeader? {
         guard offset + Format.recordHeaderSize + Format.recordTrailerSize <= limit else { return nil }
         guard UInt32(littleEndian: bytes.load(fromByteOffset: offset, as: UInt32.self)) == Format.recordMagic,
-            let kind = RecordKind(rawValue: bytes[offset + 4])
+            let kind = RecordKind.decoding(bytes[offset + 4])
         else { return nil }
         let valueType = bytes[offset + 5]
         let flags = bytes[offset + 6]
@@ -44,7 +44,7 @@ struct RecordHeader {
         let valueLength = Int(UInt32(littleEndian: bytes.load(fromByteOffset: offset + 12, as: UInt32.self)))
         guard keyLength <= Format.maxKeyLength, valueLength <= Format.maxStoredValueLength else { return nil }
         switch kind {
-        case .set: guard ValueType(rawValue: valueType) != nil, keyLength > 0 else { return nil }
+        case .set: guard ValueType.isValid(valueType), keyLength > 0 else { return nil }
         case .delete: guard valueType == 0, keyLength > 0, valueLength == 0 else { return nil }
         case .removeAll: guard valueType == 0, keyLength == 0, valueLength == 0 else { return nil }
         case .commit:
