@@ -334,8 +334,9 @@ public final class PrefsStore: Sendable {
     /// Applies several changes together: after a crash either all of them are in the store or none is.
     /// The body runs under the writer lock (this process's and, in multi-process mode, the file lock), so
     /// a read-modify-write through `tx` is atomic across processes. Reads through `tx` see the store as it
-    /// was when the transaction began, not the transaction's own changes. If the body throws, nothing is
-    /// written.
+    /// was when the transaction began (every process's writes included), not the transaction's own changes.
+    /// If the body throws, nothing is written. Observers hear the changes of other handles that the
+    /// transaction caught up with after it ends, with its own, never from inside the body.
     ///
     /// ```swift
     /// try store.write { tx in
@@ -347,7 +348,24 @@ public final class PrefsStore: Sendable {
     /// ```
     public func write<R>(_ body: (inout PrefsTransaction) throws -> R) throws -> R {
         checkNotInsideTransaction()
-        let (result, deliver) = try gate.withLock { _ in
+        let result: R
+        let deliver: Bool
+        do {
+            (result, deliver) = try transact(body)
+        } catch {
+            // Other handles' changes the transaction caught up with are heard even when it wrote nothing.
+            if engine.withLock({ $0.hasPendingEvents }) { deliverEvents() }
+            throw error
+        }
+        if deliver { deliverEvents() }
+        return result
+    }
+
+    // MARK: Plumbing
+
+    /// `write`'s transaction, under the gate and the writer lock; whether it left events to deliver.
+    private func transact<R>(_ body: (inout PrefsTransaction) throws -> R) throws -> (R, Bool) {
+        try gate.withLock { _ in
             try engine.withLock { e throws(PrefsError) in try e.beginWrite() }
             var committed = false
             transactionThread.store(Sys.threadID(), ordering: .relaxed)
@@ -366,11 +384,7 @@ public final class PrefsStore: Sendable {
             committed = true
             return (result, deliver)
         }
-        if deliver { deliverEvents() }
-        return result
     }
-
-    // MARK: Plumbing
 
     /// Traps when called from inside this store's `write` body on the same thread (it would deadlock).
     @inline(__always)
@@ -400,7 +414,11 @@ public final class PrefsStore: Sendable {
             try e.refreshIfNeeded()
             return (try body(e), e.hasPendingEvents)
         }
-        if deliver { deliverEvents(externalOnly: true) }
+        // A read inside this thread's `write` body leaves them to the write, which delivers them once it released
+        // the writer lock: observers must not run while every other writer waits.
+        if deliver && transactionThread.load(ordering: .relaxed) != Sys.threadID() {
+            deliverEvents(externalOnly: true)
+        }
         return value
     }
 

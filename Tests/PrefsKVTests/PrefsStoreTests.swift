@@ -328,6 +328,44 @@ struct Layout: Codable, Equatable {
         #expect(change?.keys == ["streamed"])
     }
 
+    /// Another handle's change that a transaction catches up with (under the writer lock, at its start) is heard
+    /// after the transaction, never from inside its body: a read through `tx` delivered it there, so observers ran
+    /// while the writer lock, which every process waits on, was held, and one that wrote to the store trapped.
+    /// The watch's thread is kept busy in a callback so that it cannot deliver the change first.
+    @Test func anotherHandlesChangeIsHeardAfterTheTransactionThatCaughtUpWithItNotInsideIt() throws {
+        let dir = try TempDir()
+        let store = try openStore(dir)
+        let other = try openStore(dir)
+        let watchBusy = Atomic<Bool>(false)
+        let release = Atomic<Bool>(false)
+        let heard = Mutex<[String]>([])
+        let observation = store.observe { change in
+            heard.withLock { $0 += change.keys }
+            guard change.keys == ["first"] else { return }
+            watchBusy.store(true, ordering: .releasing)
+            while !release.load(ordering: .acquiring) { usleep(1_000) }
+        }
+        defer {
+            release.store(true, ordering: .releasing)
+            observation.cancel()
+        }
+        try other.set(1, forKey: "first")
+        // Waits for the watch's thread to be in the callback; 120 s only guards against a hang.
+        let deadline = Date().addingTimeInterval(120)
+        while !watchBusy.load(ordering: .acquiring) && Date() < deadline { usleep(1_000) }
+        let watchIsBusy = watchBusy.load(ordering: .acquiring)
+        try #require(watchIsBusy, "the watch never delivered the first change")
+
+        try other.set(2, forKey: "second")
+        let heardInside = try store.write { tx in
+            #expect(try tx.int64(forKey: "second") == 2)
+            try tx.set(3, forKey: "mine")
+            return heard.withLock { $0 }
+        }
+        #expect(heardInside == ["first"])
+        #expect(heard.withLock { $0 } == ["first", "second", "mine"])
+    }
+
     /// A read on another thread (the watch's, or the app's) must not take a writer's changes and deliver them
     /// after the writer returned: each write's change is heard, in order, before the write returns. (Before the
     /// fix a reader thread took them; under load the watch's thread delivered one after the next write's.)
