@@ -41,7 +41,7 @@ import SystemLayer
 /// the app sets the state, which replaces it with a healthy one.
 ///
 /// Thread-safe. ``value`` is this handle's copy; ``observe(_:)`` also reports (and takes in) changes made by
-/// other handles and processes.
+/// other handles and processes. ``update(_:)`` changes the stored state atomically, across threads and processes.
 public final class PersistedState<Value: Codable & Sendable>: Sendable {
     /// The state's name: its key in the store.
     public let name: String
@@ -55,6 +55,9 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     private let logger: Logger
     private let migrate: (@Sendable (StoredState) throws -> Value)?
     private let current: SanitizedMutex<(value: Value, hydration: Hydration)>
+    /// Serializes the changes of a state without a store, as the store's writer lock serializes the others:
+    /// an update's transform runs under it, never under `current`, so it may read ``value``.
+    private let memoryWrites = SanitizedMutex<Void>(())
 
     /// Creates the state and hydrates it from `store`. Never throws; see ``hydration`` for what it found.
     ///
@@ -113,12 +116,10 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     /// ```
     public func set(_ newValue: Value) throws {
         guard let store else {
-            current.withLock { $0.value = newValue }
+            memoryWrites.withLock { _ in current.withLock { $0.value = newValue } }
             return
         }
-        try ValueCodec.validate(key: name)
-        let envelope = Array(try ValueCodec.json(Envelope(state: newValue, version: version), key: name))
-        try ValueCodec.validate(length: envelope.count, key: name)
+        let envelope = try encoded(newValue)
         do {
             try store.write { tx in
                 // Under the store's writer lock: concurrent sets reach memory and disk in the same order.
@@ -131,16 +132,47 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         }
     }
 
-    /// Changes the state in place and persists it: `set(body(value))`. With several threads updating one
-    /// state, the last writer wins, and memory and disk agree on which one that is.
+    /// Changes the state in place, atomically, and persists it before returning; returns the new state. The
+    /// transform runs on the state stored now, under the store's writer lock, and its result is written before
+    /// the lock is released: updates made at the same time by other threads, handles and processes are applied
+    /// one after the other, and none is lost (DataStore's `updateData`).
     ///
     /// ```swift
-    /// try sidebar.update { $0.isExpanded.toggle() }
+    /// // Two processes of the app at once, each changing its own field: both changes are kept.
+    /// try sidebar.update { $0.isExpanded.toggle() }   // in one
+    /// try sidebar.update { $0.width = 312 }           // in the other
     /// ```
-    public func update(_ body: (inout Value) throws -> Void) throws {
-        var next = value
-        try body(&next)
-        try set(next)
+    ///
+    /// The transform runs exactly once, under the lock: keep it short (every writer of the store, in every
+    /// process, waits for it), and do not write through the store from inside it (that traps). It starts from
+    /// the stored state as hydration reads it (an older version migrated; the defaults when nothing usable is
+    /// stored), not from ``value``, which may not have followed another process's change yet; ``value`` is the
+    /// result afterwards. A result equal to the stored state writes nothing.
+    ///
+    /// If `transform` throws, nothing is written, the state is unchanged and the error is rethrown. A store that
+    /// cannot be written (read-only) or a stored state that cannot be read (an I/O error; a state that does not
+    /// decode is replaced, as `set` replaces it) throws before the transform runs, and nothing changes. When
+    /// saving fails after it ran (disk full), the result is the state from now on, in memory, as with ``set(_:)``.
+    /// Without a store, the transform runs on ``value`` under the state's own lock.
+    @discardableResult
+    public func update(_ transform: (inout Value) throws -> Void) throws -> Value {
+        guard let store else {
+            return try memoryWrites.withLock { _ in
+                var next = value
+                try transform(&next)
+                current.withLock { $0.value = next }
+                return next
+            }
+        }
+        return try store.write { tx in
+            var next = try storedState(in: tx)
+            try transform(&next)
+            let envelope = try encoded(next)
+            // Under the store's writer lock, as in `set`: memory and disk take the updates in the same order.
+            current.withLock { $0.value = next }
+            tx.operations.append(.set(name: name, type: .json, value: envelope, expiresAt: 0))
+            return next
+        }
     }
 
     /// Removes the stored state and goes back to the defaults (Zustand's `clearStorage`).
@@ -150,7 +182,7 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     /// ```
     public func reset() throws {
         guard let store else {
-            current.withLock { $0 = (defaults, .noStore) }
+            memoryWrites.withLock { _ in current.withLock { $0 = (defaults, .noStore) } }
             return
         }
         try store.write { tx in
@@ -263,19 +295,53 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         }
     }
 
-    private func load(from store: PrefsStore) -> (Value, Hydration) {
-        let json: Data
+    /// The stored form of `state`: its envelope as JSON, checked as a store value under ``name``.
+    private func encoded(_ state: Value) throws -> [UInt8] {
+        try ValueCodec.validate(key: name)
+        let envelope = Array(try ValueCodec.json(Envelope(state: state, version: version), key: name))
+        try ValueCodec.validate(length: envelope.count, key: name)
+        return envelope
+    }
+
+    /// The state stored now, read through `tx` (under the writer lock, caught up with every process) and taken
+    /// as hydration takes it, without writing a migration back (the update writes its result). A value of another
+    /// type under the name is unusable like one that does not decode: the defaults. A failed read throws.
+    private func storedState(in tx: PrefsTransaction) throws -> Value {
         do {
-            guard let stored = try store.readFixed(name, .json, { Data($0) }) else {
-                let lost = store.lastRecovery?.lostKeys.contains(name) ?? false
-                return (defaults, lost ? .lost : .absent)
-            }
-            json = stored
+            return state(from: try tx.json(forKey: name), lost: false).value
+        } catch let error as PrefsError where error.code == .typeMismatch {
+            return defaults
+        }
+    }
+
+    private func load(from store: PrefsStore) -> (Value, Hydration) {
+        let json: Data?
+        do {
+            json = try store.readFixed(name, .json, { Data($0) })
         } catch let error as PrefsError {
             return (defaults, .unreadable("the stored state cannot be read (\(error.code): \(error.message))"))
         } catch {
             return (defaults, .unreadable("the stored state cannot be read (\(error))"))
         }
+        let lost = json == nil && (store.lastRecovery?.lostKeys.contains(name) ?? false)
+        let (value, hydration) = state(from: json, lost: lost)
+        guard case .migrated(let from) = hydration else { return (value, hydration) }
+        do {
+            try set(value)
+        } catch {
+            // The migrated state is used; the old one stays on disk and is migrated again next time.
+            let message =
+                "PersistedState '\(name)': the state migrated from version \(from) could not be saved "
+                + "in \(store.path): \(error)"
+            logger.error("\(message)", metadata: ["prefskv.path": "\(store.path)"])
+        }
+        return (value, hydration)
+    }
+
+    /// What the stored JSON (nil: nothing stored; `lost`: the store's recovery lost it) holds: the state, decoded
+    /// or migrated (not yet written back), else the defaults and why.
+    private func state(from json: Data?, lost: Bool) -> (value: Value, hydration: Hydration) {
+        guard let json else { return (defaults, lost ? .lost : .absent) }
         guard let stored = try? JSONDecoder().decode(VersionOnly.self, from: json) else {
             return (defaults, .unreadable("the stored state is not a versioned state"))
         }
@@ -302,15 +368,6 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
             return (
                 defaults, .unreadable("migrating the stored state from version \(stored.version) failed: \(error)")
             )
-        }
-        do {
-            try set(migrated)
-        } catch {
-            // The migrated state is used; the old one stays on disk and is migrated again next time.
-            let message =
-                "PersistedState '\(name)': the state migrated from version \(stored.version) could not be saved "
-                + "in \(store.path): \(error)"
-            logger.error("\(message)", metadata: ["prefskv.path": "\(store.path)"])
         }
         return (migrated, .migrated(from: stored.version))
     }

@@ -167,6 +167,12 @@ public struct PrefsTransaction {
     public func decode<T: Decodable>(_ type: T.Type, forKey key: String) throws -> T? {
         try store.decode(type, forKey: key)
     }
+
+    /// The JSON bytes under `key` when the transaction began, undecoded (a ``PersistedState`` looks at the
+    /// version before it decodes the state).
+    func json(forKey key: String) throws -> Data? {
+        try store.readFixed(key, .json) { Data($0) }
+    }
 }
 
 @available(*, unavailable)
