@@ -46,6 +46,19 @@ public final class ObservedPref<Value: Sendable>: Observable, Sendable {
         try store.set(newValue, for: key)
     }
 
+    /// Changes the key's value atomically (``PrefsStore/update(_:_:)``) and returns it: `transform` runs once, on
+    /// the value stored now, under the store's writer lock, so no update made at the same time by another thread
+    /// or process is lost. ``value`` and its observers follow before this returns; if `transform` throws,
+    /// nothing is written.
+    ///
+    /// ```swift
+    /// try fontSize.update { $0 += 1 }
+    /// ```
+    @discardableResult
+    public func update(_ transform: (inout Value) throws -> Void) throws -> Value {
+        try store.update(key, transform)
+    }
+
     /// Takes the store's value now, under the model's lock: callbacks on the writing thread and the watcher's
     /// queue may interleave, and the later one must never leave an older value.
     private func refresh() {

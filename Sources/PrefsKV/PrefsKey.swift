@@ -188,6 +188,33 @@ extension PrefsStore {
         try write { tx throws in try key.write(&tx, value, key.name, key.expiresAfter) }
     }
 
+    /// Changes the value of `key` atomically and returns the new value: `transform` runs on the value stored
+    /// now (the key's default when nothing is stored or it expired), under the writer lock, and its result is
+    /// stored (with the key's lifetime, from now) before the lock is released. Updates made at the same time by
+    /// other threads, handles and processes are applied one after the other and none is lost, where
+    /// `set(store[key] + 1, for: key)` loses them (DataStore's `updateData`).
+    ///
+    /// ```swift
+    /// let launches = try store.update(PrefsKeys.launchCount) { $0 += 1 }
+    /// ```
+    ///
+    /// The transform runs exactly once, under the lock: keep it short (every writer of the store, in every
+    /// process, waits for it), and do not write through the store from inside it (that traps). A result equal
+    /// to the stored value writes nothing (for a key without a lifetime). If `transform` throws, nothing is
+    /// written and the error is rethrown.
+    ///
+    /// - Throws: what ``value(of:)`` throws for a stored value that cannot be read (the transform does not run
+    ///   then, and nothing is written), the transform's error, and the store's write errors.
+    @discardableResult
+    public func update<Value>(_ key: PrefsKey<Value>, _ transform: (inout Value) throws -> Void) throws -> Value {
+        try write { tx throws in
+            var updated = try value(of: key)
+            try transform(&updated)
+            try key.write(&tx, updated, key.name, key.expiresAfter)
+            return updated
+        }
+    }
+
     /// Removes the stored value of `key`: it reads as its default again.
     ///
     /// ```swift

@@ -11,6 +11,11 @@ private struct Counters: Codable, Sendable, Equatable {
     var b = 0
 }
 
+extension PrefsKeys {
+    /// The key the update tests count in (the helper's `prefs-update-key` counts in the same one).
+    fileprivate static let count = PrefsKey<Int>("count", default: 0)
+}
+
 /// Runs each body on a thread of its own, all starting together once every thread is running, and waits for
 /// them; returns the errors they threw. The wait only guards against a hang (300 s); it is no measure of speed.
 private func runTogether(_ bodies: [@Sendable () throws -> Void]) -> [String] {
@@ -120,5 +125,68 @@ private func runTogether(_ bodies: [@Sendable () throws -> Void]) -> [String] {
         }
         #expect(counters.value == Counters(a: 1, b: 1))
         #expect(try readBytes(store.path) == before)
+    }
+
+    // MARK: Typed keys and ObservedPref
+
+    @Test func twoProcessesUpdatingOneKeyLoseNoUpdate() throws {
+        let dir = try TempDir("update-key-mp")
+        let children = try (0..<2).map { try Child(["prefs-update-key", dir.path, "ui", "\($0)", "2", "500"]) }
+        for child in children {
+            #expect(child.waitForLine(timeout: 300) { $0 == "done" } == "done")
+            #expect(child.drain() == 0)
+        }
+        let total = try openStore(dir).value(of: .count)
+        #expect(total == 1_000)
+    }
+
+    @Test func twoThreadsUpdatingOneObservedPrefLoseNoUpdate() throws {
+        let dir = try TempDir("update-observed-threads", memory: true)
+        let store = try openStore(dir)
+        let count = store.observable(PrefsKeys.count)
+        let errors = runTogether([
+            { for _ in 0..<500 { try count.update { $0 += 1 } } },
+            { for _ in 0..<500 { try count.update { $0 += 1 } } },
+        ])
+        #expect(errors.isEmpty, "\(errors)")
+        #expect(count.value == 1_000)
+        let stored = try openStore(dir).value(of: .count)
+        #expect(stored == 1_000)
+    }
+
+    /// The transform starts from what another handle stored, and the result is returned.
+    @Test func aKeyUpdateStartsFromAnotherHandlesWriteAndReturnsTheResult() throws {
+        let dir = try TempDir("update-key-stale", memory: true)
+        let store = try openStore(dir)
+        #expect(try store.update(.count) { $0 += 1 } == 1)
+        try openStore(dir).set(41, for: .count)
+        #expect(try store.update(.count) { $0 += 1 } == 42)
+        #expect(store[.count] == 42)
+    }
+
+    /// A transform that throws, or a stored value the key cannot read, aborts the update: nothing is written, and
+    /// in the second case the transform never runs.
+    @Test func aKeyUpdateThatThrowsOrCannotReadTheValueWritesNothing() throws {
+        struct Refused: Error {}
+        let dir = try TempDir("update-key-throws", memory: true)
+        let store = try openStore(dir)
+        try store.set(5, for: .count)
+        let before = try readBytes(store.path)
+        #expect(throws: Refused.self) {
+            try store.update(.count) {
+                $0 = 99
+                throw Refused()
+            }
+        }
+        #expect(try readBytes(store.path) == before)
+
+        try store.set("five", forKey: "count")
+        let stringStored = try readBytes(store.path)
+        let ran = Mutex(false)
+        expectError(.typeMismatch) {
+            try store.update(.count) { _ in ran.withLock { $0 = true } }
+        }
+        #expect(!ran.withLock { $0 })
+        #expect(try readBytes(store.path) == stringStored)
     }
 }

@@ -36,6 +36,23 @@ enum UpdateCommands {
         PrefsCommands.say("done")
     }
 
+    /// `prefs-update-key DIR ID WORKER PEERS COUNT`: waits for PEERS workers, then calls
+    /// `store.update(count) { $0 += 1 }` COUNT times on the Int key `count`. Prints `done`.
+    static func key(_ args: [String]) {
+        guard args.count == 5, let worker = Int(args[2]), let peers = Int(args[3]), let count = Int(args[4]) else {
+            PrefsCommands.fail("usage: prefs-update-key DIR ID WORKER PEERS COUNT")
+        }
+        let store = PrefsCommands.open(args[0], args[1])
+        let key = PrefsKey<Int>("count", default: 0)
+        meet(store, worker: worker, peers: peers)
+        do {
+            for _ in 0..<count { try store.update(key) { $0 += 1 } }
+        } catch {
+            PrefsCommands.fail("worker \(worker) failed: \(error)")
+        }
+        PrefsCommands.say("done")
+    }
+
     /// Marks WORKER ready in the store and waits until PEERS workers are.
     private static func meet(_ store: PrefsStore, worker: Int, peers: Int) {
         do {
