@@ -144,10 +144,11 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     /// ```
     ///
     /// The transform runs exactly once, under the lock: keep it short (every writer of the store, in every
-    /// process, waits for it), and do not write through the store from inside it (that traps). It starts from
-    /// the stored state as hydration reads it (an older version migrated; the defaults when nothing usable is
-    /// stored), not from ``value``, which may not have followed another process's change yet; ``value`` is the
-    /// result afterwards. A result equal to the stored state writes nothing.
+    /// process, waits for it), and change nothing but its argument (setting this state or writing through the
+    /// store from inside it is a programmer error; a write through the store traps). It starts from the stored
+    /// state as hydration reads it (an older version migrated; the defaults when nothing usable is stored), not
+    /// from ``value``, which may not have followed another process's change yet; ``value`` is the result
+    /// afterwards. A result equal to the stored state writes nothing.
     ///
     /// If `transform` throws, nothing is written, the state is unchanged and the error is rethrown. A store that
     /// cannot be written (read-only) or a stored state that cannot be read (an I/O error; a state that does not

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TestSealer
 import Testing
 
 @testable import PrefsKV
@@ -58,9 +59,11 @@ private func runTogether(_ bodies: [@Sendable () throws -> Void]) -> [String] {
         #expect(counters.value == Counters(a: 500, b: 500))
     }
 
-    @Test func twoThreadsUpdatingOneStateOnOneHandleLoseNoUpdate() throws {
+    /// Plain and sealed (a sealed store commits every write through a transaction plan).
+    @Test(arguments: [false, true])
+    func twoThreadsUpdatingOneStateOnOneHandleLoseNoUpdate(sealed: Bool) throws {
         let dir = try TempDir("update-state-threads", memory: true)
-        let store = try openStore(dir)
+        let store = try openStore(dir) { $0.sealer = sealed ? TestSealer(key: 7) : nil }
         let counters = PersistedState(name: "counters", defaults: Counters(), store: store)
         let errors = runTogether([
             { for _ in 0..<500 { try counters.update { $0.a += 1 } } },
