@@ -91,11 +91,13 @@ let settings = try PrefsStore(id: "settings", directory: try AppDirectory("com.e
 extension PrefsKeys {
     static let fontSize = PrefsKey<Int>("fontSize", default: 13)
     static let recentFolders = PrefsKey<[String]>("recentFolders", default: [])
+    static let launchCount = PrefsKey<Int>("launchCount", default: 0)
 }
 
 let fontSize = settings[.fontSize]                    // 13 until set: never nil, never throws
 try settings.set(15, for: .fontSize)
 try settings.set(["Inbox", "Sent"], for: .recentFolders)
+let launches = try settings.update(.launchCount) { $0 += 1 }  // atomic: no other process's update is lost
 let observedSize = settings.observable(.fontSize)     // follows every write, other processes' included
 withObservationTracking { _ = observedSize.value } onChange: { print("font size changed") }
 try observedSize.set(16)
@@ -103,6 +105,7 @@ try observedSize.set(16)
 check(fontSize == 13 || fontSize == 16, "snippet 2: the default (or the last run's value)")
 check(settings[.fontSize] == 16 && observedSize.value == 16, "snippet 2: the model follows its writes")
 check(settings[.recentFolders] == ["Inbox", "Sent"], "snippet 2: a list")
+check(launches >= 1 && settings[.launchCount] == launches, "snippet 2: an update returns the stored value")
 
 do {
     let token = "tok-" + UUID().uuidString
