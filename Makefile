@@ -94,7 +94,7 @@ TORTURE_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|ImageR
 # kills, power cuts and damage land in and around them too (the first pass keeps the thresholds of the library).
 TORTURE_INDEX_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|ImageReuseTests|CrashTests|MultiProcessTests|VaultCrashTests|PersistedIndexTests
 TORTURE_INDEX_TAIL ?= 8
-TSAN_FILTER := threadsWritingAndReadingOneHandleLoseNoUpdate|ImageReuseTests|twoHandlesInOneProcessSeeEachOthersWrites|MultiProcessTests|observersHearEveryChange|VaultConcurrencyTests|VaultStaleHandleTests|FileSystemFaultTests
+TSAN_FILTER := threadsWritingAndReadingOneHandleLoseNoUpdate|AtomicUpdateTests|anotherHandlesChangeIsHeard|ImageReuseTests|twoHandlesInOneProcessSeeEachOthersWrites|MultiProcessTests|observersHearEveryChange|VaultConcurrencyTests|VaultStaleHandleTests|FileSystemFaultTests
 
 torture: bootstrap
 	@scripts/build-checked.sh $(SWIFT) build --build-tests
