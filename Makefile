@@ -89,10 +89,11 @@ TORTURE_KILLS ?= 3000
 TORTURE_DAMAGES ?= 10000
 TORTURE_POWER_OPS ?= 1500
 VAULT_CRASH_ROUNDS ?= 2000
-TORTURE_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|ImageReuseTests|ImageBoundRecordsTests|FileSystemFaultTests|CrashTests|MultiProcessTests|EnvironmentErrorTests|CompactionTests|VaultCrashTests|VaultKeyringTests|VaultTamperTests|ChangedUnderneathTests
+TORTURE_AGREEMENT_ROUNDS ?= 2000
+TORTURE_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|ImageReuseTests|ImageBoundRecordsTests|FileSystemFaultTests|CrashTests|MultiProcessTests|EnvironmentErrorTests|CompactionTests|VaultCrashTests|VaultKeyringTests|VaultTamperTests|ChangedUnderneathTests|DamageAgreementTests
 # The suites run a second time with persisted index tables written every few records (PREFSKV_INDEX_TAIL), so that
 # kills, power cuts and damage land in and around them too (the first pass keeps the thresholds of the library).
-TORTURE_INDEX_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|ImageReuseTests|CrashTests|MultiProcessTests|VaultCrashTests|PersistedIndexTests
+TORTURE_INDEX_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|ImageReuseTests|CrashTests|MultiProcessTests|VaultCrashTests|PersistedIndexTests|DamageAgreementTests
 TORTURE_INDEX_TAIL ?= 8
 TSAN_FILTER := threadsWritingAndReadingOneHandleLoseNoUpdate|AtomicUpdateTests|anotherHandlesChangeIsHeard|ImageReuseTests|twoHandlesInOneProcessSeeEachOthersWrites|MultiProcessTests|observersHearEveryChange|VaultConcurrencyTests|VaultStaleHandleTests|FileSystemFaultTests
 
@@ -101,11 +102,12 @@ torture: bootstrap
 	rm -f torture-report.txt
 	PREFSKV_TORTURE=long TORTURE_SECONDS=$(TORTURE_SECONDS) TORTURE_KILLS=$(TORTURE_KILLS) \
 		TORTURE_DAMAGES=$(TORTURE_DAMAGES) TORTURE_POWER_OPS=$(TORTURE_POWER_OPS) TORTURE_REPORT=$(CURDIR)/torture-report.txt \
-		VAULT_CRASH_ROUNDS=$(VAULT_CRASH_ROUNDS) $(KEYRING) $(SWIFT) test --skip-build --filter '$(TORTURE_FILTER)'
+		VAULT_CRASH_ROUNDS=$(VAULT_CRASH_ROUNDS) TORTURE_AGREEMENT_ROUNDS=$(TORTURE_AGREEMENT_ROUNDS) \
+		$(KEYRING) $(SWIFT) test --skip-build --filter '$(TORTURE_FILTER)'
 	PREFSKV_TORTURE=long PREFSKV_INDEX_TAIL=$(TORTURE_INDEX_TAIL) TORTURE_SECONDS=$(TORTURE_SECONDS) \
 		TORTURE_KILLS=$(TORTURE_KILLS) TORTURE_DAMAGES=$(TORTURE_DAMAGES) TORTURE_POWER_OPS=$(TORTURE_POWER_OPS) \
 		TORTURE_REPORT=$(CURDIR)/torture-report.txt VAULT_CRASH_ROUNDS=$(VAULT_CRASH_ROUNDS) \
-		$(KEYRING) $(SWIFT) test --skip-build --filter '$(TORTURE_INDEX_FILTER)'
+		TORTURE_AGREEMENT_ROUNDS=$(TORTURE_AGREEMENT_ROUNDS) $(KEYRING) $(SWIFT) test --skip-build --filter '$(TORTURE_INDEX_FILTER)'
 	PREFSKV_TORTURE=long $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter '$(TSAN_FILTER)'
 	@echo; cat torture-report.txt
 

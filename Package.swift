@@ -150,9 +150,14 @@ let package = Package(
             dependencies: ["SecureVault", "TestSupport", "vault-test-helper"],
             swiftSettings: swiftSettings
         ),
+        // The built vaultctl is run as a child process; PrefsKV, the tests' sealer and seeded generator are for
+        // DamageAgreementTests, which reads the same damaged files through the library and compares the answers.
         .testTarget(
             name: "VaultCtlTests",
-            dependencies: ["vaultctl", "TestSupport", "vault-test-helper"],
+            dependencies: [
+                "vaultctl", "TestSupport", "vault-test-helper", "PrefsKV", "TestSealer", "TestKit",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
     ]
