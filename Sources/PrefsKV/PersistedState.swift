@@ -324,7 +324,11 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         } catch {
             return (defaults, .unreadable("the stored state cannot be read (\(error))"))
         }
-        let lost = json == nil && (store.lastRecovery?.lostKeys.contains(name) ?? false)
+        // A state absent after damage that named it (a key of a record lost with it, or the bytes where a damaged record's
+        // key lay) is lost, not never stored.
+        let lost =
+            json == nil
+            && (store.lastRecovery.map { $0.lostKeys.contains(name) || $0.unverifiedLostKeys.contains(name) } ?? false)
         let (value, hydration) = state(from: json, lost: lost)
         guard case .migrated(let from) = hydration else { return (value, hydration) }
         do {

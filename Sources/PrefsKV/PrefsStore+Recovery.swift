@@ -18,6 +18,10 @@ public struct PrefsDamage: Sendable, Equatable, CustomStringConvertible {
     /// Whether records here verify their checksum but not their authenticator (a sealed store read with its
     /// sealer): someone who could write the file but does not hold the key changed it.
     package var isTampering = false
+    /// What the bytes where a damaged record's key would lie spell, in a plain store: not keys (the record failed its
+    /// check), never reported; a hint for ``PersistedState``, whose state absent after damage that may have named it
+    /// hydrates as lost rather than never stored.
+    package var unverifiedKeys: [String] = []
 
     public var description: String {
         "bytes \(range.lowerBound)..<\(range.upperBound): \(reason), \(records) record(s)"
@@ -53,6 +57,9 @@ public struct PrefsRecoveryReport: Sendable, Equatable, CustomStringConvertible 
             + (quarantinePath.map { "original kept at \($0)" }
                 ?? "the original was not copied aside (the store could not be written)")
     }
+
+    /// Names the damaged records may have had (`PrefsDamage.unverifiedKeys`): hints, not keys.
+    package var unverifiedLostKeys: [String] { damage.flatMap(\.unverifiedKeys) }
 
     /// What the damage costs, without what was done about it: records kept and lost, lost keys, damaged bytes.
     var findings: String {

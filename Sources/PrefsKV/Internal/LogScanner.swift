@@ -329,7 +329,7 @@ enum LogScanner {
                 earlierRuns.append((pendingStart, range.lowerBound, pendingCount, result.damage.count))
                 pendingCount = 0
             }
-            var damage = LogScanner.describe(bytes, range)
+            var damage = LogScanner.describe(bytes, range, plainKeys: plainKeys)
             let forged = unauthentic.filter { range.contains($0) }.count
             if forged > 0 {
                 damage.isTampering = true
@@ -376,9 +376,11 @@ enum LogScanner {
     }
 
     /// Counts the record headers still recognisable in a damaged range. It names no key: a record in the range
-    /// failed its check, so the bytes where its key would be are not a key anyone wrote.
-    static func describe(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>) -> PrefsDamage {
+    /// failed its check, so the bytes where its key would be are not a key anyone wrote. What they spell, in a plain
+    /// store, is kept apart as a hint (`PrefsDamage.unverifiedKeys`), never reported as a key.
+    static func describe(_ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, plainKeys: Bool) -> PrefsDamage {
         var records = 0
+        var hints: [String] = []
         var noData = false
         var offset = range.lowerBound
         while offset + Format.recordHeaderSize <= range.upperBound {
@@ -403,12 +405,23 @@ enum LogScanner {
                     continue
                 }
                 records += 1
+                let keyLength = Int(UInt32(littleEndian: bytes.load(fromByteOffset: offset + 8, as: UInt32.self)))
+                let keyStart = offset + Format.recordHeaderSize
+                if plainKeys, keyLength > 0, keyLength <= Format.maxKeyLength, keyStart + keyLength <= range.upperBound,
+                    let name = String(
+                        validating: UnsafeRawBufferPointer(rebasing: bytes[keyStart..<keyStart + keyLength]),
+                        as: UTF8.self)
+                {
+                    hints.append(name)
+                }
             }
             offset += 8
         }
-        return PrefsDamage(
+        var damage = PrefsDamage(
             range: range, records: noData && records == 0 ? 0 : max(records, 1), keys: [],
             reason: "checksum mismatch")
+        damage.unverifiedKeys = hints
+        return damage
     }
 
     fileprivate static func keyName(_ bytes: UnsafeRawBufferPointer, _ record: RecordHeader) -> String? {
