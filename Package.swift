@@ -90,7 +90,7 @@ let package = Package(
         .executableTarget(
             name: "vault-test-helper",
             dependencies: [
-                "PrefsKV", "SecureVault", "ExampleAppState", "TestSealer", "TestKit",
+                "PrefsKV", "SecureVault", "ExampleAppState", "TestSealer", "TestKit", "CForkProbe",
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/TestHelper",
@@ -124,7 +124,7 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
-        // fork() for the tests of the nonce source (Swift cannot call it).
+        // fork() for the tests of the nonce source and of the SIGBUS guard (Swift cannot call it).
         .target(name: "CForkProbe", dependencies: ["CPrefsKV"], path: "Tests/CForkProbe"),
         // valgrind's client requests (memcheck's "undefined" marks), for the constant-time check.
         .target(name: "CSecretMarks", path: "Tests/CSecretMarks"),

@@ -76,15 +76,22 @@ void prefs_tsan_release(const void *address) { (void)address; }
 #include <sys/mman.h>
 #include <unistd.h>
 
-// Each slot: the mapping's start (0: free), its length, its fault count, and whether it is taken. Plain words
-// accessed with atomic builtins: the handler reads them on whatever thread faulted.
+// Each slot: the mapping's start (0: free), its length, its fault count, whether it is taken, its generation (odd
+// while a registration is written or removed, so the handler never pairs one registration's start with another's
+// length) and the handlers answering a fault in it right now (an unregistration waits for them, so a zero page is
+// never mapped over a range that was unmapped meanwhile and may be someone else's). Plain words accessed with
+// atomic builtins: the handler reads them on whatever thread faulted.
 static uintptr_t prefs_guard_start[PREFS_GUARD_SLOTS];
 static size_t prefs_guard_length[PREFS_GUARD_SLOTS];
 static uint32_t prefs_guard_faults[PREFS_GUARD_SLOTS];
 static int prefs_guard_taken[PREFS_GUARD_SLOTS];
+static uint32_t prefs_guard_generation[PREFS_GUARD_SLOTS];
+static uint32_t prefs_guard_in_handler[PREFS_GUARD_SLOTS];
 static uint32_t prefs_guard_zero;
 
 static struct sigaction prefs_guard_previous;
+// 1 once a one-shot (SA_RESETHAND) previous handler has run: it is used up, as it would have been without the guard.
+static int prefs_guard_previous_used;
 static long prefs_guard_page;
 // 0: not installed yet, 1: installing, 2: installed, 3: sigaction failed (errno in prefs_guard_errno).
 static int prefs_guard_state;
@@ -96,10 +103,19 @@ static void prefs_guard_handler(int signal_number, siginfo_t *info, void *contex
     // guard's; a SIGBUS sent by kill(2) or raise(3) has no faulting address.
     int fault = info->si_code == BUS_ADRERR;
     for (int i = 0; fault && i < PREFS_GUARD_SLOTS; i++) {
-        uintptr_t start = __atomic_load_n(&prefs_guard_start[i], __ATOMIC_ACQUIRE);
+        uint32_t generation = __atomic_load_n(&prefs_guard_generation[i], __ATOMIC_SEQ_CST);
+        if (generation & 1) continue;  // being registered or unregistered: not a mapping one can fault in yet
+        uintptr_t start = __atomic_load_n(&prefs_guard_start[i], __ATOMIC_SEQ_CST);
         if (start == 0 || address < start) continue;
-        size_t length = __atomic_load_n(&prefs_guard_length[i], __ATOMIC_ACQUIRE);
+        size_t length = __atomic_load_n(&prefs_guard_length[i], __ATOMIC_SEQ_CST);
         if (address - start >= length) continue;
+        // Announced before the registration is checked once more, so that an unregistration either is seen here
+        // (the slot's generation moved: not ours) or sees this handler and waits for it (prefs_guard_unregister).
+        __atomic_fetch_add(&prefs_guard_in_handler[i], 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&prefs_guard_generation[i], __ATOMIC_SEQ_CST) != generation) {
+            __atomic_fetch_sub(&prefs_guard_in_handler[i], 1, __ATOMIC_SEQ_CST);
+            continue;
+        }
         // One of PrefsKV's mappings: a private zero page over the faulting page lets the access complete.
         int saved = errno;
         uintptr_t page = address & ~(uintptr_t)(prefs_guard_page - 1);
@@ -107,21 +123,22 @@ static void prefs_guard_handler(int signal_number, siginfo_t *info, void *contex
             (void *)page, (size_t)prefs_guard_page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
             -1, 0);
         errno = saved;
+        if (zero != MAP_FAILED) __atomic_fetch_add(&prefs_guard_faults[i], 1, __ATOMIC_RELEASE);
+        __atomic_fetch_sub(&prefs_guard_in_handler[i], 1, __ATOMIC_SEQ_CST);
         if (zero == MAP_FAILED) break;
-        __atomic_fetch_add(&prefs_guard_faults[i], 1, __ATOMIC_RELEASE);
         return;
     }
     // Not a fault of ours: what would have happened without the guard. The previous handler runs with its own
-    // mask; a one-shot one (SA_RESETHAND) leaves the default action behind it, as it would have.
+    // mask. A one-shot one (SA_RESETHAND) runs once and is then used up, as it would have been; the guard stays
+    // installed (resetting the process's disposition would leave PrefsKV's mappings unguarded).
+    int ignored = !(prefs_guard_previous.sa_flags & SA_SIGINFO) && prefs_guard_previous.sa_handler == SIG_IGN;
     int has_handler = (prefs_guard_previous.sa_flags & SA_SIGINFO)
         ? prefs_guard_previous.sa_sigaction != NULL
         : (prefs_guard_previous.sa_handler != SIG_DFL && prefs_guard_previous.sa_handler != SIG_IGN);
-    struct sigaction fallback;
-    memset(&fallback, 0, sizeof fallback);
-    fallback.sa_handler = SIG_DFL;
-    sigemptyset(&fallback.sa_mask);
+    if (has_handler && (prefs_guard_previous.sa_flags & SA_RESETHAND)) {
+        has_handler = __atomic_exchange_n(&prefs_guard_previous_used, 1, __ATOMIC_ACQ_REL) == 0;
+    }
     if (has_handler) {
-        if (prefs_guard_previous.sa_flags & SA_RESETHAND) sigaction(SIGBUS, &fallback, NULL);
         sigset_t saved;
         pthread_sigmask(SIG_BLOCK, &prefs_guard_previous.sa_mask, &saved);
         if (prefs_guard_previous.sa_flags & SA_SIGINFO) {
@@ -132,8 +149,15 @@ static void prefs_guard_handler(int signal_number, siginfo_t *info, void *contex
         pthread_sigmask(SIG_SETMASK, &saved, NULL);
         return;
     }
+    // A SIGBUS sent to a process that ignored SIGBUS stays ignored. (A real fault is not: the kernel ends a process
+    // whose own access faults whatever its disposition, so it goes on below.)
+    if (ignored && !fault) return;
     // The default action: restored; a faulting access runs again and the signal ends the process, and a signal that
     // was sent is sent again (it stays pending until this handler returns).
+    struct sigaction fallback;
+    memset(&fallback, 0, sizeof fallback);
+    fallback.sa_handler = SIG_DFL;
+    sigemptyset(&fallback.sa_mask);
     sigaction(SIGBUS, &fallback, NULL);
     if (!fault) raise(SIGBUS);
 }
@@ -166,9 +190,11 @@ int prefs_guard_register(const void *base, size_t length) {
     for (int i = 0; i < PREFS_GUARD_SLOTS; i++) {
         int free = 0;
         if (__atomic_compare_exchange_n(&prefs_guard_taken[i], &free, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            __atomic_fetch_add(&prefs_guard_generation[i], 1, __ATOMIC_SEQ_CST);  // odd: being written
             __atomic_store_n(&prefs_guard_faults[i], 0, __ATOMIC_RELAXED);
-            __atomic_store_n(&prefs_guard_length[i], length, __ATOMIC_RELEASE);
-            __atomic_store_n(&prefs_guard_start[i], (uintptr_t)base, __ATOMIC_RELEASE);
+            __atomic_store_n(&prefs_guard_length[i], length, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&prefs_guard_start[i], (uintptr_t)base, __ATOMIC_SEQ_CST);
+            __atomic_fetch_add(&prefs_guard_generation[i], 1, __ATOMIC_SEQ_CST);  // even: this registration's
             return i;
         }
     }
@@ -177,8 +203,14 @@ int prefs_guard_register(const void *base, size_t length) {
 
 void prefs_guard_unregister(int slot) {
     if (slot < 0 || slot >= PREFS_GUARD_SLOTS) return;
-    __atomic_store_n(&prefs_guard_start[slot], 0, __ATOMIC_RELEASE);
-    __atomic_store_n(&prefs_guard_length[slot], 0, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&prefs_guard_generation[slot], 1, __ATOMIC_SEQ_CST);  // odd: no new fault resolves here
+    // A handler that matched this registration before the generation moved is answering its fault: wait for it
+    // (one mmap), so that the caller's munmap never races a zero page mapped over the range.
+    while (__atomic_load_n(&prefs_guard_in_handler[slot], __ATOMIC_SEQ_CST) != 0) {
+    }
+    __atomic_store_n(&prefs_guard_start[slot], 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&prefs_guard_length[slot], 0, __ATOMIC_SEQ_CST);
+    __atomic_fetch_add(&prefs_guard_generation[slot], 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&prefs_guard_taken[slot], 0, __ATOMIC_RELEASE);
 }
 

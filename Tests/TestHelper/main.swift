@@ -4,6 +4,7 @@
 //   vault-test-helper <command> [arguments...]
 //
 // Exit status: 0 success, 1 a command failed, 2 or 64 unknown command or bad arguments.
+import CForkProbe
 import Glibc
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -34,6 +35,11 @@ case "keyring-fill": exit(VaultCommands.fillKeyring(rest))
 case "keyring-session": exit(VaultCommands.keyringSession(rest))
 case "launch-route", "launch-sign-in", "launch-logout", "prefs-damage", "file-flip":
     exit(LaunchCommands.run(arguments[0], rest))
+case "guard-probe":
+    // A fresh process, whose SIGBUS guard is not installed yet: fork_probe_guard installs it over the disposition
+    // its child sets first.
+    print(fork_probe_guard(Int32(rest.first ?? "") ?? 0))
+    exit(0)
 default:
     PrefsCommands.fail("unknown command \(arguments.first ?? "(none)")", status: 2)
 }

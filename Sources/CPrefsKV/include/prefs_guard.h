@@ -9,8 +9,14 @@
 // new end. The guard installs, once per process, a SIGBUS handler that looks the faulting address up among the
 // registered mappings: inside one, it maps a private zero page over the faulting page, so that the access
 // completes (reading zeros, or writing to memory no file holds), and counts a fault for that mapping, which the
-// engine checks before it trusts what it read or acknowledges what it wrote. A SIGBUS anywhere else goes to the
-// handler installed before the guard, or takes the default action (the process ends, as without the guard).
+// engine checks before it trusts what it read or acknowledges what it wrote. A SIGBUS anywhere else gets what it
+// would have got without the guard: the handler installed before it (a one-shot, SA_RESETHAND, handler once: then
+// it is used up, and the guard stays installed), or, when SIGBUS was ignored, nothing for a SIGBUS sent by kill(2)
+// (a real fault ends the process, as the kernel ends it), or the default action (the process ends).
+//
+// A fault resolves only against a registration it can see whole (each slot has a generation), and an
+// unregistration waits for a handler answering a fault in its range, so a zero page is never mapped over a range
+// that was unmapped after its fault and may belong to someone else by then.
 
 /// How many mappings can be guarded at once; a mapping registered beyond that is unguarded.
 #define PREFS_GUARD_SLOTS 1024
@@ -23,7 +29,7 @@ int prefs_guard_install(void);
 /// taken. Its fault count starts at zero.
 int prefs_guard_register(const void *base, size_t length);
 
-/// Unregisters a slot, before its mapping is unmapped.
+/// Unregisters a slot, before its mapping is unmapped. Returns once no handler is answering a fault in it.
 void prefs_guard_unregister(int slot);
 
 /// The slot's fault count: faults the handler answered inside its mapping since it was registered. Read it with
