@@ -220,6 +220,19 @@ uint32_t *prefs_guard_fault_count(int slot) {
 
 uint32_t *prefs_guard_no_faults(void) { return &prefs_guard_zero; }
 
+// MARK: Spawning (prefs_sys.h)
+
+#include "prefs_sys.h"
+
+#include <spawn.h>
+
+int posix_spawn_file_actions_addclosefrom_np(posix_spawn_file_actions_t *actions, int from);
+// <spawn.h> declares it only under _GNU_SOURCE or _DEFAULT_SOURCE with glibc 2.34 and later.
+
+int prefs_spawn_close_from(void *actions, int from) {
+    return posix_spawn_file_actions_addclosefrom_np((posix_spawn_file_actions_t *)actions, from);
+}
+
 // MARK: Nonces (prefs_nonce.h)
 
 #include "prefs_nonce.h"

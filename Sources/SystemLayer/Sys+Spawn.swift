@@ -33,9 +33,10 @@ extension Sys {
     ///
     /// Nothing passes through argv or the environment but `arguments`: a secret goes in `input` (at most 4 KiB,
     /// sent over a socket so that a child that exits early cannot raise SIGPIPE here). The child starts with an
-    /// empty signal mask and default signal dispositions (the caller's threads may block signals), this
-    /// process's environment, and descriptors 0, 1 and 2 (every descriptor this package opens is close-on-exec;
-    /// one the host app opened without O_CLOEXEC is inherited, as by any child it starts).
+    /// empty signal mask and default signal dispositions (the caller's threads may block signals), an environment
+    /// of `PATH` alone (``childEnvironment``: none of the host app's variables, and the C locale, so its messages are
+    /// the ones the caller recognises), and descriptors 0, 1 and 2 only (``spawn(_:_:environment:input:output:errorOutput:)``
+    /// closes the others, including those the host app opened without O_CLOEXEC).
     // See: man 3 posix_spawn, man 2 poll, man 2 waitpid
     package static func runChild(
         _ executables: [String], _ arguments: [String], input: UnsafeRawBufferPointer, outputLimit: Int,
@@ -60,7 +61,7 @@ extension Sys {
         }
 
         let spawned = spawn(
-            executable, arguments, environment: nil, input: inputPair[1], output: outputPipe[1],
+            executable, arguments, environment: childEnvironment, input: inputPair[1], output: outputPipe[1],
             errorOutput: errorPipe[1])
         close(inputPair[1])
         close(outputPipe[1])
@@ -105,6 +106,11 @@ extension Sys {
         }
     }
 
+    /// The environment of a helper program run by ``runChild(_:_:input:outputLimit:deadline:)``: `systemd-creds`
+    /// needs no variable (its `SYSTEMD_*` debugging variables are exactly what a host app's environment must not
+    /// change), and a search path is all a program run by absolute path may use.
+    package static let childEnvironment = ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+
     /// The exit status of `pid` once it has ended (128 + the signal for a signal), nil when it has not by
     /// `until`. ECHILD (another thread reaped it, or SIGCHLD is ignored) is `statusUnknown`.
     private static func reap(_ pid: Int32, until: ContinuousClock.Instant) -> Result<Int32?, ChildFailure> {
@@ -133,7 +139,8 @@ extension Sys {
     }
 
     /// Starts `executable` with `arguments` (argv[0] is `executable`), its standard input, output and error the
-    /// descriptors given (each dup'ed onto 0, 1 and 2; every other descriptor of ours is close-on-exec), an empty
+    /// descriptors given (each dup'ed onto 0, 1 and 2; every other descriptor is closed in the child, whoever
+    /// opened it and however), an empty
     /// signal mask and default dispositions (the caller's threads may block signals, and a child that inherited
     /// that could not be stopped by SIGTERM), and `environment` (`NAME=value` entries; nil: this process's).
     // See: man 3 posix_spawn
@@ -147,6 +154,9 @@ extension Sys {
         posix_spawn_file_actions_adddup2(&actions, input, 0)
         posix_spawn_file_actions_adddup2(&actions, output, 1)
         posix_spawn_file_actions_adddup2(&actions, errorOutput, 2)
+        // See: man 2 close_range (glibc's posix_spawn_file_actions_addclosefrom_np, 2.34 and later)
+        let closing = prefs_spawn_close_from(&actions, 3)
+        guard closing == 0 else { return .failure(Errno(rawValue: closing)) }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

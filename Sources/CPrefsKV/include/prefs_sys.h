@@ -37,6 +37,12 @@ int pipe2(int pipefd[2], int flags);  // <unistd.h> declares it only under _GNU_
 /// pipe2(2) with O_CLOEXEC: a pipe no child spawned meanwhile by another thread inherits (Sys.runChild).
 static inline int prefs_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
 
+/// Adds to the posix_spawn_file_actions_t at `actions` a file action closing every descriptor from `from` up
+/// (close_range(2) in the child, after the dup2 actions before it), so a helper program inherits none of the host
+/// app's descriptors (Sys.spawn). glibc's posix_spawn_file_actions_addclosefrom_np (2.34 and later), which Swift's
+/// Glibc module does not show; in prefs_kv.c, so that this header needs no <spawn.h>. 0, or an error number.
+int prefs_spawn_close_from(void *actions, int from);
+
 /// prctl(2) PR_SET_DUMPABLE 0 (variadic, so not callable from Swift): the process is not dumpable.
 static inline int prefs_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L); }
 
