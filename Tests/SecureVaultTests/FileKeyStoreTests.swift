@@ -313,3 +313,63 @@ import TestSupport
         #expect(Array(result.lines.dropFirst(3)) == ["wipe-test.cred"], "\(result)")
     }
 }
+
+// MARK: Issue 34, point 5 (b, d): planted files
+
+extension FileKeyStoreTests {
+    /// A wrapped key replaced by a symbolic link (to a copy of itself, so that only the link is wrong) is a
+    /// planted file: `permissionDenied` naming the path, as for one of another owner (before: `io`, the ELOOP of
+    /// its O_NOFOLLOW open passed through as an I/O error).
+    @Test func aWrappedKeyReplacedByASymbolicLinkIsPermissionDenied() throws {
+        let scratch = try Scratch()
+        let path = scratch.root + "/vault.key"
+        try KeyStore.createKeyFile(at: path)
+        try scratch.vault(.keyFile(path)).set("tok", for: "token")
+        let identity = try #require(try scratch.vault(.keyFile(path)).existingIdentity())
+        let wrapped = scratch.vaults + "/app.\(identity.keyIDHex).vaultkey"
+        try FileManager.default.moveItem(atPath: wrapped, toPath: scratch.root + "/moved.vaultkey")
+        try FileManager.default.createSymbolicLink(atPath: wrapped, withDestinationPath: scratch.root + "/moved.vaultkey")
+        let error = Self.failure { _ = try scratch.vault(.keyFile(path)).string(for: "token") }
+        #expect(error?.code == .permissionDenied, "\(String(describing: error))")
+        #expect(error?.message.contains(wrapped) == true, "\(String(describing: error))")
+        #expect(error?.message.contains("symbolic link") == true, "\(String(describing: error))")
+        #expect(error?.path == wrapped)
+    }
+
+    /// `$CREDENTIALS_DIRECTORY/<name>` is trusted as systemd makes it: a regular file (a symbolic link is refused,
+    /// never followed), of this user or root, that group and others cannot write (0400 and 0440 are systemd's).
+    /// Anything else is `permissionDenied` naming the file (before: read whatever it was).
+    @Test func aCredentialInTheCredentialsDirectoryMustBeAsSystemdMakesIt() throws {
+        let scratch = try Scratch()
+        let name = "sv-" + UUID().uuidString.prefix(8).lowercased()
+        let result = try scratch.run(
+            """
+            export VAULT_TEST_KEY_STORE=systemd-creds:\(name)
+            $H vault-set app token <<< tok > /dev/null
+            mkdir -m 0700 $S/credentials $S/elsewhere
+            systemd-creds decrypt --name=\(name) $VAULT_TEST_DIR/\(name).cred $S/elsewhere/real
+            chmod 0400 $S/elsewhere/real
+            mv $VAULT_TEST_DIR/\(name).cred $S/sealed-away
+            C=$S/credentials/\(name)
+            GET() { env CREDENTIALS_DIRECTORY=$S/credentials $H vault-get app token 2>>$S/errors | cut -d' ' -f1,2; }
+            cp $S/elsewhere/real $C; chmod 0400 $C; GET
+            chmod 0440 $C; GET
+            chmod 0460 $C; GET
+            chmod 0406 $C; GET
+            chmod 0400 $C; chown 65534 $C; GET
+            rm $C; ln -s $S/elsewhere/real $C; GET
+            rm $C; mkdir -m 0700 $C; GET
+            cat $S/errors
+            """)
+        #expect(Array(result.lines.prefix(7)) == [
+            "value tok", "value tok", "error permissionDenied", "error permissionDenied", "error permissionDenied",
+            "error permissionDenied", "error permissionDenied",
+        ], "\(result)")
+        let credential = scratch.root + "/credentials/" + name
+        let messages = result.lines.dropFirst(7).filter { $0.hasPrefix("message ") }
+        #expect(messages.count == 5 && messages.allSatisfy { $0.contains(credential) }, "\(result)")
+        #expect(messages.contains { $0.contains("group or others may write it") }, "\(result)")
+        #expect(messages.contains { $0.contains("belongs to uid 65534") }, "\(result)")
+        #expect(messages.contains { $0.contains("symbolic link") }, "\(result)")
+    }
+}

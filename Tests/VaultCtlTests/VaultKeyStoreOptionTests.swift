@@ -210,3 +210,29 @@ extension VaultKeyStoreOptionTests {
         #expect(stdin.status == 64 && stdin.standardError.contains("standard input carries"), "\(stdin)")
     }
 }
+
+extension VaultKeyStoreOptionTests {
+    /// A wrapped key (`<service>.<key id>.vaultkey`) replaced by a symbolic link is a planted file: exit 77, the
+    /// message naming the wrapped key (before: 74, an I/O error).
+    @Test func aWrappedKeyReplacedByASymbolicLinkExits77() throws {
+        let vault = try VaultSandbox()
+        let token = VaultSandbox.secret("token")
+        try vault.input("set", token, secret: token)
+        let keyFile = vault.sandbox.path("vault.key")
+        try vault.run(
+            .noSecretService,
+            script: """
+                V init vault init --key-store key-file:\(keyFile) --service app
+                V set vault set --key-store key-file:\(keyFile) --service app session
+                wrapped=$(ls "$VDIR"/app.*.vaultkey)
+                echo "$wrapped" > "$IO/wrapped"
+                mv "$wrapped" "$IO/moved.vaultkey"; ln -s "$IO/moved.vaultkey" "$wrapped"
+                V get vault get --key-store key-file:\(keyFile) --service app session
+                """)
+        #expect(try vault.step("set").status == 0)
+        let wrapped = try #require(vault.output("wrapped"))
+        let get = try vault.step("get")
+        #expect(get.status == 77, "\(get)")
+        #expect(get.standardError.contains(wrapped) && get.standardError.contains("symbolic link"), "\(get)")
+    }
+}

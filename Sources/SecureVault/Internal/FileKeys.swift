@@ -171,7 +171,7 @@ struct FileKeys: Sendable {
         case .systemdCredential(let name, let file):
             // A service started with LoadCredentialEncrypted= gets it decrypted by systemd: no child process.
             if let directory = Sys.environment("CREDENTIALS_DIRECTORY"),
-                let key = try readKeyFile(Sys.joinPath(directory, name), checkingOwner: false)
+                let key = try readKeyFile(Sys.joinPath(directory, name), trust: .systemdCredential)
             {
                 return key
             }
@@ -182,13 +182,24 @@ struct FileKeys: Sendable {
         }
     }
 
-    /// Reads a 32-byte key file: a regular file (a symbolic link is followed: Kubernetes mounts secrets
-    /// through links) of this user that others can neither read nor write (the ssh rule), unless
-    /// `checkingOwner` is false (systemd's own credentials directory).
-    private func readKeyFile(_ path: String, checkingOwner: Bool = true) throws(VaultError) -> SecretBytes? {
-        guard let (fd, info) = try openChecked(path, what: "key file", followingLinks: true, checkingOwner: checkingOwner)
+    /// Who may have made a root secret's file.
+    enum Trust {
+        /// A key file: a regular file (a symbolic link is followed: Kubernetes mounts secrets through links) of this
+        /// user that others can neither read nor write (the ssh rule).
+        case keyFile
+        /// `$CREDENTIALS_DIRECTORY/<name>`, as systemd makes it: a regular file (a symbolic link is refused, never
+        /// followed) of this user or root (the service's user, or root when systemd gives it through a group) that
+        /// group and others cannot write (mode 0400 or 0440, in a read-only ramfs).
+        case systemdCredential
+    }
+
+    /// Reads a 32-byte key file, a regular file trusted as `trust` says.
+    private func readKeyFile(_ path: String, trust: Trust = .keyFile) throws(VaultError) -> SecretBytes? {
+        let what = trust == .keyFile ? "key file" : "systemd credential file"
+        guard let (fd, info) = try openChecked(path, what: what, followingLinks: trust == .keyFile, checkingOwner: trust == .keyFile)
         else { return nil }
         defer { Sys.close(fd) }
+        if trust == .systemdCredential { try Self.requireSystemdMade(info, path) }
         guard info.size == Self.rootLength else {
             throw VaultError(
                 code: .wrongKey,
@@ -211,6 +222,23 @@ struct FileKeys: Sendable {
                 path: path)
         }
         return key
+    }
+
+    /// Throws `permissionDenied` unless `info` (the `fstat` of `path`, a credential in `$CREDENTIALS_DIRECTORY`)
+    /// shows a file of this user or root that group and others cannot write, as systemd makes it.
+    private static func requireSystemdMade(_ info: FileStatus, _ path: String) throws(VaultError) {
+        guard info.owner == Sys.userID || info.owner == 0 else {
+            throw VaultError(
+                code: .permissionDenied,
+                message: "the systemd credential file \(path) belongs to uid \(info.owner), neither this user (uid "
+                    + "\(Sys.userID)) nor root; refusing to use it", path: path)
+        }
+        guard info.permissions & 0o022 == 0 else {
+            throw VaultError(
+                code: .permissionDenied,
+                message: "the systemd credential file \(path) has mode 0\(String(info.permissions, radix: 8)): group "
+                    + "or others may write it; refusing to use it", path: path)
+        }
     }
 
     /// A small file of this vault's (a wrapped key, a credential file), nil when it does not exist. A symbolic

@@ -10,11 +10,16 @@ extension VaultError {
         switch error {
         // See: man 2 open: EACCES (mode bits, a directory without search permission), EPERM (ownership rules).
         case .accessDenied, .notPermitted: code = .permissionDenied
+        // See: man 2 open: ELOOP, with O_NOFOLLOW the last component is a symbolic link: a file planted in place of
+        // one of ours, refused as a planted file of another owner is.
+        case .symbolicLink: code = .permissionDenied
         // See: man 2 write: ENOSPC (device full), EDQUOT (quota).
         case .noSpace, .quotaExceeded: code = .diskFull
         default: code = .io
         }
-        return VaultError(code: code, message: "\(message): \(error.text)", path: path, cause: .errno(error.rawValue))
+        let refused = error == .symbolicLink ? "; \(path) is a symbolic link (or a loop of them), not a file: refusing it" : ""
+        return VaultError(
+            code: code, message: "\(message): \(error.text)\(refused)", path: path, cause: .errno(error.rawValue))
     }
 
     /// Throws `permissionDenied` unless `info` (the `fstat` or `lstat` of `path`) shows a file of this user
