@@ -121,7 +121,9 @@ public struct KeyStore: Sendable, CustomStringConvertible {
     /// ```
     ///
     /// Read from `$CREDENTIALS_DIRECTORY/<name>` when the process runs as a service whose unit has
-    /// `LoadCredentialEncrypted=<name>:<file>` (systemd decrypts it: the service may run as any user), else by
+    /// `LoadCredentialEncrypted=<name>:<file>` (systemd decrypts it: the service may run as any user; the file must
+    /// be as systemd makes it, a regular file of this user or root that group and others cannot write, else
+    /// ``VaultError/Code/permissionDenied``), else by
     /// running `systemd-creds decrypt` on `file` (as root: the host key is root's). A vault created where neither
     /// exists seals a new one into `file` (mode 0600). Each master key is kept wrapped under it as for
     /// ``keyFile(_:)``; the credential itself is never changed or deleted. No `systemd-creds`, or one that cannot
