@@ -1,7 +1,7 @@
 # The two commands a new machine needs:
 #   make demo   build the launch demo and play a client app's launches inside a private keyring session
 #   make test   install what is missing, build, and run every test inside a private keyring session
-#               (the torture suites included, in their short mode: about 30 s of the run)
+#               (the torture suites included, in their short mode: about 45 s of the run)
 # And one to check a machine:
 #   make doctor   build vaultctl and run `vaultctl doctor` inside a private keyring session
 # And for reliability work (Documentation/Reliability.md):

@@ -227,18 +227,9 @@ struct FileKeys: Sendable {
     /// Throws `permissionDenied` unless `info` (the `fstat` of `path`, a credential in `$CREDENTIALS_DIRECTORY`)
     /// shows a file of this user or root that group and others cannot write, as systemd makes it.
     private static func requireSystemdMade(_ info: FileStatus, _ path: String) throws(VaultError) {
-        guard info.owner == Sys.userID || info.owner == 0 else {
-            throw VaultError(
-                code: .permissionDenied,
-                message: "the systemd credential file \(path) belongs to uid \(info.owner), neither this user (uid "
-                    + "\(Sys.userID)) nor root; refusing to use it", path: path)
-        }
-        guard info.permissions & 0o022 == 0 else {
-            throw VaultError(
-                code: .permissionDenied,
-                message: "the systemd credential file \(path) has mode 0\(String(info.permissions, radix: 8)): group "
-                    + "or others may write it; refusing to use it", path: path)
-        }
+        try VaultError.requireTrusted(
+            info, path, what: "the systemd credential file", rootMayOwn: true, forbiddenMode: 0o022,
+            modeProblem: "group or others may write it")
     }
 
     /// A small file of this vault's (a wrapped key, a credential file), nil when it does not exist. A symbolic

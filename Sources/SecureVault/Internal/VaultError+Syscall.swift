@@ -25,17 +25,29 @@ extension VaultError {
     /// Throws `permissionDenied` unless `info` (the `fstat` or `lstat` of `path`) shows a file of this user
     /// that other users cannot read or write. `what` names the file ("vault file", "key file").
     static func requirePrivate(_ info: FileStatus, _ path: String, what: String) throws(VaultError) {
-        guard info.owner == Sys.userID else {
+        try requireTrusted(
+            info, path, what: what, rootMayOwn: false, forbiddenMode: 0o077, modeProblem: "other users may read it",
+            fix: " (chmod go= \(path))")
+    }
+
+    /// Throws `permissionDenied` unless `info` shows a file of this user (or, with `rootMayOwn`, root) none of
+    /// whose `forbiddenMode` bits are set; `modeProblem` says what a forbidden bit allows, `fix` how to mend it.
+    static func requireTrusted(
+        _ info: FileStatus, _ path: String, what: String, rootMayOwn: Bool, forbiddenMode: UInt32, modeProblem: String,
+        fix: String = ""
+    ) throws(VaultError) {
+        guard info.owner == Sys.userID || (rootMayOwn && info.owner == 0) else {
+            let expected =
+                rootMayOwn ? "neither this user (uid \(Sys.userID)) nor root" : "not to this user (uid \(Sys.userID))"
             throw VaultError(
                 code: .permissionDenied,
-                message: "\(what) \(path) belongs to uid \(info.owner), not to this user (uid \(Sys.userID)); "
-                    + "refusing to use it", path: path)
+                message: "\(what) \(path) belongs to uid \(info.owner), \(expected); refusing to use it", path: path)
         }
-        guard info.permissions & 0o077 == 0 else {
+        guard info.permissions & forbiddenMode == 0 else {
             throw VaultError(
                 code: .permissionDenied,
-                message: "\(what) \(path) has mode 0\(String(info.permissions, radix: 8)): other users may read it; "
-                    + "refusing to use it (chmod go= \(path))", path: path)
+                message: "\(what) \(path) has mode 0\(String(info.permissions, radix: 8)): \(modeProblem); "
+                    + "refusing to use it\(fix)", path: path)
         }
     }
 }
