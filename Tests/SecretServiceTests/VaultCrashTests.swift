@@ -73,7 +73,10 @@ import TestSupport
               echo v0 | $H vault-set $SVC k0 > /dev/null
             fi
             for r in $(seq 1 \(rounds)); do
-              $H vault-crash-writer $SVC > \(work)/acks.$r 2>/dev/null &
+              # The acks file exists before the writer starts: on a loaded machine the kill can come before the
+              # child was first scheduled, and so before a redirect of its own had created it (no acks: 0 acked).
+              : > \(work)/acks.$r
+              $H vault-crash-writer $SVC >> \(work)/acks.$r 2>/dev/null &
               pid=$!
               sleep "0.$(printf '%03d' $((RANDOM % 380 + 20)))"
               kill -9 "$pid"; wait "$pid" 2>/dev/null
