@@ -20,17 +20,34 @@ import Testing
     }
 
     @Test func aChildPastItsDeadlineIsKilledAndReported() throws {
-        // The child would print after 30 s; its pid file shows it is gone once runChild returns.
-        let pidFile = "/tmp/child-test-\(Sys.processID())"
+        // The child (sleep, which would exit after 30 s) runs under a name of its own, a symbolic link: the kernel
+        // gives it that name at its exec, before runChild returns the pid and starts the clock, and keeps it while
+        // the process is a zombie. No process may carry the name once runChild returns. (The child used to write
+        // its pid to a file itself: on a loaded machine bash was killed at 300 ms before it had written the file,
+        // and `#require` of the file failed with nothing wrong.)
+        let name = "ct" + String((0..<12).map { _ in "abcdefghijklmnopqrstuvwxyz".randomElement()! })
+        var template = Array("/tmp/child-test-XXXXXX".utf8CString)
+        let directory = try #require(mkdtemp(&template).map { String(cString: $0) })
+        let link = directory + "/" + name
+        #expect(symlink("/bin/sleep", link) == 0)
+        defer {
+            unlink(link)
+            rmdir(directory)
+        }
         let result = [UInt8]().withUnsafeBytes {
-            Sys.runChild(
-                ["/bin/bash"], ["--norc", "-c", "echo $$ > \(pidFile); exec sleep 30"], input: $0, outputLimit: 64,
-                deadline: .milliseconds(300))
+            Sys.runChild([link], ["30"], input: $0, outputLimit: 64, deadline: .milliseconds(300))
         }
         #expect(Self.failure(result) == .timedOut)
-        let pid = try #require(Sys.readSmallFile(pidFile).map { String(decoding: $0, as: UTF8.self) })
-        _ = Sys.removeIfPresent(pidFile)
-        #expect(!Sys.exists("/proc/\(pid.split(separator: "\n")[0])"), "the child was killed and reaped")
+        #expect(Self.processes(named: name) == [], "the child was killed and reaped")
+    }
+
+    /// The pids whose name (`/proc/PID/comm`, the first 15 bytes of the executable's file name) is `name`.
+    static func processes(named name: String) -> [String]? {
+        guard case .success(let entries) = Sys.directoryEntries("/proc") else { return nil }
+        return entries.filter { pid in
+            pid.allSatisfy(\.isNumber)
+                && Sys.readSmallFile("/proc/\(pid)/comm").map { String(decoding: $0, as: UTF8.self) } == name + "\n"
+        }
     }
 
     @Test func aChildThatExitsWithoutReadingItsInputRaisesNoSignalHere() throws {
