@@ -184,7 +184,7 @@ import Testing
         // The handle's watch thread may have taken the changes and be delivering them on its own thread: wait for
         // the event (the deadline only bounds a failure).
         let expected: Set<String> = ["k3", "k5", "k10", "blob"]
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(120)
         while !Set(heard.withLock { $0 }.flatMap(\.keys)).isSuperset(of: expected) && ContinuousClock.now < deadline {
             _ = try observed.count
             Thread.sleep(forTimeInterval: 0.01)
@@ -237,7 +237,7 @@ import Testing
         func awaitKeys(_ expected: Set<String>) -> Set<String> {
             // The handle's watch thread may be delivering the changes on its own thread: wait for the event (the
             // deadline only bounds a failure).
-            let deadline = ContinuousClock.now + .seconds(20)
+            let deadline = ContinuousClock.now + .seconds(120)
             while !Set(heard.withLock { $0 }.flatMap(\.keys)).isSuperset(of: expected) && ContinuousClock.now < deadline {
                 _ = try? observed.count
                 Thread.sleep(forTimeInterval: 0.01)
@@ -280,7 +280,7 @@ import Testing
         try writer.compact()
         #expect(Self.inode(dir.file("ui.prefs")) != before, "the compaction wrote a new file")
         #expect(try observed.string(forKey: "k3") == "changed")
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(120)
         while !heard.withLock({ $0 }).contains(where: { $0.keys.contains("k3") }) && ContinuousClock.now < deadline {
             _ = try observed.count
             Thread.sleep(forTimeInterval: 0.01)
