@@ -35,6 +35,10 @@ import Testing
     /// `MONITOR` starts recording the Secret Service method calls (dbus-monitor), `CALLS NAME` counts those
     /// named NAME so far, after a `Ping` it sent has shown up in the record (so nothing is still in flight).
     /// `EXPORT` writes the KeePassXC database as XML to $HOME/export.xml (failing when it cannot).
+    /// `LOCKED` waits until the default collection reads locked, locking it again while it does not: KeePassXC
+    /// answers `Lock` before it has locked (`vault lock` exits 0 and the collection still reads unlocked for a
+    /// moment, for seconds on a loaded machine), and the steps meant for a locked keyring then met an unlocked
+    /// one. At most 120 s, a guard against a hang.
     static let prelude = """
         export VAULT_TEST_DIR="$HOME/vaults"
         SHA() { sha256sum "$VAULT_TEST_DIR/app.prefs" 2>/dev/null | cut -c1-64 || echo none; }
@@ -50,6 +54,13 @@ import Testing
             --method org.freedesktop.DBus.Peer.Ping >/dev/null 2>&1
           for _ in $(seq 1 600); do [ "$(grep -c 'member=Ping$' "$HOME/calls.txt")" -ge "$PINGS" ] && break; sleep 0.05; done
           grep -c "member=$1$" "$HOME/calls.txt"; }
+        LOCKED() {
+          local end=$((SECONDS + 120))
+          while [ "$SECONDS" -lt "$end" ]; do
+            [ "$($H secret-state 2>/dev/null)" = locked ] && return 0
+            $VAULTCTL vault lock >/dev/null 2>&1; sleep 0.05
+          done
+          echo "LOCKED: the default keyring was not locked after 120 s" >&2; return 1; }
         EXPORT() {
           printf '%s\n' "$VAULT_TEST_KEEPASSXC_PASSWORD" \
             | keepassxc-cli export -q -f xml "$VAULT_TEST_KEEPASSXC_DB" >"$HOME/export.xml" 2>/dev/null \
@@ -153,6 +164,7 @@ import Testing
             $H vault-token-set app tok-1 none
             BEFORE=$(SHA)
             $VAULTCTL vault lock >/dev/null; echo "lock $?"
+            LOCKED
             $H vault-token app
             echo new | $H vault-set app other
             $H vault-rotate-report app
@@ -214,6 +226,7 @@ import Testing
             """
             $H vault-token-set app tok-1 none
             $VAULTCTL vault lock >/dev/null
+            LOCKED
             MONITOR
             U1=$(CALLS Unlock); S1=$(CALLS SearchItems)
             VAULT_TEST_PROMPT_MS=1500 $H vault-token app
