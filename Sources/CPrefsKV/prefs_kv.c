@@ -220,6 +220,17 @@ uint32_t *prefs_guard_fault_count(int slot) {
 
 uint32_t *prefs_guard_no_faults(void) { return &prefs_guard_zero; }
 
+// MARK: Constant-time comparison (prefs_sys.h)
+
+int prefs_equal_constant_time(const void *a, const void *b, size_t length) {
+    const volatile unsigned char *x = a;
+    const volatile unsigned char *y = b;
+    unsigned char difference = 0;
+    for (size_t i = 0; i < length; i++) difference |= (unsigned char)(x[i] ^ y[i]);
+    // 0 - 1 wraps to all ones (bit 31 set) only when no byte differed.
+    return (int)(((uint32_t)difference - 1u) >> 31);
+}
+
 // MARK: Spawning (prefs_sys.h)
 
 #include "prefs_sys.h"

@@ -67,6 +67,19 @@ extension Sys {
         explicit_bzero(base, buffer.count)
     }
 
+    /// Whether `a` and `b` hold the same bytes, compared in a time that depends on their length only
+    /// (`prefs_equal_constant_time`): for authenticators and key checks, where `==` would stop at the first
+    /// differing byte and tell how much of a forgery was right.
+    ///
+    /// ```swift
+    /// guard Sys.constantTimeEqual(expected, stored) else { return false }
+    /// ```
+    public static func constantTimeEqual(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        guard let x = a.baseAddress, let y = b.baseAddress else { return true }
+        return prefs_equal_constant_time(x, y, a.count) == 1
+    }
+
     /// Byte equality of two ranges (`memcmp`).
     @inlinable @inline(__always)
     public static func bytesEqual(_ a: UnsafeRawPointer, _ b: UnsafeRawPointer, count: Int) -> Bool {

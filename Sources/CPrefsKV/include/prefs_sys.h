@@ -2,6 +2,7 @@
 #define PREFS_SYS_H
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <sys/prctl.h>
 
 // System calls PrefsKV makes on the way to its first read, called directly: Swift's Glibc module wraps the
@@ -60,5 +61,10 @@ int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpa
 static inline int prefs_rename_exchange(const char *a, const char *b) {
     return renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
 }
+
+/// 1 when the `length` bytes at `a` and `b` are equal, else 0, in a time that depends on `length` only: every byte
+/// is read (through volatile pointers) and the answer is made without a branch on the bytes. For authenticators and
+/// key checks of sealed stores (PrefsKV links no libsodium; SecureVault uses `sodium_memcmp`). In prefs_kv.c.
+int prefs_equal_constant_time(const void *a, const void *b, size_t length);
 
 #endif

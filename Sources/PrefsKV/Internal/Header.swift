@@ -34,6 +34,12 @@ struct Header: Equatable {
         Format.logStart + (hasHeaderCopy ? Format.headerCopyLength(authenticated: authenticatesRecords) : 0)
     }
 
+    /// Whether a sealer's key check is the one a header holds, compared in constant time (how much of a guessed key
+    /// check matched is not told by the time the comparison takes).
+    static func sameKeyCheck(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        a.withUnsafeBytes { x in b.withUnsafeBytes { y in Sys.constantTimeEqual(x, y) } }
+    }
+
     /// A new header with a random store UUID.
     static func new(keyCheck: [UInt8]?) -> Header {
         var rng = SystemRandomNumberGenerator()

@@ -77,7 +77,7 @@ extension StoreLog {
         // Nothing authenticates: a wrong key must not become an empty store under it, and records that cannot be
         // authenticated cannot be told from forgeries.
         let keyChecks = legible.map(\.keyCheck).filter { !$0.isEmpty }
-        if !keyChecks.isEmpty && !keyChecks.contains(sealer.keyCheck) {
+        if !keyChecks.isEmpty && !keyChecks.contains(where: { Header.sameKeyCheck($0, sealer.keyCheck) }) {
             throw PrefsError(
                 .wrongKey,
                 "no copy of the header verifies, and the key check still legible in it is not the sealer's: wrong key; "

@@ -1,5 +1,6 @@
 // What authenticates the records of a sealed store: the image a record lies in, and the authenticator (a MAC
 // under the sealer's key) every record of a version-2 sealed store carries but the bound set records of version 6.
+import SystemLayer
 
 /// The store and image a record lies in, which a sealed record's associated data names: its store UUID, and its
 /// image's generation (a bound record's, version 6).
@@ -107,9 +108,9 @@ struct RecordAuth {
                 sealer.authenticate(context: context, record: covered, into: expected)
             }
             // Constant time: the comparison does not stop at the first differing byte.
-            var difference: UInt8 = 0
-            for i in 0..<Format.authenticatorSize { difference |= expected[i] ^ bytes[macStart + i] }
-            return difference == 0
+            return Sys.constantTimeEqual(
+                UnsafeRawBufferPointer(expected),
+                UnsafeRawBufferPointer(rebasing: bytes[macStart..<macStart + Format.authenticatorSize]))
         }
     }
 }
