@@ -96,6 +96,8 @@ let package = Package(
             path: "Tests/TestHelper",
             swiftSettings: swiftSettings
         ),
+        // A second writer of a store's file, in C, for the concurrent-writer tests (ConcurrentWriterTests).
+        .executableTarget(name: "prefs-racer", path: "Tests/PrefsRacer"),
         // Shared by the test targets: running child processes, finding build products and scripts.
         .target(
             name: "TestSupport", dependencies: ["SystemLayer", .product(name: "Logging", package: "swift-log")],
@@ -120,7 +122,7 @@ let package = Package(
         .testTarget(
             name: "PrefsKVTests",
             dependencies: [
-                "PrefsKV", "ExampleAppState", "TestSealer", "TestSupport", "TestKit", "vault-test-helper",
+                "PrefsKV", "ExampleAppState", "TestSealer", "TestSupport", "TestKit", "vault-test-helper", "prefs-racer",
             ],
             swiftSettings: swiftSettings
         ),

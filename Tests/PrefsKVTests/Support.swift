@@ -101,7 +101,8 @@ final class Child {
     private(set) var lines: [String] = []
     private var eof = false
 
-    init(_ arguments: [String]) throws {
+    /// Spawns `executable` (the test helper unless named) with `arguments`.
+    init(_ arguments: [String], executable: String = helperPath) throws {
         var fds: [Int32] = [0, 0]
         guard pipe(&fds) == 0 else { throw TestFailure("pipe failed") }
         var actions = posix_spawn_file_actions_t()
@@ -110,10 +111,10 @@ final class Child {
         posix_spawn_file_actions_adddup2(&actions, fds[1], 1)
         posix_spawn_file_actions_addclose(&actions, fds[0])
         posix_spawn_file_actions_addclose(&actions, fds[1])
-        let argv = ([helperPath] + arguments).map { strdup($0) } + [nil]
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, helperPath, &actions, nil, argv, environ)
+        let rc = posix_spawn(&pid, executable, &actions, nil, argv, environ)
         close(fds[1])
         guard rc == 0 else {
             close(fds[0])

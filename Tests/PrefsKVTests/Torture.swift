@@ -6,6 +6,8 @@
 //   TORTURE_KILLS=N        SIGKILLs of the crash torture (default 150 short, 3000 long)
 //   TORTURE_DAMAGES=N      random damages of the corruption torture (default 400 short, 10000 long)
 //   TORTURE_POWER_OPS=N    operations recorded by each power-loss simulation (default 150 short, 1500 long)
+//   TORTURE_RACE_ROUNDS=N  opens and table lookups raced by a second writer (default 300 short, 3000 long;
+//                          ConcurrentWriterTests: ten times that many reads, a third to a thirtieth of it of the rest)
 //   TORTURE_REPORT=PATH    also append every summary line to PATH (make torture collects them there)
 import Foundation
 import TestSupport

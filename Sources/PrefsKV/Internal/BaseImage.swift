@@ -142,7 +142,7 @@ extension Recovery {
                 bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: freeSpaceEndsLog,
                 plainKeys: !damagedHeader.isEncrypted, seed: damagedHeader.recordSeed,
                 auth: RecordAuth(header: damagedHeader, sealer: log.sealer)
-            ) { record in
+            ) { record, _ in
                 switch record.kind {
                 case .set, .delete, .removeAll: records.append(record)
                 case .commit, .header, .index: break
@@ -187,7 +187,7 @@ extension Recovery {
                 for (i, record) in records.enumerated() {
                     guard
                         let length = StoreImage.copy(
-                            record, from: source, sourceImage: ImageIdentity(damagedHeader), into: bytes, at: offset,
+                            record, from: source, sourceHeader: damagedHeader, into: bytes, at: offset,
                             seq: UInt64(live.count + 1 + i), auth: auth, seed: newHeader.recordSeed)
                     else { return false }
                     offset += length

@@ -102,7 +102,6 @@ enum StoreImage {
         into bytes: UnsafeMutableRawBufferPointer, header: Header, auth: RecordAuth?
     ) throws(PrefsError) -> Bool {
         let sourceSeed = sourceHeader.recordSeed
-        let sourceImage = ImageIdentity(sourceHeader)
         let seed = header.recordSeed
         var offset = header.firstRecordOffset
         for (i, entry) in entries.enumerated() {
@@ -116,7 +115,7 @@ enum StoreImage {
             guard intact else { return false }
             guard
                 let length = copy(
-                    recordHeader(of: entry, in: source), from: source, sourceImage: sourceImage, into: bytes,
+                    recordHeader(of: entry, in: source), from: source, sourceHeader: sourceHeader, into: bytes,
                     at: offset, seq: UInt64(i + 1), auth: auth, seed: seed)
             else {
                 throw PrefsError(
@@ -134,14 +133,31 @@ enum StoreImage {
     /// number `seq` and returns its length: as it is (`RecordWriter.copy`, with a new authenticator under `auth`),
     /// or, for a sealed set record copied into an image that binds values, sealed again for its new place
     /// (`SealedValue.copy`). Nil when a sealed value does not open (its bytes changed, or it was forged).
+    ///
+    /// In a sealed store nothing is copied as it lies in `source` (a mapping another process may write): a bound set
+    /// record is opened and sealed again from a private copy (`SealedValue.copy`), and any other record of an
+    /// authenticated source is copied into private memory and checked again there (its CRC, and its authenticator
+    /// in `sourceHeader`'s image under the same sealer) before the copy is written from it. Nil when that check
+    /// fails.
     static func copy(
-        _ record: RecordHeader, from source: UnsafeRawBufferPointer, sourceImage: ImageIdentity,
+        _ record: RecordHeader, from source: UnsafeRawBufferPointer, sourceHeader: Header,
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, seq: UInt64, auth: RecordAuth?, seed: RecordSeed
     ) -> Int? {
         if let auth, auth.bindsValues, record.kind == .set {
             return SealedValue.copy(
-                record, from: source, sourceImage: sourceImage, into: bytes, at: offset, seq: seq,
+                record, from: source, sourceImage: ImageIdentity(sourceHeader), into: bytes, at: offset, seq: seq,
                 image: ImageIdentity(uuid: auth.uuid, generation: auth.generation), seed: seed, sealer: auth.sealer)
+        }
+        if let auth, let sourceAuth = RecordAuth(header: sourceHeader, sealer: auth.sealer) {
+            guard record.offset + record.length <= source.count else { return nil }
+            return PrivateCopy.of(source, record.offset..<record.offset + record.length) { copy -> Int? in
+                guard
+                    let checked = RecordHeader.verified(in: copy, at: 0, limit: copy.count, seed: sourceHeader.recordSeed),
+                    checked.kind == record.kind, checked.length == record.length,
+                    sourceAuth.isAuthentic(checked, in: copy, fileOffset: record.offset)
+                else { return nil }
+                return RecordWriter.copy(checked, from: copy, into: bytes, at: offset, seq: seq, auth: auth, seed: seed)
+            }
         }
         return RecordWriter.copy(record, from: source, into: bytes, at: offset, seq: seq, auth: auth, seed: seed)
     }

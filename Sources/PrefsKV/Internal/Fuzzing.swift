@@ -14,7 +14,7 @@ package enum PrefsFuzzing {
         var liveBytes = 0
         let result = LogScanner.scan(
             view, from: 0, to: length, freeSpaceEndsLog: wholeFile, plainKeys: true, seed: .unseeded
-        ) { record in
+        ) { record, _ in
             precondition(record.offset >= 0 && record.offset + record.length <= length, "a record outside the log")
             StoreLog.applyToIndex(record, bytes: view, sealed: false, index: &index, liveBytes: &liveBytes)
         }

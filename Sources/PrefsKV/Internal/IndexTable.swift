@@ -198,12 +198,29 @@ final class IndexTable {
             let offset = Int(word >> 27) << 3
             if offset == 0 { return .absent }
             if (word >> 16) & 0x7FF == hash >> 53 {
-                guard offset >= Format.logStart, offset < recordOffset,
-                    let record = RecordHeader.verified(in: bytes, at: offset, limit: recordOffset, seed: recordSeed),
-                    record.kind == .set, record.isSealed == sealed
-                else { return .damaged }
-                if let auth, !auth.isAuthentic(record, in: bytes) { return .damaged }
-                if IndexTable.record(record, in: bytes, hasKey: key, sealed: sealed) { return .found(record) }
+                guard offset >= Format.logStart, offset < recordOffset else { return .damaged }
+                if let auth {
+                    // A sealed store's record is checked as a private copy, and its key and fields are the copy's.
+                    guard let plausible = RecordHeader.plausible(in: bytes, at: offset, limit: recordOffset) else {
+                        return .damaged
+                    }
+                    let found = PrivateCopy.of(bytes, offset..<offset + plausible.length) { copy -> Probe? in
+                        guard var record = RecordHeader.verified(in: copy, at: 0, limit: copy.count, seed: recordSeed),
+                            record.kind == .set, record.isSealed == sealed,
+                            auth.isAuthentic(record, in: copy, fileOffset: offset)
+                        else { return .damaged }
+                        guard IndexTable.record(record, in: copy, hasKey: key, sealed: sealed) else { return nil }
+                        record.offset = offset
+                        return .found(record)
+                    }
+                    if let found { return found }
+                } else {
+                    guard
+                        let record = RecordHeader.verified(in: bytes, at: offset, limit: recordOffset, seed: recordSeed),
+                        record.kind == .set, record.isSealed == sealed
+                    else { return .damaged }
+                    if IndexTable.record(record, in: bytes, hasKey: key, sealed: sealed) { return .found(record) }
+                }
             }
             slot = (slot + 1) & mask
         }

@@ -26,13 +26,35 @@ enum LogScanner {
     /// - `auth`: in a version-2 sealed store scanned with its sealer, every record must also carry a matching
     ///   authenticator. One that verifies its CRC but not its authenticator (forged, replayed, moved) is not
     ///   applied, and the damaged range around it is marked as tampering.
-    /// - `apply`: called for each committed record (set, delete, removeAll), in log order.
+    /// - `apply`: called for each committed record (set, delete, removeAll), in log order, with the bytes it lies
+    ///   in at its offset: the mapping's, or in a sealed store the private copy that was checked.
+    ///
+    /// With `auth`, the range is first copied into private memory (`PrivateCopy.atOffsets`) and only the copy is
+    /// read: another process writing the file meanwhile cannot change a record between its check and its use (its
+    /// key taken for another, a commit's count, a field read again for the second pass).
     static func scan(
         _ bytes: UnsafeRawBufferPointer, from start: Int, to limit: Int, freeSpaceEndsLog: Bool,
         plainKeys: Bool, minimumSeq: UInt64 = 0, seed: RecordSeed, auth: RecordAuth? = nil,
-        apply: (RecordHeader) -> Void
+        apply: (RecordHeader, UnsafeRawBufferPointer) -> Void
     ) -> ScanResult {
         precondition(start & 7 == 0 && start <= limit && limit <= bytes.count)
+        guard auth != nil else {
+            return scan(
+                bytes, start, limit, freeSpaceEndsLog: freeSpaceEndsLog, plainKeys: plainKeys, minimumSeq: minimumSeq,
+                seed: seed, auth: nil) { apply($0, bytes) }
+        }
+        return PrivateCopy.atOffsets(bytes, start..<limit) { copy in
+            scan(
+                copy, start, limit, freeSpaceEndsLog: freeSpaceEndsLog, plainKeys: plainKeys, minimumSeq: minimumSeq,
+                seed: seed, auth: auth) { apply($0, copy) }
+        }
+    }
+
+    @inline(__always)
+    private static func scan(
+        _ bytes: UnsafeRawBufferPointer, _ start: Int, _ limit: Int, freeSpaceEndsLog: Bool, plainKeys: Bool,
+        minimumSeq: UInt64, seed: RecordSeed, auth: RecordAuth?, apply: (RecordHeader) -> Void
+    ) -> ScanResult {
         // The common case, an intact log, takes two passes over the mapping and allocates nothing: the first
         // verifies every record and their order, the second applies them. Damage (rare) goes to the salvage
         // scan, which reads the range again from the start.
@@ -46,8 +68,9 @@ enum LogScanner {
         }
         var log = Reader(bytes: bytes, plainKeys: plainKeys, start: start, minimumSeq: minimumSeq)
         var offset = start
-        // Every record below `end` verified in the first pass; the mapping below a published log end does not
-        // change (the log is append-only), so the header fields are read again without the checksum.
+        // Every record below `end` verified in the first pass, and the header fields are read again without the
+        // checksum: the log below a published end does not change when every writer keeps to the protocol, and a
+        // sealed store's scan reads its private copy, which nobody else writes.
         while offset < end, let record = RecordHeader.plausible(in: bytes, at: offset, limit: end) {
             log.accept(record, apply)
             offset += record.length

@@ -94,6 +94,37 @@ struct RecordHeader {
     }
 }
 
+/// Private copies of a sealed store's bytes. The mapping is shared with every process that can write the file, so a
+/// byte checked there may have changed when it is read again: in a sealed store a record is copied here first,
+/// checked as a copy, and every field and byte used afterwards is the copy's (the scan, `LogScanner.scan`; the
+/// table's lookups, `IndexTable.probe`; a sealed value's open and re-seal, `SealedValue`). Records are written the
+/// other way round: built in private memory and copied into the mapping, their magic last (`RecordWriter`).
+enum PrivateCopy {
+    /// Passes `body` a private copy of `bytes[range]`: on the stack when small, else a temporary allocation.
+    @inline(__always)
+    static func of<R>(
+        _ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R {
+        try withUnsafeTemporaryAllocation(byteCount: max(range.count, 1), alignment: 16) { buffer in
+            let copy = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<range.count])
+            if !range.isEmpty { copy.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[range])) }
+            return try body(UnsafeRawBufferPointer(copy))
+        }
+    }
+
+    /// Passes `body` a private copy of `bytes[range]` at the same offsets: a buffer of `range.upperBound` bytes of
+    /// which only `range` is copied (and touched: the rest is never read), so that records keep their file offsets.
+    static func atOffsets<R>(
+        _ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, _ body: (UnsafeRawBufferPointer) throws -> R
+    ) rethrows -> R {
+        let copy = UnsafeMutableRawBufferPointer.allocate(byteCount: max(range.upperBound, 1), alignment: 16)
+        defer { copy.deallocate() }
+        if !range.isEmpty {
+            UnsafeMutableRawBufferPointer(rebasing: copy[range]).copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[range]))
+        }
+        return try body(UnsafeRawBufferPointer(rebasing: copy[0..<range.upperBound]))
+    }
+}
 
 /// Where the CRC32C of a record starts: after the record magic (every version), then, from version 5, the
 /// generation of the image the record belongs to (8 bytes, little-endian). The generation is not stored in the

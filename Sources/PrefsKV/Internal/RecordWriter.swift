@@ -4,7 +4,7 @@
 /// Writes records into a mutable buffer (the mapping, beyond the published log end, or a new image).
 enum RecordWriter {
     /// Writes one record at `offset` and returns its header (its `length` is the bytes it took). The value is
-    /// produced by `fillValue` directly in place. With `auth` (a version-2 sealed store) the record is flagged
+    /// produced by `fillValue` directly in place (in a sealed store, in the private copy the record is built in). With `auth` (a version-2 sealed store) the record is flagged
     /// authenticated and its authenticator is computed before the CRC, which starts with `seed` (the image's
     /// `Header.recordSeed`). The magic is stored last, after the CRC, so a half-written record never starts with it.
     /// A set record of an image that binds values is written with `writeBound` instead.
@@ -53,14 +53,48 @@ enum RecordWriter {
         precondition(offset & 7 == 0 && offset + length <= bytes.count, "record does not fit its buffer")
         let base = bytes.baseAddress! + offset
         base.storeBytes(of: 0, toByteOffset: 0, as: UInt32.self)
+        let crc: UInt32
+        if signed || binding != nil || flags & RecordFlags.sealed != 0 {
+            // A sealed store's record is built whole in private memory (sealed, authenticated, checksummed there)
+            // and copied into `bytes`, which may be a mapping another process writes meanwhile: what the
+            // authenticator and the CRC cover is exactly what this writer laid out, never bytes read back.
+            crc = try withUnsafeTemporaryAllocation(byteCount: length, alignment: 16) { record in
+                let crc = try layOut(
+                    at: record.baseAddress!, fileOffset: offset, length: length, kind: kind, valueType: valueType,
+                    flags: flags, seq: seq, expiresAt: expiresAt, key: key, valueLength: valueLength, auth: auth,
+                    binding: binding, seed: seed, fill: fill)
+                (base + 4).copyMemory(from: record.baseAddress! + 4, byteCount: length - 4)
+                return crc
+            }
+        } else {
+            crc = try layOut(
+                at: base, fileOffset: offset, length: length, kind: kind, valueType: valueType, flags: flags, seq: seq,
+                expiresAt: expiresAt, key: key, valueLength: valueLength, auth: nil, binding: nil, seed: seed,
+                fill: fill)
+        }
+        // The magic last, after the CRC, so a half-written record never starts with it.
+        base.storeBytes(of: Format.recordMagic.littleEndian, toByteOffset: 0, as: UInt32.self)
+        return RecordHeader(
+            offset: offset, kind: kind, valueType: valueType, flags: flags, keyLength: key.count,
+            valueLength: valueLength, seq: seq, expiresAt: expiresAt, crc: crc)
+    }
+
+    /// Lays out a record's bytes 4..<`length` at `base` (its fields, key, value from `fill`, padding, authenticator,
+    /// CRC) for file offset `fileOffset`, and returns its CRC. The magic is the caller's to store, last.
+    @inline(__always)
+    private static func layOut(
+        at base: UnsafeMutableRawPointer, fileOffset offset: Int, length: Int, kind: RecordKind, valueType: UInt8,
+        flags: UInt8, seq: UInt64, expiresAt: Int64, key: UnsafeRawBufferPointer, valueLength: Int,
+        auth: RecordAuth?, binding: ImageIdentity?, seed: RecordSeed,
+        fill: (UnsafeMutableRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+    ) rethrows -> UInt32 {
         storeFields(
             into: base, kind: kind, valueType: valueType, flags: flags, valueLength: valueLength, seq: seq,
             expiresAt: expiresAt, key: key)
         let valueStart = Format.recordHeaderSize + key.count
         let value = UnsafeMutableRawBufferPointer(start: base + valueStart, count: valueLength)
         if let binding {
-            // The binding is made from this writer's own values, never read back from the record: `bytes` may be a
-            // shared mapping that someone else writes meanwhile.
+            // The binding is made from this writer's own values, never read back from the record.
             try SealedValue.withBindingData(
                 image: binding, offset: offset, kind: kind, valueType: valueType, flags: flags,
                 valueLength: valueLength, seq: seq, expiresAt: expiresAt, key: key
@@ -70,14 +104,13 @@ enum RecordWriter {
         }
         let padStart = valueStart + valueLength
         (base + padStart).initializeMemory(as: UInt8.self, repeating: 0, count: length - padStart)
-        if signed { auth.unsafelyUnwrapped.sign(UnsafeMutableRawBufferPointer(start: base, count: length), at: offset) }
+        if auth != nil {
+            auth.unsafelyUnwrapped.sign(UnsafeMutableRawBufferPointer(start: base, count: length), at: offset)
+        }
         var crc = seed.start
         crc.update(UnsafeRawBufferPointer(start: base + 4, count: length - 8))
         base.storeBytes(of: crc.value.littleEndian, toByteOffset: length - 4, as: UInt32.self)
-        base.storeBytes(of: Format.recordMagic.littleEndian, toByteOffset: 0, as: UInt32.self)
-        return RecordHeader(
-            offset: offset, kind: kind, valueType: valueType, flags: flags, keyLength: key.count,
-            valueLength: valueLength, seq: seq, expiresAt: expiresAt, crc: crc.value)
+        return crc.value
     }
 
     /// Stores a record's bytes 4..<32 (kind, value type, flags, a zero byte, key length, value length, sequence

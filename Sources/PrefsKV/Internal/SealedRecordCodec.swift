@@ -132,15 +132,16 @@ final class SealedRecordCodec {
         let sealer = self.sealer
         do {
             return try file.withBytes { bytes in
-                guard entry.valueOffset + entry.valueLength <= bytes.count else { throw SealedPayloadError() }
-                let head = UnsafeRawBufferPointer(rebasing: bytes[entry.recordOffset..<entry.valueOffset])
-                let sealed = UnsafeRawBufferPointer(
-                    rebasing: bytes[entry.valueOffset..<entry.valueOffset + entry.valueLength])
-                return try SealedValue.withPlaintext(
-                    of: sealed, head: head, bound: entry.bound, in: image, offset: entry.recordOffset,
-                    type: entry.type.rawValue, expiresAt: entry.expiresAt, sealer: sealer
-                ) { plain in
-                    try SealedValue.withNameAndValue(plain, expectedName: expectedName, body)
+                // Opened as a private copy: the mapping is shared with whoever can write the file.
+                try SealedValue.withPrivateRecord(
+                    in: bytes, at: entry.recordOffset, keyLength: entry.keyLength, valueLength: entry.valueLength
+                ) { head, sealed in
+                    try SealedValue.withPlaintext(
+                        of: sealed, head: head, bound: entry.bound, in: image, offset: entry.recordOffset,
+                        type: entry.type.rawValue, expiresAt: entry.expiresAt, sealer: sealer
+                    ) { plain in
+                        try SealedValue.withNameAndValue(plain, expectedName: expectedName, body)
+                    }
                 }
             }
         } catch let error as PrefsError {

@@ -186,16 +186,35 @@ enum SealedValue {
         }
     }
 
-    /// Whether the value of the sealed set record `record` (its CRC verified) of `image` opens, bound or not.
+    /// Passes `body` a private copy of the head (magic to the end of the key) and the sealed value of the set record
+    /// at `offset` of `bytes` whose key and value are `keyLength` and `valueLength` bytes long (`PrivateCopy`): what
+    /// is opened and checked is the copy, which nobody else writes. Throws when the record does not fit `bytes`.
+    @inline(__always)
+    static func withPrivateRecord<R>(
+        in bytes: UnsafeRawBufferPointer, at offset: Int, keyLength: Int, valueLength: Int,
+        _ body: (_ head: UnsafeRawBufferPointer, _ sealed: UnsafeRawBufferPointer) throws -> R
+    ) throws -> R {
+        let headLength = Format.recordHeaderSize + keyLength
+        guard offset >= 0, offset + headLength + valueLength <= bytes.count else { throw SealedPayloadError() }
+        return try PrivateCopy.of(bytes, offset..<offset + headLength + valueLength) { copy in
+            try body(
+                UnsafeRawBufferPointer(rebasing: copy[0..<headLength]), UnsafeRawBufferPointer(rebasing: copy[headLength...]))
+        }
+    }
+
+    /// Whether the value of the sealed set record `record` (its CRC verified) of `image` opens, bound or not (as a
+    /// private copy).
     static func opens(
         _ record: RecordHeader, in bytes: UnsafeRawBufferPointer, image: ImageIdentity, sealer: any PrefsSealer
     ) -> Bool {
-        let head = UnsafeRawBufferPointer(rebasing: bytes[record.offset..<record.valueOffset])
-        return
-            (try? withPlaintext(
-                of: record.value(in: bytes), head: head, bound: record.isBound, in: image, offset: record.offset,
+        (try? withPrivateRecord(
+            in: bytes, at: record.offset, keyLength: record.keyLength, valueLength: record.valueLength
+        ) { head, sealed in
+            try withPlaintext(
+                of: sealed, head: head, bound: record.isBound, in: image, offset: record.offset,
                 type: record.valueType, expiresAt: record.expiresAt, sealer: sealer
-            ) { _ in () }) != nil
+            ) { _ in () }
+        }) != nil
     }
 
     /// Whether the bound set record `record` (its CRC verified) of `image` is authentic: flagged bound, its padding
@@ -221,27 +240,25 @@ enum SealedValue {
     /// Copies the sealed set record `record` of `source`, an image `sourceImage`, into `bytes` at `offset` of
     /// `image`, an image that binds values: its value is opened with the associated data it was sealed with, and
     /// sealed again, bound to its new place under a fresh nonce (`flags`: its flags in the new image). Returns the
-    /// copy's length; nil when it does not open there (its bytes changed).
+    /// copy's length; nil when it does not open there (its bytes changed). The record is copied once into private
+    /// memory (the source may be a shared mapping): the open checks that copy, and the new record is made from it.
     static func copy(
         _ record: RecordHeader, from source: UnsafeRawBufferPointer, sourceImage: ImageIdentity,
         into bytes: UnsafeMutableRawBufferPointer, at offset: Int, seq: UInt64, image: ImageIdentity, seed: RecordSeed,
         sealer: any PrefsSealer
     ) -> Int? {
         guard record.isSealed else { return nil }
-        let value = record.value(in: source)
-        // The record's header and key copied once into private memory: the open checks this copy, and the new
-        // record is written from it (the source may be a shared mapping).
-        return withUnsafeTemporaryAllocation(byteCount: record.valueOffset - record.offset, alignment: 8) { head in
-            head.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[record.offset..<record.valueOffset]))
-            let head = UnsafeRawBufferPointer(head)
-            return try? withPlaintext(
-                of: value, head: head, bound: record.isBound, in: sourceImage, offset: record.offset,
+        return try? withPrivateRecord(
+            in: source, at: record.offset, keyLength: record.keyLength, valueLength: record.valueLength
+        ) { head, sealed in
+            try withPlaintext(
+                of: sealed, head: head, bound: record.isBound, in: sourceImage, offset: record.offset,
                 type: record.valueType, expiresAt: record.expiresAt, sealer: sealer
             ) { plain in
                 try RecordWriter.writeBound(
                     into: bytes, at: offset, valueType: record.valueType, flags: record.flags | RecordFlags.commit,
                     seq: seq, expiresAt: record.expiresAt,
-                    key: UnsafeRawBufferPointer(rebasing: head[Format.recordHeaderSize...]), valueLength: value.count,
+                    key: UnsafeRawBufferPointer(rebasing: head[Format.recordHeaderSize...]), valueLength: sealed.count,
                     image: image, seed: seed
                 ) { out, ad in
                     try sealer.seal(plain, associatedData: ad, into: out)

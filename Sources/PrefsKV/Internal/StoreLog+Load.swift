@@ -192,14 +192,14 @@ extension StoreLog {
             return LogScanner.scan(
                 bytes, from: found.end, to: end, freeSpaceEndsLog: false, plainKeys: !sealed, minimumSeq: found.seq,
                 seed: snapshot.header.recordSeed, auth: auth
-            ) { record in
+            ) { record, recordBytes in
                 tail = record.kind == .index ? 0 : tail + 1
                 if record.kind == .index { newestIndex = record.length }
                 usable =
                     usable
                     && StoreLog.applyAfterTable(
-                        record, table: found, bytes: bytes, sealed: sealed, auth: auth, index: &index,
-                        liveBytes: &liveBytes)
+                        record, in: recordBytes, table: found, mapping: bytes, sealed: sealed, auth: auth,
+                        index: &index, liveBytes: &liveBytes)
             }
         }
         guard let result, let table, usable, result.damage.isEmpty else { return false }
@@ -247,19 +247,29 @@ extension StoreLog {
                 }
                 why = "it names format version \(v) and its checksum does not match"
             }
-            let copy: Header?
-            do throws(Header.Problem) {
-                copy = try Header.fromCopy(in: bytes)
-            } catch {
-                problem = error  // the copy verifies and names a newer version
-                copy = nil
+            // The copy is parsed and authenticated as one private copy of its record (`PrivateCopy`).
+            let copyEnd = min(
+                bytes.count & ~7,
+                Format.logStart
+                    + Format.recordLength(keyLength: 0, valueLength: Format.staticSize, authenticated: true))
+            let (copy, authentic) = PrivateCopy.atOffsets(bytes, Format.logStart..<max(copyEnd, Format.logStart)) {
+                bytes -> (Header?, Bool) in
+                let copy: Header?
+                do throws(Header.Problem) {
+                    copy = try Header.fromCopy(in: bytes)
+                } catch {
+                    problem = error  // the copy verifies and names a newer version
+                    copy = nil
+                }
+                guard let copy, checkSealer, let sealer, let auth = RecordAuth(header: copy, sealer: sealer),
+                    let record = Header.copyRecord(in: bytes)
+                else { return (copy, true) }
+                return (copy, auth.isAuthentic(record, in: bytes))
             }
             guard let copy else { throw headerError(problem, path: path) }
             // In a sealed store the copy must be authentic too: one forged without the key (another identity, to
             // make every real record fail) is tampering, and nothing is written.
-            if checkSealer, let sealer, let auth = RecordAuth(header: copy, sealer: sealer),
-                let record = Header.copyRecord(in: bytes), !auth.isAuthentic(record, in: bytes)
-            {
+            if !authentic, let sealer {
                 try check(copy, against: sealer, path: path)  // a wrong key is that, not tampering
                 throw PrefsError(
                     .tampered,
@@ -321,7 +331,7 @@ extension StoreLog {
             guard header.isEncrypted else {
                 throw PrefsError(.notEncrypted, "the store is not sealed and was opened with a sealer", path: path)
             }
-            guard sealer.keyCheck == header.keyCheck else {
+            guard Header.sameKeyCheck(sealer.keyCheck, header.keyCheck) else {
                 throw PrefsError(.wrongKey, "the sealer's key check does not match the store's: wrong key", path: path)
             }
             guard header.authenticatesRecords || sealer.acceptsUnauthenticatedLog else {
@@ -397,10 +407,10 @@ extension StoreLog {
             LogScanner.scan(
                 bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: freeSpaceEndsLog, plainKeys: !sealed,
                 seed: snapshot.header.recordSeed, auth: RecordAuth(header: snapshot.header, sealer: sealer)
-            ) { record in
+            ) { record, recordBytes in
                 tail = record.kind == .index ? 0 : tail + 1
                 if record.kind == .index { newestIndex = record.length }
-                StoreLog.applyToIndex(record, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
+                StoreLog.applyToIndex(record, bytes: recordBytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
             }
         }
         snapshot.index = index

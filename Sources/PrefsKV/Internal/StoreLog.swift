@@ -251,14 +251,14 @@ final class StoreLog {
             LogScanner.scan(
                 bytes, from: knownEnd, to: end, freeSpaceEndsLog: false, plainKeys: !sealed, minimumSeq: nextSeq - 1,
                 seed: recordSeed, auth: auth
-            ) { record in
+            ) { record, recordBytes in
                 if wants {
                     // A sealed key that goes keeps its entry here: its record, still in this file, names it.
                     if record.kind == .removeAll {
                         found += index.keys
                         if sealed { for (key, entry) in index { vanished.updateValue(entry, forKey: key) } }
                     } else if record.kind != .commit && record.kind != .index {
-                        let key = RecordCodec.indexKey(record.key(in: bytes), sealed: sealed)
+                        let key = RecordCodec.indexKey(record.key(in: recordBytes), sealed: sealed)
                         found.append(key)
                         if sealed && record.kind == .delete, let entry = index[key] {
                             vanished.updateValue(entry, forKey: key)
@@ -271,10 +271,11 @@ final class StoreLog {
                     usable =
                         usable
                         && StoreLog.applyAfterTable(
-                            record, table: table, bytes: bytes, sealed: sealed, auth: auth, index: &index,
-                            liveBytes: &liveBytes)
+                            record, in: recordBytes, table: table, mapping: bytes, sealed: sealed, auth: auth,
+                            index: &index, liveBytes: &liveBytes)
                 } else {
-                    StoreLog.applyToIndex(record, bytes: bytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
+                    StoreLog.applyToIndex(
+                        record, bytes: recordBytes, sealed: sealed, index: &index, liveBytes: &liveBytes)
                 }
             }
         }
@@ -500,10 +501,11 @@ final class StoreLog {
     /// Applies one committed record that follows the persisted table `table` to the index of a lazy handle (which
     /// holds the keys of such records and those looked up): false when the record deletes or clears keys (a key
     /// the index then lacks could be the table's, yet absent), or when the key's entry in the table, whose live
-    /// bytes it replaces, does not verify.
+    /// bytes it replaces, does not verify. `bytes`: what the record was checked in (the scan's); `mapping`: the
+    /// file's, where the table's lookups read.
     static func applyAfterTable(
-        _ record: RecordHeader, table: IndexTable, bytes: UnsafeRawBufferPointer, sealed: Bool, auth: RecordAuth?,
-        index: inout KeyIndex, liveBytes: inout Int
+        _ record: RecordHeader, in bytes: UnsafeRawBufferPointer, table: IndexTable, mapping: UnsafeRawBufferPointer,
+        sealed: Bool, auth: RecordAuth?, index: inout KeyIndex, liveBytes: inout Int
     ) -> Bool {
         switch record.kind {
         case .set:
@@ -513,7 +515,7 @@ final class StoreLog {
             if let old = index.updateValue(entry, forKey: key) {
                 liveBytes -= old.recordLength
             } else {
-                switch table.probe(key, in: bytes, sealed: sealed, auth: auth) {
+                switch table.probe(key, in: mapping, sealed: sealed, auth: auth) {
                 case .found(let old): liveBytes -= Entry(old).recordLength
                 case .absent: break
                 case .damaged: return false

@@ -23,9 +23,9 @@ enum Verify {
                 _ = LogScanner.scan(
                     bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: true, plainKeys: false,
                     seed: header.recordSeed, auth: RecordAuth(header: header, sealer: sealer)
-                ) { record in
+                ) { record, recordBytes in
                     guard record.kind == .set, record.isSealed else { return }
-                    let ok = SealedValue.opens(record, in: bytes, image: ImageIdentity(header), sealer: sealer)
+                    let ok = SealedValue.opens(record, in: recordBytes, image: ImageIdentity(header), sealer: sealer)
                     if !ok {
                         verified -= 1
                         damage.append(
