@@ -133,7 +133,7 @@ let package = Package(
         // The program scripts/ct-check.sh runs under memcheck: the vault's seal and open with the keys and
         // plaintexts marked secret, failing on any branch that depends on them.
         .executableTarget(
-            name: "ct-probe", dependencies: ["SecureVault", "CSecretMarks"], path: "Tests/CTProbe",
+            name: "ct-probe", dependencies: ["SecureVault", "SystemLayer", "CSecretMarks"], path: "Tests/CTProbe",
             swiftSettings: swiftSettings),
         .testTarget(
             name: "SystemLayerTests", dependencies: ["SystemLayer", "CPrefsKV", "CForkProbe"],

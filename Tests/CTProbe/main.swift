@@ -5,11 +5,13 @@
 // Sodium.AEAD for wrapped keys), on both sides of every length limit, and marks data public only where it is
 // declassified: a sealed value once written (it goes to disk), a plaintext once its tag verified. Whether a tag
 // verified, or two key checks are equal, is public too: the valgrind wrappers of libsodium's crypto_verify_16 and
-// sodium_memcmp in Tests/CSecretMarks mark their answers so.
+// sodium_memcmp in Tests/CSecretMarks mark their answers so, as of PrefsKV's own `prefs_equal_constant_time` (the
+// comparison of record authenticators and key checks, also checked here).
 //
 // Outside valgrind the marks do nothing, and this is a plain round trip of every case.
 import CSecretMarks
 import Glibc
+import SystemLayer
 
 @testable import SecureVault
 
@@ -110,6 +112,21 @@ for position in [0, storedKeyCheck.count - 16, storedKeyCheck.count - 1] {
     forged[position] ^= 0x01
     guard !sealer.verifiesKeyCheck(forged) else { fail("a key check with byte \(position) changed verifies") }
 }
+// PrefsKV's comparison of a record's authenticator (computed under the key: secret) with the one stored in the file,
+// and of key checks: `Sys.constantTimeEqual` (`prefs_equal_constant_time`), equal, and differing at either end.
+for length in [16, 64] {
+    let stored = Sodium.randomBytes(count: length)
+    let computed = secretCopy(stored)
+    let same = computed.withUnsafeBytes { c in stored.withUnsafeBytes { Sys.constantTimeEqual(c, $0) } }
+    guard same else { fail("PrefsKV's comparison finds \(length) equal bytes different") }
+    for position in [0, length - 1] {
+        var other = stored
+        other[position] ^= 0x01
+        let equal = computed.withUnsafeBytes { c in other.withUnsafeBytes { Sys.constantTimeEqual(c, $0) } }
+        guard !equal else { fail("PrefsKV's comparison misses a difference at byte \(position) of \(length)") }
+    }
+}
+
 var cases = 0
 // A sealed int, a session token, values on both sides of the 1 KiB limit, a large value; associated data as
 // PrefsKV's (41 bytes), a bound record's (longer) and none.
