@@ -35,10 +35,7 @@ import Testing
     /// `MONITOR` starts recording the Secret Service method calls (dbus-monitor), `CALLS NAME` counts those
     /// named NAME so far, after a `Ping` it sent has shown up in the record (so nothing is still in flight).
     /// `EXPORT` writes the KeePassXC database as XML to $HOME/export.xml (failing when it cannot).
-    /// `LOCKED` waits until the default collection reads locked, locking it again while it does not: KeePassXC
-    /// answers `Lock` before it has locked (`vault lock` exits 0 and the collection still reads unlocked for a
-    /// moment, for seconds on a loaded machine), and the steps meant for a locked keyring then met an unlocked
-    /// one. At most 120 s, a guard against a hang.
+    /// `STATE` prints the default collection's lock state as the service reports it.
     static let prelude = """
         export VAULT_TEST_DIR="$HOME/vaults"
         SHA() { sha256sum "$VAULT_TEST_DIR/app.prefs" 2>/dev/null | cut -c1-64 || echo none; }
@@ -54,13 +51,7 @@ import Testing
             --method org.freedesktop.DBus.Peer.Ping >/dev/null 2>&1
           for _ in $(seq 1 600); do [ "$(grep -c 'member=Ping$' "$HOME/calls.txt")" -ge "$PINGS" ] && break; sleep 0.05; done
           grep -c "member=$1$" "$HOME/calls.txt"; }
-        LOCKED() {
-          local end=$((SECONDS + 120))
-          while [ "$SECONDS" -lt "$end" ]; do
-            [ "$($H secret-state 2>/dev/null)" = locked ] && return 0
-            $VAULTCTL vault lock >/dev/null 2>&1; sleep 0.05
-          done
-          echo "LOCKED: the default keyring was not locked after 120 s" >&2; return 1; }
+        STATE() { $H secret-state 2>/dev/null; }
         EXPORT() {
           printf '%s\n' "$VAULT_TEST_KEEPASSXC_PASSWORD" \
             | keepassxc-cli export -q -f xml "$VAULT_TEST_KEEPASSXC_DB" >"$HOME/export.xml" 2>/dev/null \
@@ -163,8 +154,7 @@ import Testing
             """
             $H vault-token-set app tok-1 none
             BEFORE=$(SHA)
-            $VAULTCTL vault lock >/dev/null; echo "lock $?"
-            LOCKED
+            $VAULTCTL vault lock >/dev/null; echo "lock $? $(STATE)"
             $H vault-token app
             echo new | $H vault-set app other
             $H vault-rotate-report app
@@ -175,7 +165,9 @@ import Testing
             """, provider.mode)
         let lines = result.lines
         try #require(lines.count == 8, "\(result)")
-        #expect(lines[1] == "lock 0")
+        // `vault lock` answers once the keyring reads locked. (KeePassXC answers `Lock` before it has locked: until
+        // issue 35 `vault lock` exited 0 while the collection still read unlocked, for seconds on a loaded machine.)
+        #expect(lines[1] == "lock 0 locked", "\(result)")
         #expect(lines[2].hasPrefix("unavailable locked "), "\(result)")
         #expect(lines[3].hasPrefix("error locked "), "\(result)")
         #expect(lines[4].hasPrefix("error locked "), "\(result)")
@@ -226,7 +218,6 @@ import Testing
             """
             $H vault-token-set app tok-1 none
             $VAULTCTL vault lock >/dev/null
-            LOCKED
             MONITOR
             U1=$(CALLS Unlock); S1=$(CALLS SearchItems)
             VAULT_TEST_PROMPT_MS=1500 $H vault-token app

@@ -453,9 +453,13 @@ package enum LibSecret {
         }
     }
 
-    /// Locks the collection an alias points to (locking never prompts).
+    /// Locks the collection an alias points to (locking never prompts), and returns once the collection reads
+    /// locked: a service may answer `Lock` before it has locked, or lock nothing (KeePassXC answers at once and the
+    /// collection reads unlocked for a moment, for seconds on a loaded machine), so the answer is the collection's
+    /// `Locked` property, read again every 20 ms until `deadline`.
     ///
     /// - Returns: `false` when there is no such collection.
+    /// - Throws: `.timeout` when the collection still reads unlocked at the deadline.
     @discardableResult
     package static func lock(alias: String = "default", deadline: Duration) throws(SecretServiceFailure) -> Bool {
         try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> Bool in
@@ -469,6 +473,15 @@ package enum LibSecret {
             let count = secret_service_lock_sync(service, objects, cancellable, nil, &error)
             if count < 0 || error != nil {
                 throw failure(taking: error, fallback: "locking the '\(alias)' collection failed")
+            }
+            let path = objectPath(collection)
+            let interface = "org.freedesktop.Secret.Collection"
+            while try !lockedProperty(of: path, interface: interface, service: service, cancellable) {
+                guard g_cancellable_is_cancelled(cancellable) == 0 else {
+                    throw SecretServiceFailure(
+                        .timeout, message: "the '\(alias)' collection still reads unlocked after the service answered Lock")
+                }
+                usleep(20_000)
             }
             return true
         }

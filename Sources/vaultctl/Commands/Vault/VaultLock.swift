@@ -11,8 +11,9 @@ extension VaultGroup {
                 For users leaving a machine and for tests: afterwards every vault whose key is not already in \
                 a running process answers "locked" (75) until the keyring is unlocked again (by logging in, \
                 the desktop's keyring app, or headless `gnome-keyring-daemon --replace --unlock`). Locking \
-                never prompts; locking a locked keyring succeeds. Needs no --service. No session bus, no \
-                Secret Service or no default keyring exits 69.
+                never prompts; locking a locked keyring succeeds. It answers once the keyring reads locked (a \
+                service may answer before it has locked); one that still reads unlocked after 10 s exits 75. \
+                Needs no --service. No session bus, no Secret Service or no default keyring exits 69.
 
                 Prints "locked the default keyring". JSON (--json, as on every command): {"locked": true}. \
                 --verbose explains on stderr.
@@ -25,7 +26,8 @@ extension VaultGroup {
         func answer(console: Console) throws -> Answer {
             let found: Bool
             do throws(SecretServiceFailure) {
-                found = try LibSecret.lock(deadline: VaultDefaults.deadline)
+                // Longer than a read's deadline: the answer waits for the keyring to read locked (LibSecret.lock).
+                found = try LibSecret.lock(deadline: .seconds(10))
             } catch {
                 throw VaultError(error, operation: "locking the default keyring")
             }
