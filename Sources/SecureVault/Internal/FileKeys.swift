@@ -1,4 +1,3 @@
-import PrefsKV
 import SystemLayer
 
 /// The key stores rooted in one secret at a fixed path that a deployment names: a key file
