@@ -12,6 +12,10 @@
 /// tampered when the log is read (format version 2; Documentation/FileFormat.md).
 /// A sealer is a class (it holds a key; a store keeps a reference to it, and copying one costs a retain).
 ///
+/// PrefsKV never hands a sealer the store's file mapping, which another process may write meanwhile: `seal` writes
+/// into private memory that PrefsKV copies into the file afterwards, and `open` and `authenticate` read private
+/// copies PrefsKV made and checks nothing else against. A sealer may read its input more than once.
+///
 /// ```swift
 /// var configuration = PrefsStore.Configuration()
 /// configuration.sealer = try VaultSealer(masterKey: key)   // SecureVault's implementation
