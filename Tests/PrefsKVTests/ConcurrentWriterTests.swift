@@ -168,6 +168,7 @@ private struct Outcomes: CustomStringConvertible {
         let path = dir.file("ui.prefs")
         #expect(try open(dir, sealer).engine.withLock { $0.log.table != nil }, "the store opens from its table")
         let at = try recordOffset(of: "item.150", sealer: sealer, in: path) + Format.recordHeaderSize + 5
+        let before = try readBytes(path)
         var outcomes = Outcomes()
         try Racer.during(path, at: at, .flip, [0x01]) {
             for _ in 0..<Self.rounds {
@@ -176,6 +177,8 @@ private struct Outcomes: CustomStringConvertible {
         }
         Torture.report("concurrent writer, table lookup: \(outcomes)")
         #expect(outcomes.wrong.isEmpty && outcomes.refusedRightly, "\(outcomes)")
+        #expect(try readBytes(path) == before, "refused lookups leave the file byte for byte as it was")
+        #expect(try open(dir, sealer).string(forKey: "item.150") == Self.value, "the item reads once the racer is gone")
     }
 
     /// A delete written while another process plants another key's tag where the record's key goes deletes that key
