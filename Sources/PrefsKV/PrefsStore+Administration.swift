@@ -1,5 +1,5 @@
-// What vaultctl needs beyond the public API: typed values without knowing their type, store files by name,
-// and removing a store. `package`, not `public`: apps do not need it.
+// What vaultctl needs beyond the public API: typed values without knowing their type, store files by name
+// and quarantine copies. `package`, not `public`: apps do not need it.
 import SystemLayer
 
 /// A stored value with its type, as vaultctl reads and writes it.
@@ -73,15 +73,6 @@ package struct PrefsStoreFiles: Sendable, Equatable {
     package var quarantinePaths: [String]
 }
 
-/// What ``PrefsStore/destroy(id:directory:)`` removed.
-package struct PrefsDestroyReport: Sendable, Equatable {
-    /// The files removed, in the order they were removed.
-    package var removed: [String]
-    /// True when the lock file was left in place because other handles have the store open; they answer
-    /// ``PrefsError/Code/notFound`` from their next access on.
-    package var lockKept: Bool
-}
-
 extension PrefsStore {
     /// The value under `key` with its type, or nil when absent or expired.
     package func value(forKey key: String) throws -> PrefsValue? {
@@ -142,21 +133,6 @@ extension PrefsStore {
                     quarantinePaths: quarantined.map { join(directory, $0) }))
         }
         return stores.sorted { $0.id < $1.id }
-    }
-
-    /// Removes the store `id` from `directory`: its data file, a leftover temporary image, its quarantine
-    /// copies, and its lock file unless other handles have the store open.
-    ///
-    /// Safe against other handles and processes: under the writer lock the data file is marked superseded
-    /// (as a compaction marks the file it replaces) before it is unlinked, so every open handle notices on
-    /// its next access and answers ``PrefsError/Code/notFound`` rather than using the removed file. Their
-    /// lock file then stays in place (removing it would split the lock between them and a new store). A
-    /// single-process handle holding the store makes this ``PrefsError/Code/busy`` and removes nothing;
-    /// an open racing with the removal may also answer `busy`.
-    package static func destroy(id: String, directory: String) throws -> PrefsDestroyReport {
-        try StorePaths.validate(storeID: id)
-        let destroyed = try Destroy.destroy(paths: StorePaths(id: id, directory: directory))
-        return PrefsDestroyReport(removed: destroyed.removed, lockKept: destroyed.lockKept)
     }
 
     private static func join(_ directory: String, _ name: String) -> String {

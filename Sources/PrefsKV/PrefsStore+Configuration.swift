@@ -22,6 +22,18 @@ extension PrefsStore {
         /// ``PrefsStore/openOrLog(id:directory:configuration:ifUnreadable:)`` rebuilds it from what verifies in
         /// its body, keeping the original, unless told otherwise.
         public var unreadableFile: UnreadableFilePolicy = .refuse
+        /// Opens the store for reading only: nothing is created (a missing store is ``PrefsError/Code/notFound``),
+        /// the open takes no writer lock and never writes the file (damage is salvaged in memory, the file left
+        /// as it is), and every write throws ``PrefsError/Code/readOnly``. The handle still follows what other
+        /// processes write. For a second tool beside the app: a settings inspector, a crash reporter. The default
+        /// is `false`. (A store in a directory this process cannot write opens read-only whatever this says.)
+        ///
+        /// ```swift
+        /// var configuration = PrefsStore.Configuration()
+        /// configuration.readOnly = true
+        /// let inspector = try PrefsStore(id: "ui", directory: directory, configuration: configuration)
+        /// ```
+        public var readOnly = false
         /// Seals keys and values on disk. The default is `nil`: a plain store.
         public var sealer: (any PrefsSealer)? {
             get { references.sealer }

@@ -39,6 +39,8 @@ public final class PrefsStore: Sendable {
     let observers = SanitizedMutex(ObserverRegistry())
     /// The typed keys whose unreadable value this handle has logged (once each: `store[key]`).
     let loggedUnreadableKeys = SanitizedMutex<Set<String>>([])
+    /// The private directory of a ``temporary(id:configuration:)`` store, removed with this handle; nil otherwise.
+    let temporaryDirectory: TemporaryDirectory?
 
     /// Opens the store `id` in `directory`, creating it (and the directory, mode 0700) when absent. A relative
     /// `directory` is relative to the working directory (an empty one is the working directory itself); keep
@@ -52,9 +54,13 @@ public final class PrefsStore: Sendable {
     /// ```swift
     /// let store = try PrefsStore(id: "ui", directory: "/home/me/.local/share/myapp")
     /// ```
-    public init(
+    public convenience init(
         id: String, directory: String = PrefsStore.defaultDirectory, configuration: Configuration = Configuration()
     ) throws {
+        try self.init(id: id, directory: directory, configuration: configuration, temporaryDirectory: nil)
+    }
+
+    init(id: String, directory: String, configuration: Configuration, temporaryDirectory: TemporaryDirectory?) throws {
         let engine = try Engine.open(id: id, directory: directory, configuration: configuration)
         engine.writeIndexAfterOpen()
         let events = engine.takeEvents()
@@ -63,6 +69,7 @@ public final class PrefsStore: Sendable {
         self.path = engine.paths.data
         self.configuration = configuration
         self.engine = SanitizedMutex(engine)
+        self.temporaryDirectory = temporaryDirectory
         log(events.log)
     }
 

@@ -154,14 +154,14 @@ public final class SessionRouter: Sendable {
                 try vault.removeEncryptedPreferences(id: id, directory: preferencesDirectory)
             } catch {
                 failures.append(VaultError.wrapping(error, vault: vault.service))
-                _ = try? PrefsStore.destroy(id: id, directory: preferencesDirectory)
+                _ = try? PrefsStore.destroy(id: id, directory: preferencesDirectory, evenIfOpen: true)
             }
         }
         do {
             try vault.wipe()
         } catch {
             failures.append(VaultError.wrapping(error, vault: vault.service))
-            _ = try? PrefsStore.destroy(id: vault.service, directory: vault.storeDirectory)
+            _ = try? PrefsStore.destroy(id: vault.service, directory: vault.storeDirectory, evenIfOpen: true)
         }
         guard let first = failures.first else { return }
         throw VaultError(

@@ -99,7 +99,7 @@ extension Vault {
         try perform("removing encrypted preferences '\(id)'") { () throws(VaultError) in
             try prefs {
                 do {
-                    _ = try PrefsStore.destroy(id: id, directory: directory)
+                    _ = try PrefsStore.destroy(id: id, directory: directory, evenIfOpen: true)
                 } catch let error as PrefsError where error.code == .notFound {
                     // No directory, so no store: nothing to remove.
                 }

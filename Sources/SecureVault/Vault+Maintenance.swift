@@ -232,7 +232,7 @@ extension Vault {
                     logger.notice("wiping vault '\(service)': the key store may keep a copy of its key: \(copy)")
                 }
                 forgetKey()
-                _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
+                _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory, evenIfOpen: true) }
                 keys.fileKeys?.removeStrays()
                 clearIntents()  // deferred deletes stay for the next maintenance call
                 if !hasPendingIntents {

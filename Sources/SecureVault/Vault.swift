@@ -32,6 +32,8 @@ public final class Vault: Sendable {
     let logger: Logger
     /// The open store and its sealer, once the master key has been read.
     let opened = SanitizedMutex<OpenVault?>(nil)
+    /// The private directory of a ``temporary(service:)`` vault, removed with this handle; nil otherwise.
+    let temporaryDirectory: TemporaryDirectory?
 
     /// The largest value an item may hold: 64 KiB.
     public static let maximumValueSize = 64 * 1024
@@ -54,8 +56,13 @@ public final class Vault: Sendable {
     /// ```
     ///
     /// - Throws: ``VaultError/Code/invalidKey`` when `service` breaks the naming rule.
-    public init(service: String, configuration: Configuration = Configuration()) throws {
+    public convenience init(service: String, configuration: Configuration = Configuration()) throws {
+        try self.init(service: service, configuration: configuration, temporaryDirectory: nil)
+    }
+
+    init(service: String, configuration: Configuration, temporaryDirectory: TemporaryDirectory?) throws {
         try Self.validate(name: service, what: "service name", as: .fileName)
+        self.temporaryDirectory = temporaryDirectory
         self.service = service
         self.configuration = configuration
         self.logger = configuration.logger

@@ -28,6 +28,9 @@ public struct Errno: Error, Equatable, Sendable {
     package static let notPermitted = Errno(rawValue: EPERM)
     package static let interrupted = Errno(rawValue: EINTR)
     package static let isDirectory = Errno(rawValue: EISDIR)
+    package static let notADirectory = Errno(rawValue: ENOTDIR)
+    /// Not a system error: why a handle opened with `Configuration.readOnly` cannot write (no call returns it).
+    package static let readOnlyByChoice = Errno(rawValue: -1)
     package static let noMemory = Errno(rawValue: ENOMEM)
     /// O_NOFOLLOW met a symbolic link.
     package static let symbolicLink = Errno(rawValue: ELOOP)

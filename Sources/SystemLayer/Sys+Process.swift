@@ -124,6 +124,12 @@ extension Sys {
     /// The calling process's real user id: the user a file must belong to (a vault's directory and file).
     package static var userID: UInt32 { getuid() }
 
+    /// Runs `body` when the process exits normally (`exit`, or returning from `main`).
+    // See: man 3 atexit
+    package static func atExit(_ body: @convention(c) () -> Void) {
+        _ = Glibc.atexit(body)
+    }
+
     /// The value of an environment variable, or nil when unset or (unless `keepingEmpty`) empty.
     ///
     /// `keepingEmpty` is for a report of the environment as it is (`vaultctl doctor` shows a set but empty

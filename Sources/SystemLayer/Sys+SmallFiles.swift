@@ -59,6 +59,19 @@ extension Sys {
         path.withCString { p in retrying { Glibc.rmdir(p) } }.map { _ in () }
     }
 
+    /// Creates a new directory, mode 0700, named `<prefix>XXXXXX` (six random characters) in `$TMPDIR`, or `/tmp`
+    /// when it is unset or empty; returns its path.
+    // See: man 3 mkdtemp
+    package static func makeTemporaryDirectory(prefix: String) -> Result<String, Errno> {
+        var base = environment("TMPDIR") ?? ""
+        if base.isEmpty { base = "/tmp" }
+        if !base.hasSuffix("/") { base += "/" }
+        var template = Array((base + prefix + "XXXXXX").utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { Glibc.mkdtemp($0.baseAddress!) }
+        guard made != nil else { return .failure(Errno.current) }
+        return .success(template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
+    }
+
     /// Whether anything exists at `path` (a symbolic link counts).
     package static func exists(_ path: String) -> Bool {
         if case .success = lstat(path) { return true }

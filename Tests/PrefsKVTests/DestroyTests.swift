@@ -3,7 +3,7 @@ import Testing
 
 @testable import PrefsKV
 
-/// `PrefsStore.destroy(id:directory:)`, the engine side of `vaultctl prefs wipe`: what it removes, what it
+/// `PrefsStore.destroy(id:directory:evenIfOpen:)`, the engine side of `vaultctl prefs wipe`: what it removes, what it
 /// leaves, and how handles that have the store open notice.
 @Suite struct DestroyTests {
     /// A store `ui` with two values, a quarantine copy from a real recovery, and a stale temporary image.
@@ -53,8 +53,15 @@ import Testing
         let dir = try TempDir("destroy", memory: true)
         let open = try openStore(dir)
         try open.set("dark", forKey: "theme")
+        let before = try readBytes(dir.file("ui.prefs"))
 
-        let report = try PrefsStore.destroy(id: "ui", directory: dir.path)
+        // By default an open store is refused, and nothing changes.
+        expectError(.busy) { try PrefsStore.destroy(id: "ui", directory: dir.path) }
+        #expect(dir.files == ["ui.prefs", "ui.prefs.lock"])
+        #expect(try readBytes(dir.file("ui.prefs")) == before)
+        #expect(try open.string(forKey: "theme") == "dark")
+
+        let report = try PrefsStore.destroy(id: "ui", directory: dir.path, evenIfOpen: true)
 
         #expect(report.lockKept)
         #expect(report.removed == [dir.file("ui.prefs")])
@@ -76,8 +83,12 @@ import Testing
         try openStore(dir).set(1, forKey: "x")
         let holder = try Child(["prefs-hold", dir.path, "ui", "multi"])
         #expect(holder.waitForLine { _ in true } == "open")
+        let before = try readBytes(dir.file("ui.prefs"))
 
-        let report = try PrefsStore.destroy(id: "ui", directory: dir.path)
+        expectError(.busy) { try PrefsStore.destroy(id: "ui", directory: dir.path) }
+        #expect(try readBytes(dir.file("ui.prefs")) == before)
+
+        let report = try PrefsStore.destroy(id: "ui", directory: dir.path, evenIfOpen: true)
 
         #expect(report.lockKept)
         #expect(dir.files == ["ui.prefs.lock"])

@@ -121,12 +121,17 @@ enum PrefsCommands {
         say("ok")
     }
 
-    /// `prefs-open-as UID DIR ID`: drops to user UID, opens the store and prints `ok` or `error CODE`.
+    /// `prefs-open-as UID DIR ID [readonly]`: drops to user UID, opens the store (with `Configuration.readOnly`)
+    /// and prints `ok` or `error CODE`.
     static func openAs(_ args: [String]) {
-        guard args.count == 3, let uid = UInt32(args[0]) else { fail("usage: prefs-open-as UID DIR ID") }
+        guard args.count == 3 || args.count == 4, let uid = UInt32(args[0]) else {
+            fail("usage: prefs-open-as UID DIR ID [readonly]")
+        }
         guard setgid(uid) == 0, setuid(uid) == 0 else { fail("cannot become user \(uid)") }
+        var configuration = PrefsStore.Configuration()
+        configuration.readOnly = args.count == 4 && args[3] == "readonly"
         do {
-            _ = try PrefsStore(id: args[2], directory: args[1])
+            _ = try PrefsStore(id: args[2], directory: args[1], configuration: configuration)
             say("ok")
         } catch let error as PrefsError {
             say("error \(error.code)")
@@ -135,11 +140,12 @@ enum PrefsCommands {
         }
     }
 
-    /// `prefs-hold DIR ID single|multi`: opens the store, prints `open`, and waits to be killed.
+    /// `prefs-hold DIR ID single|multi|readonly`: opens the store, prints `open`, and waits to be killed.
     static func hold(_ args: [String]) {
-        guard args.count == 3 else { fail("usage: prefs-hold DIR ID single|multi") }
+        guard args.count == 3 else { fail("usage: prefs-hold DIR ID single|multi|readonly") }
         var configuration = PrefsStore.Configuration()
         if args[2] == "single" { configuration.sharing = .singleProcess }
+        if args[2] == "readonly" { configuration.readOnly = true }
         do {
             let store = try PrefsStore(id: args[1], directory: args[0], configuration: configuration)
             say("open")
@@ -150,6 +156,24 @@ enum PrefsCommands {
         } catch {
             fail("\(error)")
         }
+    }
+
+    /// `prefs-temporary`: makes a temporary store and prints its directory; releases it, then opens a store by path
+    /// in that directory (which makes it anew, as a careless test would) and exits normally.
+    static func temporary(_ args: [String]) {
+        do {
+            var directory = ""
+            do {
+                let store = try PrefsStore.temporary()
+                try store.set(1, forKey: "x")
+                directory = store.directory
+            }
+            say(directory)
+            try PrefsStore(id: "again", directory: directory).set(2, forKey: "y")
+        } catch {
+            fail("\(error)")
+        }
+        exit(0)
     }
 
     /// `prefs-hold-writer DIR ID KEY`: opens the store (multi-process) and, inside a write transaction that sets

@@ -14,14 +14,20 @@ enum Destroy {
     }
 
     /// Removes the data file, a stale temporary image, the base image (`<id>.prefs.prev`), the quarantine copies
-    /// and, when no other handle has the store open, the lock file. A single-process handle holding the store makes it `busy`.
-    static func destroy(paths: StorePaths) throws(PrefsError) -> Destroyed {
+    /// and, when no other handle has the store open, the lock file. A single-process handle holding the store makes
+    /// it `busy`; so do other handles unless `evenIfOpen`.
+    static func destroy(paths: StorePaths, evenIfOpen: Bool) throws(PrefsError) -> Destroyed {
         // The lock file (created if missing, so that an opener racing with us locks the same file), the presence
         // lock (exclusive when nobody else has the store open), the open lock, then the writer lock: no open,
         // write, compaction or recovery is under way while we retire the file. Releasing `lock` releases the
         // first three; the lock page's mutex is released explicitly.
         let lock = try StoreLock.acquire(paths: paths, for: .destroy)
         let alone = lock.holdsPresenceExclusively
+        if !alone && !evenIfOpen {
+            throw PrefsError(
+                .busy, "cannot remove the store: other handles have it open (evenIfOpen removes it under them)",
+                path: paths.data)
+        }
         try lock.lockPageForWipe()
         defer { lock.unlockPageForWipe() }
 

@@ -64,7 +64,7 @@ final class Engine: @unchecked Sendable {
     ) throws(PrefsError) -> Engine {
         try StorePaths.validate(storeID: id)
         let paths = StorePaths(id: id, directory: directory)
-        let lock = try StoreLock.acquire(paths: paths, for: .open(configuration.sharing))
+        let lock = try StoreLock.acquire(paths: paths, for: .open(configuration.sharing, readOnly: configuration.readOnly))
         var readOnlyCause = lock.readOnlyCause
         // What the open starts from, and which recovery it needs: Recovery.snapshotForOpen.
         // (No `Snapshot?` here: an optional snapshot is copied and destroyed through its type metadata. And an
@@ -375,6 +375,9 @@ final class Engine: @unchecked Sendable {
     }
 
     var readOnlyError: PrefsError {
+        if configuration.readOnly {
+            return PrefsError(.readOnly, "cannot write: the store was opened with Configuration.readOnly", path: paths.data)
+        }
         let cause = readOnlyCause ?? .readOnlyFileSystem
         return PrefsError.system(cause, "open", "cannot write: the store was opened read-only", path: paths.data)
     }

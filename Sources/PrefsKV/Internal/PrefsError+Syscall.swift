@@ -12,7 +12,7 @@ extension PrefsError {
         // or the file system's maximum size).
         case .noSpace, .quotaExceeded, .fileTooLarge: code = .diskFull
         // See: man 2 open: EROFS, a write access on a read-only file system. ETXTBSY cannot happen for us.
-        case .readOnlyFileSystem: code = .readOnly
+        case .readOnlyFileSystem, .readOnlyByChoice: code = .readOnly
         // See: man 2 open: EACCES (mode bits, a directory without search permission), EPERM (sealed or
         // immutable files, some file systems' ownership rules).
         case .accessDenied, .notPermitted: code = .permissionDenied

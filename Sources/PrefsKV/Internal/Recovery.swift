@@ -34,7 +34,7 @@ enum Recovery {
             pageLocked = try lock.lockPageForOpen()
             return try StoreLog.loadSnapshot(
                 paths: paths, directory: lock.directoryFD, sealer: sealer, readOnlyCause: &readOnlyCause,
-                create: true, lazy: true)
+                create: !configuration.readOnly, lazy: true)
         } catch {
             let unreadable = error.code == .notAStore || error.code == .corrupted
             if configuration.recovery == .salvage, readOnlyCause == nil, unreadable,

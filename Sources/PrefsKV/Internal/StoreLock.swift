@@ -16,8 +16,10 @@ final class StoreLock {
     /// Who takes the lock file.
     enum Purpose {
         /// An open with this sharing mode: creates the directory when missing, opens read-only where it
-        /// cannot write, takes the presence lock shared (exclusive for single-process).
-        case open(PrefsStore.Sharing)
+        /// cannot write, takes the presence lock shared (exclusive for single-process). A `readOnly` open
+        /// (``PrefsStore/Configuration/readOnly``) creates nothing, opens the lock file for reading (when there is
+        /// one) and takes the presence lock shared: it is counted as a handle, never holds a lock page.
+        case open(PrefsStore.Sharing, readOnly: Bool)
         /// A wipe: takes the presence lock exclusively when nobody else has the store open, shared otherwise.
         case destroy
     }
@@ -87,8 +89,11 @@ final class StoreLock {
     private static func acquireOnce(paths: StorePaths, for purpose: Purpose) throws(PrefsError) -> StoreLock? {
         var isOpen = true
         var sharing = PrefsStore.Sharing.multiProcess
+        var readOnly = false
         switch purpose {
-        case .open(let mode): sharing = mode
+        case .open(let mode, let asked):
+            sharing = mode
+            readOnly = asked
         case .destroy: isOpen = false
         }
         // The lock file: created 0600 once, never replaced; created when missing so that an opener racing with
@@ -98,15 +103,22 @@ final class StoreLock {
         //
         // Everything is opened through the store directory's descriptor, checked first (`FileTrust`): nothing is
         // checked by path and then opened by path. (One open(2) and one fstat(2) more than by path.)
-        let directoryFD = try openDirectory(paths, create: isOpen)
+        let directoryFD = try openDirectory(paths, create: isOpen && !readOnly)
         var directoryOwned = false
         defer { if !directoryOwned { Sys.close(directoryFD) } }
         let name = paths.lockFileName
         var fd: Int32 = -1
-        var readOnlyCause: Errno?
+        // A read-only open has a cause of its own (`Engine.readOnlyError` names it).
+        var readOnlyCause: Errno? = readOnly ? .readOnlyByChoice : nil
         var created = false
-        var opened = Sys.open(at: directoryFD, name, .readWrite)
-        if case .failure(let e) = opened, e == .noEntry {
+        var opened = Sys.open(at: directoryFD, name, readOnly ? .readOnly : .readWrite)
+        if readOnly {
+            switch opened {
+            case .success(let opened): fd = opened
+            case .failure(let e) where e == .noEntry: break  // no lock file: no handle can be counted, none is
+            case .failure(let e): throw PrefsError.system(e, "open", "cannot open the lock file", path: paths.lock)
+            }
+        } else if case .failure(let e) = opened, e == .noEntry {
             switch Sys.open(at: directoryFD, name, .createNew) {
             case .success(let fd):
                 if case .failure(let e) = Sys.fchmod(fd, 0o600) {
@@ -177,7 +189,9 @@ final class StoreLock {
         guard let status = currentLockFileStatus(fd, paths: paths) else { return nil }
         // The lock file's owner and mode, from the fstat just made: a lock file planted by another user is
         // refused before anything is written to it (the lock page's set-up below writes).
-        try FileTrust.checkFile(status, path: paths.lock, isData: false, writable: readOnlyCause == nil)
+        // (A read-only open by choice is held to the rules of a handle that can write: its directory may be one
+        // others can plant names in.)
+        try FileTrust.checkFile(status, path: paths.lock, isData: false, writable: readOnlyCause == nil || readOnly)
         let size = status.size
 
         // The writer lock of a multi-process handle: the lock page's mutex, set up afresh when no other handle

@@ -20,6 +20,8 @@ extension StoreLog {
             try createStoreFile(paths: paths, sealer: sealer)
             fd = try Sys.open(at: directory, name, .readWrite).orThrow(
                 "open", "cannot open the new store file", path: paths.data)
+        case .failure(let e) where e == .noEntry && !create:
+            throw PrefsError.system(e, "open", "cannot open the store file", path: paths.data)
         case .failure(let e) where e == .noEntry && readOnlyCause != nil:
             throw PrefsError.system(readOnlyCause!, "open", "cannot create the store file", path: paths.data)
         case .failure(let e) where StoreLock.isReadOnlyCause(e) && readOnlyCause == nil:
@@ -30,7 +32,8 @@ extension StoreLog {
             throw PrefsError.system(e, "open", "cannot open the store file", path: paths.data)
         }
         let snapshot = try scannedSnapshot(
-            fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil, lazy: lazy)
+            fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil,
+            ownedOnly: readOnlyCause == nil || readOnlyCause == .readOnlyByChoice, lazy: lazy)
         let file = snapshot.file
         // A superseded flag on the file the path names is stale: a compactor was killed before its rename.
         // We hold the writer lock (or cannot write at all), so no compaction is under way. A damaged file is
@@ -63,7 +66,8 @@ extension StoreLog {
         case .failure: return .needsWriterLock  // missing, or read-only: `loadSnapshot` sorts it out
         }
         let snapshot = try scannedSnapshot(
-            fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil, lazy: lazy)
+            fd: fd, path: paths.data, sealer: sealer, writable: readOnlyCause == nil,
+            ownedOnly: readOnlyCause == nil || readOnlyCause == .readOnlyByChoice, lazy: lazy)
         // (A file written again with a newer image while this scanned it, as a buffered store's spare file can be,
         // no longer holds the image it mapped: its generation word tells.)
         let unchanged = snapshot.file.headerIdentity == snapshot.file.adoptedIdentity
@@ -74,9 +78,10 @@ extension StoreLog {
     /// the same pages) and scans its log. Takes ownership of `fd`: it is closed on failure. A file that is not
     /// regular or is shorter than a header page is never mapped; `readHeader` names its problem. Errors leave
     /// the file untouched. `lazy`: when the file names an index record, its table and the records after it are
-    /// read instead of the whole log (`lazyScan`).
+    /// read instead of the whole log (`lazyScan`). `ownedOnly`: hold the file to the owner rules of a handle that
+    /// can write (`FileTrust.checkFile`), which a read-only handle by choice is; the default is `writable`.
     static func scannedSnapshot(
-        fd: Int32, path: String, sealer: (any PrefsSealer)?, writable: Bool, lazy: Bool = false
+        fd: Int32, path: String, sealer: (any PrefsSealer)?, writable: Bool, ownedOnly: Bool? = nil, lazy: Bool = false
     ) throws(PrefsError) -> Snapshot {
         let status: FileStatus
         switch Sys.fstat(fd) {
@@ -88,7 +93,7 @@ extension StoreLog {
         // The owner and mode, from this fstat: a file planted by another user, or one others may write or
         // read, is refused before its header is read or anything is written to it.
         do throws(PrefsError) {
-            try FileTrust.checkFile(status, path: path, isData: true, writable: writable)
+            try FileTrust.checkFile(status, path: path, isData: true, writable: ownedOnly ?? writable)
         } catch {
             Sys.close(fd)
             throw error

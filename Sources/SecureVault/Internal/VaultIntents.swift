@@ -198,7 +198,7 @@ extension Vault {
                 drop(identity, intent, from: keys)
                 forgetKey()
                 if let identity = current, identity.vaultIDHex == intent.vaultIDHex {
-                    _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory) }
+                    _ = try prefs { try PrefsStore.destroy(id: service, directory: storeDirectory, evenIfOpen: true) }
                     current = nil
                 }
                 logger.notice("finished wiping vault '\(service)' after an interruption")

@@ -69,7 +69,7 @@ extension Prefs {
                 count = try restore(into: target)
             } catch {
                 // A store this command created for the restore is removed again: a refused restore changes nothing.
-                if created { _ = try? PrefsStore.destroy(id: store, directory: target.directory) }
+                if created { _ = try? PrefsStore.destroy(id: store, directory: target.directory, evenIfOpen: true) }
                 if let error = error as? PrefsError, [.notAStore, .corrupted, .unsupportedVersion].contains(error.code) {
                     throw CLIFailure(
                         error, message: "cannot restore \(file) into store \"\(store)\": \(error.message)",

@@ -36,7 +36,7 @@ extension Prefs {
                 || (fileExists(target.directory)
                     && !PrefsStore.quarantineCopies(id: store, directory: target.directory).isEmpty)
             guard hasFiles else { throw target.missing }
-            let report = try PrefsStore.destroy(id: store, directory: target.directory)
+            let report = try PrefsStore.destroy(id: store, directory: target.directory, evenIfOpen: true)
             if report.lockKept && !options.json {
                 console.warn(
                     "kept \(target.dataPath).lock: another process has store \"\(store)\" open; "
