@@ -36,6 +36,7 @@ public final class SessionRouter: Sendable {
     public let preferencesDirectory: String
 
     private let current = SanitizedMutex<Session?>(nil)
+    private let failure = SanitizedMutex<VaultError?>(nil)
 
     /// A router over `vault`. Touches neither the disk nor the key store.
     ///
@@ -63,6 +64,17 @@ public final class SessionRouter: Sendable {
     /// The session this run of the app holds: from a dashboard route or a sign-in; nil after logout.
     public var session: Session? { current.withLock { $0 } }
 
+    /// Why the last `route()` went to sign-in when the token could not be read, nil otherwise: the error behind
+    /// the reason, whose ``VaultError/message`` names the file or key store and what to fix (never a secret), and
+    /// whose ``VaultError/path`` is the file concerned. For a notice the user can act on.
+    ///
+    /// ```swift
+    /// if case .signIn(.permissionDenied) = router.route(), let failure = router.lastFailure {
+    ///     showNotice("Fix the permissions of \(failure.path ?? "the vault"): \(failure.message)")
+    /// }
+    /// ```
+    public var lastFailure: VaultError? { failure.withLock { $0 } }
+
     /// Reads the session token and says where the launch goes: ``LaunchRoute/dashboard(_:)`` for a valid
     /// token, ``LaunchRoute/signIn(reason:)`` otherwise. Never throws, and never prompts unless the vault's
     /// `prompting` allows it. When the token cannot be read (a locked keyring, no Secret Service, a missing
@@ -74,8 +86,10 @@ public final class SessionRouter: Sendable {
     /// print(route)      // "dashboard", "signIn(absent)", "signIn(locked)", ...
     /// ```
     public func route() -> LaunchRoute {
-        let route = LaunchRoute(vault.sessionToken(for: tokenKey))
+        let (state, error) = vault.sessionTokenAndFailure(for: tokenKey)
+        let route = LaunchRoute(state)
         current.withLock { $0 = route.session }
+        failure.withLock { $0 = error }
         return route
     }
 

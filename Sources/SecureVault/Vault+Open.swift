@@ -63,8 +63,9 @@ extension Vault {
             throw VaultError.wrapping(error, vault: service)
         }
         guard inspection.isSealed, let identity = KeyIdentity(encoded: inspection.keyCheck) else {
+            let newer = inspection.isSealed && KeyIdentity.isNewerFormat(inspection.keyCheck)
             throw VaultError(
-                code: .corrupted,
+                code: newer ? .unsupportedVersion : .corrupted,
                 message: "vault '\(service)': \(path) is not a SecureVault file this version reads ("
                     + "\(inspection.isSealed ? KeyIdentity.unreadableReason(inspection.keyCheck) : "it is not sealed")); "
                     + "it was left untouched", path: path)

@@ -53,8 +53,15 @@ public enum SessionTokenReason: String, Sendable, Equatable, CaseIterable {
     case wrongKey
     /// The vault file, or the token's record, is damaged or was tampered with.
     case corrupted
-    /// The vault file could not be read: permissions, I/O.
+    /// The vault file could not be read: I/O, a full disk.
     case storageFailure
+    /// A file of the vault or of its key store has an owner or mode that is not safe (a key file others may
+    /// read, a directory others may write): the vault refuses it. ``SessionRouter/lastFailure`` names the file and
+    /// the fix (`chmod go= ...`). Nothing is lost: fix the permissions and launch again.
+    case permissionDenied
+    /// The vault was written by a newer release of the app (an app rolled back): its data is intact and was left
+    /// untouched. Ask the user to update; never wipe it.
+    case unsupportedVersion
 
     /// True when whether a token exists could not be known (every reason but `absent` and `expired`): the app
     /// may tell the user why they are asked to sign in again.
@@ -72,6 +79,8 @@ public enum SessionTokenReason: String, Sendable, Equatable, CaseIterable {
         case .keyMissing: self = .keyMissing
         case .wrongKey: self = .wrongKey
         case .corrupted, .tampered: self = .corrupted
+        case .permissionDenied: self = .permissionDenied
+        case .unsupportedVersion: self = .unsupportedVersion
         default: self = .storageFailure
         }
     }
@@ -110,6 +119,11 @@ extension Vault {
     /// if case .valid(let token, _) = vault.sessionToken() { resume(with: token) }
     /// ```
     public func sessionToken(for key: String = Vault.defaultSessionTokenKey) -> SessionTokenState {
+        sessionTokenAndFailure(for: key).state
+    }
+
+    /// ``sessionToken(for:)`` with the error behind an `unavailable` answer (``SessionRouter/lastFailure``).
+    func sessionTokenAndFailure(for key: String) -> (state: SessionTokenState, failure: VaultError?) {
         do {
             let now = Sys.nowMilliseconds()
             let state = try read(key, "reading session token '\(key)'") { envelope, payload -> SessionTokenState in
@@ -120,11 +134,12 @@ extension Vault {
                 let expiry = Date(timeIntervalSince1970: Double(envelope.expiresAt) / 1000)
                 return envelope.expiresAt > now ? .valid(token: token, expiresAt: expiry) : .expired(expiredAt: expiry)
             }
-            return state ?? .absent
+            return (state ?? .absent, nil)
         } catch let error as VaultError {
-            return .unavailable(SessionTokenReason(error, keyStore: configuration.keyStore))
+            return (.unavailable(SessionTokenReason(error, keyStore: configuration.keyStore)), error)
         } catch {
-            return .unavailable(.storageFailure)
+            let wrapped = VaultError.wrapping(error, vault: service)
+            return (.unavailable(.storageFailure), wrapped)
         }
     }
 }

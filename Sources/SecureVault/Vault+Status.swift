@@ -13,7 +13,7 @@ public struct VaultStatus: Sendable {
     public var path: String
     /// Whether the data file exists (a vault gets one at its first write).
     public var fileExists: Bool
-    /// The file's (or, without a file, the directory's) permission problem, if any.
+    /// The permission problem of the vault file (or, without a file, its directory) or of its key file, if any.
     public var permissionProblem: String?
     /// Items in the vault, counted without opening any; nil without a file or when the file is unreadable.
     public var itemCount: Int?
@@ -53,6 +53,8 @@ extension Vault {
         do {
             try checkDirectory(create: false)
             try checkFile()
+            // The key file as an open checks it (owner, mode), without reading the key.
+            try keys.fileKeys?.checkKeyFileTrust()
         } catch {
             status.permissionProblem = error.message
             status.problem = error

@@ -279,22 +279,37 @@ public final class Vault: Sendable {
         try Self.validate(name: key, what: "key name", as: .itemName)
         return try perform(operation()) { () throws(VaultError) -> R? in
             guard let store = try openStore(create: false) else { return nil }
-            let decoded: R?? = try prefs {
-                try store.withBytes(forKey: key) { bytes -> R? in
-                    guard let (envelope, payload) = ItemEnvelope.decode(bytes) else { return nil }
-                    return body(envelope, payload)
+            let decoded: Decoded<R>? = try prefs {
+                try store.withBytes(forKey: key) { bytes -> Decoded<R> in
+                    guard let (envelope, payload) = ItemEnvelope.decode(bytes) else {
+                        if let version = bytes.first, version > ItemEnvelope.version { return .newer(version) }
+                        return .notAnItem
+                    }
+                    return .value(body(envelope, payload))
                 }
             }
             switch decoded {
             case .none: return nil
-            case .some(.none):
+            case .notAnItem?:
                 throw VaultError(
                     code: .corrupted,
                     message: "vault '\(service)': item '\(key)' opened but its contents are not "
                         + "a SecureVault item", path: path)
-            case .some(.some(let value)): return value
+            case .newer(let version)?:
+                throw VaultError(
+                    code: .unsupportedVersion,
+                    message: "vault '\(service)': item '\(key)' was written by a newer SecureVault (item format "
+                        + "\(version); this one reads \(ItemEnvelope.version)); it was left untouched", path: path)
+            case .value(let value)?: return value
             }
         }
+    }
+
+    /// What a read found under a key: an item, bytes that are no item, or an item of a newer format.
+    private enum Decoded<R: Sendable>: Sendable {
+        case value(R)
+        case notAnItem
+        case newer(UInt8)
     }
 
     /// Runs a vault operation, logging its failure once at error level (never a value: messages hold none).

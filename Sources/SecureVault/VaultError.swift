@@ -23,6 +23,7 @@ public struct VaultError: Error, CustomStringConvertible {
         fileprivate enum Base: String, Sendable {
             case locked, accessNotApproved, unavailable, timeout, keyMissing, wrongKey, corrupted, tampered
             case invalidKey, invalidValue, valueTooLarge, notFound, io, diskFull, permissionDenied, unsupported
+            case unsupportedVersion
         }
         fileprivate let base: Base
         fileprivate init(_ base: Base) { self.base = base }
@@ -46,6 +47,10 @@ public struct VaultError: Error, CustomStringConvertible {
         public static let corrupted = Code(.corrupted)
         /// Stored bytes verify as damaged or moved on purpose: a ciphertext that does not open under its name.
         public static let tampered = Code(.tampered)
+        /// The vault file (or an item in it) was written by a newer release of this library, in a format this one
+        /// does not read: an app rolled back to an older release. The data is intact; it was left untouched. Never
+        /// treat this as damage (wiping it loses what the newer release stored): ask the user to update the app.
+        public static let unsupportedVersion = Code(.unsupportedVersion)
         /// A key name breaks the naming rule (`[A-Za-z0-9._-]`, 1 to 128 characters).
         public static let invalidKey = Code(.invalidKey)
         /// A value the vault refuses as input: an empty token or secret, unless the call allows it explicitly

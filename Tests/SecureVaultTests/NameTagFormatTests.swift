@@ -108,8 +108,8 @@ import Testing
         #expect(!tags.contains(blake2bTag("k", masterKey: oldKey)))
     }
 
-    /// A vault whose identity format is newer than this library's is refused with a message that says so (not
-    /// "not a SecureVault file"), and its file is left as it was.
+    /// A vault whose identity format is newer than this library's is refused as `unsupportedVersion` (never
+    /// `corrupted`, which an app may answer with a wipe) with a message that says so, and its file is left as it was.
     @Test func aVaultOfANewerIdentityFormatIsRefusedAndSaysSo() throws {
         let dir = try VaultDirectory()
         try dir.vault().set("v", for: "k")
@@ -125,7 +125,7 @@ import Testing
             _ = try dir.vault().string(for: "k")
             Issue.record("a vault of a newer identity format opened")
         } catch let error as VaultError {
-            #expect(error.code == .corrupted)
+            #expect(error.code == .unsupportedVersion)
             #expect(
                 error.message.contains("format \(KeyIdentity.currentFormat + 1), written by a newer SecureVault"),
                 "\(error)")

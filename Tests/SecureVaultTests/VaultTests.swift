@@ -278,7 +278,7 @@ final class VaultDirectory {
         chmod(dir.path, mode_t(mode))
         let vault = try dir.vault()
         expectVaultError(.permissionDenied) { try vault.string(for: "k") }
-        #expect(vault.sessionToken() == .unavailable(.storageFailure))
+        #expect(vault.sessionToken() == .unavailable(.permissionDenied))
     }
 
     @Test(arguments: [0o640, 0o604, 0o644])

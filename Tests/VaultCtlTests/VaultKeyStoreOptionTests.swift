@@ -236,3 +236,55 @@ extension VaultKeyStoreOptionTests {
         #expect(get.standardError.contains(wrapped) && get.standardError.contains("symbolic link"), "\(get)")
     }
 }
+
+extension VaultKeyStoreOptionTests {
+    /// Issue 40, point 4, through vaultctl: `vault status` checks the key file as an open does (a 0644 key file is
+    /// a permission problem, not "ok"), and a vault written by a newer release is `unsupportedVersion` (65), never
+    /// `corrupted`, left byte for byte.
+    @Test func statusChecksTheKeyFileAndANewerVaultIsUnsupportedVersion() throws {
+        let vault = try VaultSandbox()
+        let token = VaultSandbox.secret("token")
+        try vault.input("set", token, secret: token)
+        let keyFile = vault.sandbox.path("vault.key")
+        try vault.run(
+            .noSecretService,
+            script: """
+                V init vault init --key-store key-file:\(keyFile) --service app
+                V set vault set --key-store key-file:\(keyFile) --service app session
+                chmod 644 \(keyFile)
+                V status-open vault status --key-store key-file:\(keyFile) --service app
+                V get-open vault get --key-store key-file:\(keyFile) --service app session
+                chmod 600 \(keyFile)
+                V status vault status --key-store key-file:\(keyFile) --service app
+                """)
+        #expect(try vault.step("init").status == 0)
+        #expect(try vault.step("set").status == 0)
+        let statusOpen = try vault.step("status-open")
+        #expect(statusOpen.status == 0, "status reports, it does not fail: \(statusOpen)")
+        #expect(!statusOpen.standardOutput.contains("permissions      ok"), "\(statusOpen)")
+        #expect(statusOpen.standardOutput.contains("\(keyFile) has mode 0644"), "\(statusOpen)")
+        let getOpen = try vault.step("get-open")
+        #expect(getOpen.status == 77, "\(getOpen)")
+        let status = try vault.step("status")
+        #expect(status.standardOutput.contains("permissions      ok"), "\(status)")
+
+        // A newer release's file: the header's format version raised, its checksum valid.
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: vault.vaultFile())))
+        bytes[8] = bytes[8] + 1
+        let crc = crc32c(bytes[0..<124])
+        withUnsafeBytes(of: crc.littleEndian) { for i in 0..<4 { bytes[124 + i] = $0[i] } }
+        try Data(bytes).write(to: URL(fileURLWithPath: vault.vaultFile()))
+        try vault.run(
+            .noSecretService,
+            script: """
+                V newer vault get --key-store key-file:\(keyFile) --service app session
+                V newer-json vault --json get --key-store key-file:\(keyFile) --service app session
+                """)
+        let newer = try vault.step("newer")
+        #expect(newer.status == 65, "\(newer)")
+        #expect(newer.standardError.contains("unsupportedVersion"), "\(newer)")
+        let json = try vault.step("newer-json")
+        #expect(json.standardOutput.contains("\"code\" : \"unsupportedVersion\""), "\(json)")
+        #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: vault.vaultFile()))) == bytes, "left byte for byte")
+    }
+}

@@ -192,6 +192,15 @@ struct FileKeys: Sendable {
         case systemdCredential
     }
 
+    /// Checks the key file as a read of it would (a regular file of this user that others can neither read nor
+    /// write), without reading the key: `Vault.status()`. A missing file is no permission problem.
+    func checkKeyFileTrust() throws(VaultError) {
+        guard case .keyFile(let path) = root else { return }
+        if let (fd, _) = try openChecked(path, what: "key file", followingLinks: true, checkingOwner: true) {
+            Sys.close(fd)
+        }
+    }
+
     /// Reads a 32-byte key file, a regular file trusted as `trust` says.
     private func readKeyFile(_ path: String, trust: Trust = .keyFile) throws(VaultError) -> SecretBytes? {
         let what = trust == .keyFile ? "key file" : "systemd credential file"

@@ -109,11 +109,16 @@ package struct KeyIdentity: Equatable, Sendable {
     /// Why a header's key check that `init(encoded:)` refused is not an identity this library reads: one of a
     /// newer format (a newer SecureVault wrote the file), or none of ours.
     static func unreadableReason(_ bytes: [UInt8]) -> String {
-        if bytes.count == encodedLength, bytes[0] > currentFormat, Kind(rawValue: bytes[1]) != nil {
+        if isNewerFormat(bytes) {
             return "its vault identity is format \(bytes[0]), written by a newer SecureVault (this one reads formats "
                 + "1 to \(currentFormat))"
         }
         return "its header names no vault key"
+    }
+
+    /// Whether a header's key check is a vault identity of a newer format than this library reads.
+    static func isNewerFormat(_ bytes: [UInt8]) -> Bool {
+        bytes.count == encodedLength && bytes[0] > currentFormat && Kind(rawValue: bytes[1]) != nil
     }
 
     init(kind: Kind, vaultID: [UInt8], keyID: [UInt8]) {

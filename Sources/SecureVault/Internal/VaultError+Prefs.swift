@@ -9,8 +9,9 @@ extension VaultError {
         case .valueTooLarge: code = .valueTooLarge
         case .tampered: code = .tampered
         case .wrongKey: code = .wrongKey
-        case .encrypted, .notEncrypted, .corrupted, .notAStore, .unsupportedVersion, .typeMismatch, .invalidInput:
+        case .encrypted, .notEncrypted, .corrupted, .notAStore, .typeMismatch, .invalidInput:
             code = .corrupted
+        case .unsupportedVersion: code = .unsupportedVersion
         case .notFound: code = .notFound
         case .diskFull: code = .diskFull
         case .permissionDenied: code = .permissionDenied

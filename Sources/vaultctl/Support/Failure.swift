@@ -51,7 +51,8 @@ enum ExitStatus {
         Exit codes:
           0   success
           64  bad usage or invalid input (invalidKey, invalidValue, valueTooLarge, usage)
-          65  data damaged, or verify found damage (corrupted, tampered)
+          65  data damaged, or verify found damage; or written by a newer release (corrupted, tampered,
+              unsupportedVersion)
           66  no such store or key (notFound)
           69  key store unavailable: no Secret Service, no usable kernel keyring (unavailable)
           74  I/O failure: disk full, read-only (io, diskFull)
@@ -90,7 +91,7 @@ struct ReportedFailure {
     static func exitCode(for code: VaultError.Code) -> Int32 {
         switch code {
         case .invalidKey, .invalidValue, .valueTooLarge, .unsupported: return ExitStatus.usage
-        case .corrupted, .tampered: return ExitStatus.dataError
+        case .corrupted, .tampered, .unsupportedVersion: return ExitStatus.dataError
         case .notFound: return ExitStatus.notFound
         case .unavailable: return ExitStatus.unavailable
         case .io, .diskFull: return ExitStatus.ioError
