@@ -73,7 +73,49 @@ package struct PrefsStoreFiles: Sendable, Equatable {
     package var quarantinePaths: [String]
 }
 
+/// A quarantine copy of a damaged store (``PrefsStore/quarantineCopies(in:store:)``).
+package struct PrefsQuarantineCopy: Sendable, Equatable {
+    /// The store it is a copy of.
+    package var store: String
+    /// `<directory>/<store>.prefs.corrupt-<stamp>[-n]`.
+    package var path: String
+    /// When it was made, UTC, as its name says: `yyyyMMdd'T'HHmmss'Z'`.
+    package var stamp: String
+    /// The `n` of a second copy made in the same second (0 for the first).
+    package var attempt: Int
+}
+
 extension PrefsStore {
+    /// The quarantine copies in `directory` (of `store` only, when given), oldest first (by the time in their
+    /// names, then their number). A missing directory has none. Opens and changes nothing.
+    package static func quarantineCopies(in directory: String, store: String? = nil) throws -> [PrefsQuarantineCopy] {
+        if let store { try StorePaths.validate(storeID: store) }
+        let names: [String]
+        switch Sys.directoryEntries(directory) {
+        case .success(let found): names = found
+        case .failure(let e) where e == .noEntry: return []
+        case .failure(let e): throw PrefsError.system(e, "opendir", "cannot list the store directory", path: directory)
+        }
+        let marker = Array(".prefs.corrupt-".utf8)
+        var copies: [PrefsQuarantineCopy] = []
+        for name in names {
+            // The last marker: a store id may itself contain one (`ui.prefs.corrupt-x` is a store's id).
+            let bytes = Array(name.utf8)
+            guard bytes.count > marker.count,
+                let start = (0...(bytes.count - marker.count)).last(where: { bytes[$0..<$0 + marker.count].elementsEqual(marker) })
+            else { continue }
+            let id = String(decoding: bytes[..<start], as: UTF8.self)
+            guard store == nil || id == store, StorePaths.isValid(storeID: id),
+                Recovery.isQuarantineName(name, dataFileName: id + ".prefs")
+            else { continue }
+            let suffix = bytes[(start + marker.count)...]
+            let stamp = String(decoding: suffix.prefix(16), as: UTF8.self)
+            let attempt = suffix.count > 17 ? Int(String(decoding: suffix.dropFirst(17), as: UTF8.self)) ?? 0 : 0
+            copies.append(PrefsQuarantineCopy(store: id, path: join(directory, name), stamp: stamp, attempt: attempt))
+        }
+        return copies.sorted { ($0.stamp, $0.attempt, $0.store) < ($1.stamp, $1.attempt, $1.store) }
+    }
+
     /// The value under `key` with its type, or nil when absent or expired.
     package func value(forKey key: String) throws -> PrefsValue? {
         try read { e throws(PrefsError) -> PrefsValue? in

@@ -29,6 +29,9 @@ struct StorePaths {
 
 extension StorePaths {
     /// Throws `invalidKey` for a store id the naming rule rejects.
+    /// Whether `id` is a valid store id.
+    static func isValid(storeID id: String) -> Bool { Names.isValid(id, as: .fileName) }
+
     static func validate(storeID id: String) throws(PrefsError) {
         guard Names.isValid(id, as: .fileName) else {
             throw PrefsError(.invalidKey, "invalid store id \"\(id)\": \(Names.ruleText(.fileName))")

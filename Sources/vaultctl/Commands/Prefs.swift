@@ -16,7 +16,7 @@ struct Prefs: ParsableCommand {
         subcommands: [
             ListCommand.self, GetCommand.self, SetCommand.self, DeleteCommand.self, StatsCommand.self,
             VerifyCommand.self, RepairCommand.self, CompactCommand.self, ExportCommand.self, ImportCommand.self,
-            BackupCommand.self, RestoreCommand.self, WipeCommand.self, LsCommand.self,
+            BackupCommand.self, RestoreCommand.self, WipeCommand.self, LsCommand.self, QuarantineCommand.self,
         ]
     )
 
