@@ -72,6 +72,18 @@ extension Sys {
         return .success(template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })
     }
 
+    /// `text` quoted for a POSIX shell when it needs to be: for commands printed in messages, which must run as
+    /// printed.
+    package static func shellQuoted(_ text: String) -> String {
+        let plain =
+            !text.isEmpty
+            && text.utf8.allSatisfy { c in
+                (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+                    || "-_./=:,+@%".utf8.contains(c)
+            }
+        return plain ? text : "'" + text.replacing("'", with: "'\\''") + "'"
+    }
+
     /// Whether anything exists at `path` (a symbolic link counts).
     package static func exists(_ path: String) -> Bool {
         if case .success = lstat(path) { return true }

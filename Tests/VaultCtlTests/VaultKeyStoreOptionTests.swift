@@ -288,3 +288,66 @@ extension VaultKeyStoreOptionTests {
         #expect([UInt8](try Data(contentsOf: URL(fileURLWithPath: vault.vaultFile()))) == bytes, "left byte for byte")
     }
 }
+
+extension VaultKeyStoreOptionTests {
+    /// `HINT NAME FROM`: runs, as printed, the `vaultctl ...` command quoted in backticks in step FROM's stderr
+    /// (the vaultctl under test in place of the word `vaultctl`), keeping its output as step NAME.
+    static let hint = """
+        HINT() {
+          local command
+          command=$(grep -o '`vaultctl [^`]*`' "$IO/$2.err" | tail -n 1 | tr -d '`')
+          printf '%s\\n' "$command" >"$IO/$1.command"
+          eval "\\"\\$VAULTCTL\\"${command#vaultctl}" </dev/null >"$IO/$1.out" 2>"$IO/$1.err"
+          echo $? >"$IO/$1.rc"
+        }
+
+        """
+
+    /// Issue 40, point 1: the hints of a missing key file run as printed. For a new vault the hint makes the key
+    /// (and the vault then works); over an existing vault it never recommends `vault init` (which cannot work
+    /// there) but the restore or the wipe, and the wipe it prints removes the vault.
+    @Test func theHintsOfAMissingKeyFileRunAsPrinted() throws {
+        let vault = try VaultSandbox()
+        let token = VaultSandbox.secret("token")
+        try vault.input("new", token, secret: token)
+        try vault.input("set-after", token, secret: token)
+        try vault.input("set-other", token, secret: token)
+        let keyFile = vault.sandbox.path("keys dir/vault.key")  // a path the shell must be given quoted
+        try FileManager.default.createDirectory(
+            atPath: vault.sandbox.path("keys dir"), withIntermediateDirectories: false,
+            attributes: [.posixPermissions: 0o700])
+        let option = "key-file:'\(keyFile)'"
+        try vault.run(
+            .noSecretService,
+            script: Self.hint + """
+                V new vault set --key-store \(option) --service app session
+                HINT new-hint new
+                V set-after vault set --key-store \(option) --service app session
+                V set-other vault set --key-store \(option) --service other session
+                mv '\(keyFile)' '\(keyFile).aside'
+                V existing vault get --key-store \(option) --service app session
+                V init-existing vault init --key-store \(option) --service app
+                HINT existing-hint existing
+                ls "$VDIR" > "$IO/files"
+                """)
+        let new = try vault.step("new")
+        #expect(new.status == 78, "\(new)")
+        #expect(vault.output("new-hint.command")?.hasPrefix("vaultctl --dir ") == true, "\(new)")
+        let newHint = try vault.step("new-hint")
+        #expect(newHint.status == 0, "the hint for a new vault: \(vault.output("new-hint.command") ?? "") → \(newHint)")
+        #expect(try vault.step("set-after").status == 0)
+
+        let existing = try vault.step("existing")
+        #expect(existing.status == 78, "\(existing)")
+        #expect(existing.standardError.contains("exists but its key file"), "\(existing)")
+        #expect(!existing.standardError.contains("vault init"), "never the init that cannot work: \(existing)")
+        let initExisting = try vault.step("init-existing")
+        #expect(initExisting.status == 78 && !initExisting.standardError.contains("`vaultctl --dir \(vault.vaultDirectory) vault init"), "\(initExisting)")
+        let existingHint = try vault.step("existing-hint")
+        #expect(
+            existingHint.status == 0,
+            "the hint for an existing vault: \(vault.output("existing-hint.command") ?? "") → \(existingHint)")
+        #expect(vault.output("files")?.contains("app.prefs") == false, "the wipe it printed removed the vault")
+        #expect(vault.output("files")?.contains("other.prefs") == true, "and only that vault")
+    }
+}

@@ -147,10 +147,22 @@ struct FileKeys: Sendable {
     private func missingRoot() -> VaultError {
         switch root {
         case .keyFile(let path):
+            // A hint that runs as printed, and tells a new vault (make the key) from an existing one (its key is
+            // gone: put it back, or remove the vault).
+            let options = "--dir \(Sys.shellQuoted(directory)) vault %@ --key-store key-file:\(Sys.shellQuoted(path)) "
+                + "--service \(Sys.shellQuoted(service))"
+            if Sys.exists(Sys.joinPath(directory, service + ".prefs")) {
+                return VaultError(
+                    code: .keyMissing,
+                    message: "vault '\(service)' exists but its key file \(path) is gone: put the key file back there "
+                        + "(from its backup, or mount the secret), or remove the vault and its items with `vaultctl "
+                        + options.replacing("%@", with: "wipe") + " --yes`; a new key file would not open it",
+                    path: path)
+            }
             return VaultError(
                 code: .keyMissing,
                 message: "vault '\(service)': there is no key file at \(path); a key file is never created silently: "
-                    + "create one with `vaultctl vault init --key-store key-file:\(path)` (or mount the secret "
+                    + "create one with `vaultctl " + options.replacing("%@", with: "init") + "` (or mount the secret "
                     + "there)", path: path)
         case .systemdCredential(let name, let file):
             return VaultError(
@@ -212,8 +224,8 @@ struct FileKeys: Sendable {
             throw VaultError(
                 code: .wrongKey,
                 message: "reading \(operation): \(path) holds \(info.size) bytes, not a \(Self.rootLength)-byte key "
-                    + "(make one with `head -c 32 /dev/urandom`, or `vaultctl vault init --key-store key-file:PATH`); "
-                    + "it is not used", path: path)
+                    + "(a key file is 32 random bytes: `head -c 32 /dev/urandom > FILE`, for a new vault); it is not "
+                    + "used", path: path)
         }
         var failure: Errno?
         var short = false

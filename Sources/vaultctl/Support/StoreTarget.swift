@@ -162,13 +162,7 @@ func plural(_ count: Int, _ noun: String, _ nouns: String? = nil) -> String {
 
 /// `text` quoted for a POSIX shell when it needs to be.
 func shellQuoted(_ text: String) -> String {
-    let plain =
-        !text.isEmpty
-        && text.utf8.allSatisfy { c in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
-                || "-_./=:,+@%".utf8.contains(c)
-        }
-    return plain ? text : "'" + text.replacing("'", with: "'\\''") + "'"
+    Sys.shellQuoted(text)
 }
 
 /// Whether anything exists at `path` (without following a final symbolic link).
