@@ -91,4 +91,36 @@ extension Vault {
         configuration.keyStore = .inMemory(InMemoryKeys())
         return try Vault(service: service, configuration: configuration, temporaryDirectory: directory)
     }
+
+    /// The key store the file of vault `service` in `directory` says it was sealed with, as far as the file can
+    /// tell without its key: nil when there is no file (or no file this library reads). A kernel keyring vault
+    /// names its keyring (nil for one written before it did); a key file's path and a systemd credential's name
+    /// are not in the file. vaultctl follows it, so that a command needs `--key-store` only for what the file
+    /// cannot say.
+    package static func recordedKeyStore(service: String, directory: String) -> RecordedKeyStore? {
+        guard let vault = try? Vault(service: service, configuration: Configuration(directory: directory)),
+            let identity = (try? vault.existingIdentity()) ?? nil
+        else { return nil }
+        switch identity.kind {
+        case .secretService: return .secretService
+        case .passphrase: return .passphrase
+        case .inMemory, .vaultItem: return nil
+        case .kernelKeyring:
+            return .kernelKeyring(KeyStore.KernelKeyring.allCases.first { $0.code == identity.argonPasses })
+        case .keyFile: return .keyFile
+        case .systemdCredential: return .systemdCredential
+        }
+    }
+}
+
+/// Where a vault's file says its key is (``Vault/recordedKeyStore(service:directory:)``).
+package enum RecordedKeyStore: Equatable, Sendable {
+    case secretService
+    case passphrase
+    /// The keyring the file names; nil for a file written before vaults named theirs.
+    case kernelKeyring(KeyStore.KernelKeyring?)
+    /// A key file: its path is not in the vault's file.
+    case keyFile
+    /// A systemd credential: its name is not in the vault's file.
+    case systemdCredential
 }

@@ -10,14 +10,16 @@ import Testing
         let token = VaultSandbox.secret("token")
         try vault.input("set", token, secret: token)
         try vault.run(
-            .noSecretService, revealing: ["get"],
+            .noSecretService, revealing: ["get", "follows"],
             script: """
                 V init vault init --key-store keyring:user --service app
                 V init-again vault init --key-store keyring:user --service app
                 V set vault set --key-store keyring:user --service app session
                 V get vault get --key-store keyring:user --service app session --reveal
                 V status vault status --key-store keyring:user --service app
-                V secret-service vault get --service app session --reveal
+                V follows vault get --service app session --reveal
+                V status-follows vault status --service app
+                V secret-service vault get --key-store secret-service --service app session
                 V rotate vault rotate-key --key-store keyring:user --service app
                 V get-after vault get --key-store keyring:user --service app session
                 V wipe vault wipe --key-store keyring:user --service app --yes
@@ -35,7 +37,12 @@ import Testing
         let status = try vault.step("status")
         #expect(status.status == 0 && status.standardOutput.contains("kernelKeyring:user"), "\(status)")
         #expect(status.standardOutput.contains("kernel keyring  reachable, key present"), "\(status)")
-        // The file says which key store it needs: another one is refused, never asked for a key.
+        // The file says which key store it needs: without --key-store vaultctl follows it (issue 40, point 2);
+        // another one named is refused, never asked for a key.
+        let follows = try vault.step("follows")
+        #expect(follows.status == 0 && follows.standardOutput == token + "\n", "\(follows)")
+        let statusFollows = try vault.step("status-follows")
+        #expect(statusFollows.standardOutput.contains("kernel keyring  reachable, key present"), "\(statusFollows)")
         let other = try vault.step("secret-service")
         #expect(other.status == 78, "\(other)")
         #expect(try vault.step("rotate").status == 0)
@@ -84,7 +91,10 @@ extension VaultKeyStoreOptionTests {
                 """)
         let noKey = try vault.step("no-key")
         #expect(noKey.status == 78, "\(noKey)")
-        #expect(noKey.standardError.contains("vaultctl vault init --key-store key-file:\(keyFile)"), "\(noKey)")
+        #expect(
+            noKey.standardError.contains(
+                "`vaultctl --dir \(vault.vaultDirectory) vault init --key-store key-file:\(keyFile) --service app`"),
+            "\(noKey)")
         #expect(vault.output("no-key.ls") == "", "no key file was created")
         let initialized = try vault.step("init")
         #expect(initialized.status == 0, "\(initialized)")
@@ -349,5 +359,53 @@ extension VaultKeyStoreOptionTests {
             "the hint for an existing vault: \(vault.output("existing-hint.command") ?? "") → \(existingHint)")
         #expect(vault.output("files")?.contains("app.prefs") == false, "the wipe it printed removed the vault")
         #expect(vault.output("files")?.contains("other.prefs") == true, "and only that vault")
+    }
+}
+
+extension VaultKeyStoreOptionTests {
+    /// Issue 40, point 2: without `--key-store`, vaultctl uses `$VAULTCTL_KEY_STORE`, else the key store the
+    /// vault's file names. A key file's path is not in the file: asked for (64, naming the option), never guessed,
+    /// never the Secret Service; a systemd credential is found when its directory holds one.
+    @Test func vaultctlFollowsTheVaultsKeyStoreAndAsksOnlyForAKeyFilesPath() throws {
+        let vault = try VaultSandbox()
+        let token = VaultSandbox.secret("token")
+        try vault.input("set", token, secret: token)
+        try vault.input("set-creds", token, secret: token)
+        let keyFile = vault.sandbox.path("vault.key")
+        try vault.run(
+            .noSecretService, revealing: ["get-env", "get-creds"],
+            script: """
+                V init vault init --key-store key-file:\(keyFile) --service app
+                V set vault set --key-store key-file:\(keyFile) --service app session
+                V get-bare vault get --service app session --reveal
+                V status-bare vault status --service app
+                export VAULTCTL_KEY_STORE=key-file:\(keyFile)
+                V get-env vault get --service app session --reveal
+                V list-env vault list --service app
+                V verify-env vault verify --service app
+                unset VAULTCTL_KEY_STORE
+                V set-creds vault set --key-store systemd-creds:app-vault --service creds session
+                V get-creds vault get --service creds session --reveal
+                export VAULTCTL_KEY_STORE=key-file:\(keyFile)
+                V wipe-env vault wipe --service app --yes
+                """)
+        #expect(try vault.step("set").status == 0)
+        let bare = try vault.step("get-bare")
+        #expect(bare.status == 64, "\(bare)")
+        #expect(bare.standardError.contains("give --key-store key-file:PATH (or set VAULTCTL_KEY_STORE)"), "\(bare)")
+        #expect(!bare.standardError.contains("Secret Service") && !bare.standardError.contains("D-Bus"), "\(bare)")
+        let status = try vault.step("status-bare")
+        #expect(status.status == 0 && status.standardOutput.contains("keyFile"), "\(status)")
+        #expect(!status.standardOutput.contains("secretService"), "\(status)")
+        let env = try vault.step("get-env")
+        #expect(env.status == 0 && env.standardOutput == token + "\n", "\(env)")
+        #expect(try vault.step("list-env").status == 0)
+        #expect(try vault.step("verify-env").status == 0)
+        #expect(try vault.step("set-creds").status == 0)
+        let creds = try vault.step("get-creds")
+        #expect(creds.status == 0 && creds.standardOutput == token + "\n", "\(creds)")
+        let wipe = try vault.step("wipe-env")
+        #expect(wipe.status == 0, "\(wipe)")
+        #expect(!FileManager.default.fileExists(atPath: vault.vaultFile()))
     }
 }

@@ -21,13 +21,15 @@ struct VaultOptions: ParsableArguments {
     @Option(
         name: .customLong("key-store"),
         help: ArgumentHelp(
-            "Where the vault's master key lives: secret-service (the default), passphrase (typed at the terminal "
+            "Where the vault's master key lives: secret-service, passphrase (typed at the terminal "
                 + "with echo off, or read from --passphrase-fd), keyring:session, keyring:user or "
                 + "keyring:persistent (the kernel's keyrings: gone at reboot), key-file:PATH (a 32-byte key file, "
                 + "mode 0600 or 0400), or systemd-creds:NAME[:FILE] (a systemd credential; FILE defaults to "
-                + "NAME.cred in the vault's directory).",
+                + "NAME.cred in the vault's directory). Without it: $VAULTCTL_KEY_STORE, else the key store the "
+                + "vault's file names (a key file's path, and a credential's name when its directory holds "
+                + "several, are not in the file: give them), else secret-service.",
             valueName: "store"))
-    var keyStore = "secret-service"
+    var keyStore: String?
 
     @Option(
         name: .customLong("passphrase-fd"),
@@ -37,10 +39,43 @@ struct VaultOptions: ParsableArguments {
             valueName: "n"))
     var passphraseFD: Int32?
 
-    /// The key store `--key-store` names; a value it does not know is `usage` (exit 64). A passphrase is read
-    /// only when `needsKey` (`status` never derives a key).
-    func parsedKeyStore(needsKey: Bool = true) throws -> KeyStore {
-        try Self.parse(keyStore, option: "--key-store") { needsKey ? try readPassphrase() : SecretBytes([]) }
+    /// The key store of the vault in `directory`: `--key-store`, else `$VAULTCTL_KEY_STORE`, else the one the
+    /// vault's file names, else the Secret Service. A value vaultctl does not know, or a vault whose file names
+    /// a key store without the part the file cannot hold (a key file's path), is `usage` (exit 64). A passphrase
+    /// is read only when `needsKey` (`status` never derives a key).
+    func resolvedKeyStore(directory: String, needsKey: Bool = true) throws -> KeyStore {
+        let passphrase = { needsKey ? try readPassphrase() : SecretBytes([]) }
+        if let keyStore { return try Self.parse(keyStore, option: "--key-store", passphrase: passphrase) }
+        if let spelling = Sys.environment("VAULTCTL_KEY_STORE") {
+            return try Self.parse(spelling, option: "VAULTCTL_KEY_STORE", passphrase: passphrase)
+        }
+        switch Vault.recordedKeyStore(service: service, directory: directory) {
+        case nil, .secretService?: return .secretService
+        case .passphrase?: return .passphrase(try passphrase())
+        case .kernelKeyring(let keyring?)?: return .kernelKeyring(keyring)
+        case .kernelKeyring(nil)?:
+            throw Self.askFor("its kernel keyring", "keyring:user (or keyring:session, keyring:persistent)", service)
+        case .keyFile?:
+            // `status` shows what it can without the path.
+            guard needsKey else { return .keyFile("") }
+            throw Self.askFor("the path of its key file", "key-file:PATH", service)
+        case .systemdCredential?:
+            let credentials = ((try? Sys.directoryEntries(directory).get()) ?? []).filter {
+                $0.hasSuffix(".cred") && $0.count > ".cred".count
+            }
+            guard credentials.count == 1, let only = credentials.first else {
+                guard needsKey else { return .systemdCredential(name: "?", file: nil) }
+                throw Self.askFor("its credential's name", "systemd-creds:NAME[:FILE]", service)
+            }
+            return .systemdCredential(name: String(only.dropLast(".cred".count)), file: nil)
+        }
+    }
+
+    /// `usage`: the vault's file names its key store but not `what`, which `--key-store` must give.
+    private static func askFor(_ what: String, _ spelling: String, _ service: String) -> CLIFailure {
+        .usage(
+            "vault \(shellQuoted(service)) keeps its master key where its file cannot say \(what): give "
+                + "--key-store \(spelling) (or set VAULTCTL_KEY_STORE)")
     }
 
     /// The key store `spelling` names; `passphrase` asks `passphrase` for it. Anything else is `usage`.
@@ -112,7 +147,7 @@ struct VaultTarget {
         // The command reports every failure itself; the library's log lines are diagnostics for --verbose.
         configuration.logger.logLevel = options.verbose ? .info : .critical
         if selection.interactive { configuration.prompting = .allowed(deadline: .seconds(120)) }
-        configuration.keyStore = try selection.parsedKeyStore(needsKey: needsKey)
+        configuration.keyStore = try selection.resolvedKeyStore(directory: directory, needsKey: needsKey)
         vault = try Vault(service: service, configuration: configuration)
     }
 

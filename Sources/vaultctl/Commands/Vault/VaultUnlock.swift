@@ -25,10 +25,10 @@ extension VaultGroup {
         @OptionGroup var selection: VaultOptions
 
         func answer(vault target: VaultTarget, console: Console) throws -> Answer {
-            guard selection.keyStore == "secret-service" else {
+            let spelling = target.vault.configuration.keyStore.spelling
+            guard spelling == "secret-service" else {
                 throw CLIFailure.usage(
-                    "vault unlock works on the Secret Service; the \(selection.keyStore) key store has nothing to "
-                        + "unlock")
+                    "vault unlock works on the Secret Service; the \(spelling) key store has nothing to unlock")
             }
             let read = try target.vault.unlockKeyStore(deadline: .seconds(120))
             return Answer(
