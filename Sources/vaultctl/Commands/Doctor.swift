@@ -19,7 +19,8 @@ struct Doctor: VaultCtlCommand {
     @OptionGroup var options: GlobalOptions
 
     func answer(console: Console) throws -> Answer {
-        let report = DoctorReport.gather(directory: options.dir)
+        let directories = try options.doctorDirectories()
+        let report = DoctorReport.gather(prefs: directories.prefs, vault: directories.vault)
         return Answer(json: report.json, human: report.human, status: report.exitCode)
     }
 }
@@ -58,7 +59,7 @@ struct DoctorReport {
         ]
     }
 
-    static func gather(directory: String?) -> DoctorReport {
+    static func gather(prefs: String?, vault: String?) -> DoctorReport {
         let busAddress = Sys.environment("DBUS_SESSION_BUS_ADDRESS", keepingEmpty: true)
         var probe: LibSecret.ServiceProbe?
         var failure: SecretServiceFailure?
@@ -68,8 +69,8 @@ struct DoctorReport {
             failure = error
         }
         let directories = [
-            inspect(kind: "prefs", path: directory ?? PrefsStore.defaultDirectory),
-            inspect(kind: "vault", path: directory ?? VaultDefaults.directory),
+            inspect(kind: "prefs", path: prefs ?? PrefsStore.defaultDirectory),
+            inspect(kind: "vault", path: vault ?? VaultDefaults.directory),
         ]
         var report = DoctorReport(
             libsodium: Sodium.versionString, libsecret: LibSecret.versionString, busAddress: busAddress,

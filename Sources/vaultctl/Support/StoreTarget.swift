@@ -24,7 +24,7 @@ struct StoreTarget {
     init(id: String, options: GlobalOptions) throws {
         self.id = id
         self.options = options
-        directory = options.dir ?? PrefsStore.defaultDirectory
+        directory = try options.prefsDirectory()
         do {
             dataPath = try PrefsStore.dataPath(id: id, directory: directory)
         } catch let error as PrefsError {

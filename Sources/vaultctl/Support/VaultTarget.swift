@@ -141,7 +141,7 @@ struct VaultTarget {
     /// An invalid service name is `invalidKey` (exit 64).
     init(_ selection: VaultOptions, options: GlobalOptions, needsKey: Bool = true) throws {
         service = selection.service
-        directory = options.dir ?? Vault.defaultDirectory
+        directory = try options.vaultDirectory()
         self.options = options
         var configuration = Vault.Configuration(directory: directory)
         // The command reports every failure itself; the library's log lines are diagnostics for --verbose.

@@ -27,7 +27,7 @@ extension Prefs {
         @OptionGroup var options: GlobalOptions
 
         func answer(console: Console) throws -> Answer {
-            let directory = options.dir ?? PrefsStore.defaultDirectory
+            let directory = try options.prefsDirectory()
             guard fileExists(directory) else {
                 throw CLIFailure.notFound("no store directory at \(directory)")
             }

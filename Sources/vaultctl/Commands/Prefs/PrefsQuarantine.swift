@@ -30,7 +30,7 @@ extension Prefs {
             @Argument(help: "Only this store's copies.") var store: String?
 
             func answer(console: Console) throws -> Answer {
-                let directory = options.dir ?? PrefsStore.defaultDirectory
+                let directory = try options.prefsDirectory()
                 let copies = try QuarantineCommand.copies(in: directory, store: store)
                 let rows = copies.map { Report.Copy($0) }
                 return Answer(
@@ -92,7 +92,7 @@ extension Prefs {
             }
 
             func answer(console: Console) throws -> Answer {
-                let directory = options.dir ?? PrefsStore.defaultDirectory
+                let directory = try options.prefsDirectory()
                 let copies = try QuarantineCommand.copies(in: directory, store: store)
                 var removed: [String] = []
                 var kept: [String] = []
