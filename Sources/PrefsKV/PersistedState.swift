@@ -430,7 +430,8 @@ extension PrefsStore {
 extension PersistedState where Value: Codable {
     /// The state kept under `key` (its name and default): a Codable key's values are this state at version 0,
     /// so a state with a higher version and a migration takes over what the key wrote. A key of one of the
-    /// store's own types (`PrefsKey<Int>`...) is stored as that type, not as a state: passing one traps.
+    /// store's own types (`PrefsKey<Int>`...) is stored as that type, not as a state: passing one is a
+    /// compile-time warning (deprecated) and traps (as it does when generic code hides the type).
     ///
     /// ```swift
     /// let theme = PersistedState(PrefsKeys.theme, store: ui)                  // reads what store[.theme] wrote
@@ -448,5 +449,121 @@ extension PersistedState where Value: Codable {
                 + "declare the state by name, or the key with a Codable type of the app's")
         self.init(
             name: key.name, version: version, defaults: key.defaultValue, store: store, logger: logger, migrate: migrate)
+    }
+}
+
+// A key of the store's own types given to a PersistedState is a compile-time warning (issue 40, point 7): these
+// overloads are more specific than the Codable one above, and deprecated. (Unavailable ones would be a compile-time
+// error, but the compiler then picks the Codable overload instead, which compiles: an unavailable overload loses to
+// an available one.) Generic code that hides the type still reaches the Codable overload's trap.
+extension PersistedState where Value == Bool {
+    /// Deprecated, to warn at compile time: a `PrefsKey<Bool>` is stored as the store's own type, not as a state.
+    @available(
+        *, deprecated,
+        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
+    )
+    public convenience init(
+        _ key: PrefsKey<Bool>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
+        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
+    ) {
+        preconditionFailure(
+            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
+                + "declare the state by name, or the key with a Codable type of the app's")
+    }
+}
+
+extension PersistedState where Value == Int {
+    /// Deprecated, to warn at compile time: a `PrefsKey<Int>` is stored as the store's own type, not as a state.
+    @available(
+        *, deprecated,
+        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
+    )
+    public convenience init(
+        _ key: PrefsKey<Int>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
+        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
+    ) {
+        preconditionFailure(
+            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
+                + "declare the state by name, or the key with a Codable type of the app's")
+    }
+}
+
+extension PersistedState where Value == Int64 {
+    /// Deprecated, to warn at compile time: a `PrefsKey<Int64>` is stored as the store's own type, not as a state.
+    @available(
+        *, deprecated,
+        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
+    )
+    public convenience init(
+        _ key: PrefsKey<Int64>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
+        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
+    ) {
+        preconditionFailure(
+            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
+                + "declare the state by name, or the key with a Codable type of the app's")
+    }
+}
+
+extension PersistedState where Value == Double {
+    /// Deprecated, to warn at compile time: a `PrefsKey<Double>` is stored as the store's own type, not as a state.
+    @available(
+        *, deprecated,
+        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
+    )
+    public convenience init(
+        _ key: PrefsKey<Double>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
+        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
+    ) {
+        preconditionFailure(
+            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
+                + "declare the state by name, or the key with a Codable type of the app's")
+    }
+}
+
+extension PersistedState where Value == String {
+    /// Deprecated, to warn at compile time: a `PrefsKey<String>` is stored as the store's own type, not as a state.
+    @available(
+        *, deprecated,
+        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
+    )
+    public convenience init(
+        _ key: PrefsKey<String>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
+        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
+    ) {
+        preconditionFailure(
+            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
+                + "declare the state by name, or the key with a Codable type of the app's")
+    }
+}
+
+extension PersistedState where Value == Data {
+    /// Deprecated, to warn at compile time: a `PrefsKey<Data>` is stored as the store's own type, not as a state.
+    @available(
+        *, deprecated,
+        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
+    )
+    public convenience init(
+        _ key: PrefsKey<Data>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
+        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
+    ) {
+        preconditionFailure(
+            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
+                + "declare the state by name, or the key with a Codable type of the app's")
+    }
+}
+
+extension PersistedState where Value == [String] {
+    /// Deprecated, to warn at compile time: a `PrefsKey<[String]>` is stored as the store's own type, not as a state.
+    @available(
+        *, deprecated,
+        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
+    )
+    public convenience init(
+        _ key: PrefsKey<[String]>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
+        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
+    ) {
+        preconditionFailure(
+            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
+                + "declare the state by name, or the key with a Codable type of the app's")
     }
 }
