@@ -143,6 +143,23 @@ public class PrefsKeys: @unchecked Sendable {  // no state: the keys are its sub
     fileprivate init() {}
 }
 
+extension Optional where Wrapped == PrefsStore {
+    /// The value of `key` in the store, or the key's default when there is no store: what
+    /// ``PrefsStore/openOrLog(id:directory:configuration:ifUnreadable:)`` returns when the store cannot be opened
+    /// reads as defaults, with no `?? default` repeated at every read.
+    ///
+    /// ```swift
+    /// let ui = PrefsStore.openOrLog(id: "ui", directory: app.preferences)   // PrefsStore?
+    /// let width = ui[.sidebarWidth]                                         // 240 when ui is nil
+    /// ```
+    public subscript<Value>(key: PrefsKey<Value>) -> Value {
+        switch self {
+        case .some(let store): store[key]
+        case .none: key.defaultValue
+        }
+    }
+}
+
 extension PrefsStore {
     /// The value of `key`: the stored one, else (absent, expired) the key's default. Never throws: a value
     /// that cannot be read (another type under the name, damaged JSON) gives the default and logs one error
@@ -166,6 +183,10 @@ extension PrefsStore {
             return key.defaultValue
         }
     }
+
+    // No setter: a write can fail (a full disk, a read-only store, a changed file) and a subscript's setter cannot
+    // throw, so `store[key] = value` would have to drop the failure. Writes are `try store.set(value, for: key)`,
+    // or `ObservedPref.set` in a model (issue 40, point 7; a property wrapper has the same setter).
 
     /// The value of `key`, or its default when nothing is stored (or the value expired).
     ///

@@ -211,3 +211,16 @@ extension PrefsKeys {
 private func genericState<V: Codable & Sendable>(_ key: PrefsKey<V>, _ store: PrefsStore?) -> PersistedState<V> {
     PersistedState(key, store: store)
 }
+
+/// A store `openOrLog` could not open reads as defaults through the same subscript (issue 40, point 7).
+@Suite struct OptionalStoreKeyTests {
+    @Test func anOptionalStoreReadsItsValuesOrTheDefaults() throws {
+        let dir = try TempDir("keys-optional", memory: true)
+        let opened: PrefsStore? = PrefsStore.openOrLog(id: "ui", directory: dir.path)
+        try #require(opened).set(15, for: .fontSize)
+        #expect(opened[.fontSize] == 15)
+        let none: PrefsStore? = nil
+        #expect(none[.fontSize] == 13)
+        #expect(none[.keyTheme] == PrefsKeys.keyTheme.defaultValue)
+    }
+}
