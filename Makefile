@@ -198,6 +198,7 @@ install:
 	install -m 0755 "$$bin/vaultctl" "$$root/bin/vaultctl"; \
 	"$$bin/generate-manual" "$$bin/vaultctl" --date "$$(git log -1 --format=%cs 2>/dev/null || date +%F)" \
 		--output-directory "$$root/share/man/man1"; \
+	scripts/man-sections.sh "$$root/share/man/man1/vaultctl.1"; \
 	"$$bin/vaultctl" --generate-completion-script bash > "$$root/share/bash-completion/completions/vaultctl"; \
 	"$$bin/vaultctl" --generate-completion-script zsh > "$$root/share/zsh/site-functions/_vaultctl"; \
 	"$$bin/vaultctl" --generate-completion-script fish > "$$root/share/fish/vendor_completions.d/vaultctl.fish"; \
@@ -209,6 +210,7 @@ man:
 	@mkdir -p .build/man
 	"$$($(SWIFT) build --show-bin-path)/generate-manual" "$$($(SWIFT) build --show-bin-path)/vaultctl" \
 		--output-directory .build/man
+	@scripts/man-sections.sh .build/man/vaultctl.1
 	@echo "man -l .build/man/vaultctl.1"
 
 docs: bootstrap

@@ -18,6 +18,16 @@ page="$root/share/man/man1/vaultctl.1"
 for entry in doctor prefs '"stores, ls"' '"keys, list"' vault init migrate-key rotate-key unlock; do
     grep -qx ".It Em $entry" "$page" || fail "the man page has no entry for $entry"
 done
+# The sections generate-manual does not write (scripts/man-sections.sh): the real exit codes, every one that
+# `vaultctl --help` lists, the environment, the files and examples.
+for section in '"EXIT STATUS"' ENVIRONMENT FILES EXAMPLES; do
+    grep -qx ".Sh $section" "$page" || fail "the man page has no $section section"
+done
+grep -qx '.Ex -std' "$page" && fail "the man page's EXIT STATUS is the generic sentence"
+for code in $("$root/bin/vaultctl" --help | sed -n 's/^  \([0-9][0-9]*\)  .*/\1/p'); do
+    grep -qx ".It $code" "$page" || fail "the man page's EXIT STATUS lacks exit code $code (vaultctl --help has it)"
+done
+grep -q 'Ev VAULTCTL_KEY_STORE' "$page" || fail "the man page's ENVIRONMENT lacks VAULTCTL_KEY_STORE"
 # Rendered by groff or mandoc where one is installed (a minimized system's `man` is a stub that renders nothing).
 if command -v groff >/dev/null; then
     rendered=$(groff -mandoc -Tutf8 "$page" 2>/dev/null | sed 's/.\x08//g')   # overstruck bold made plain
