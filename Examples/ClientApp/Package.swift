@@ -3,7 +3,6 @@ import PackageDescription
 
 let package = Package(
     name: "ClientApp",
-    platforms: [.macOS(.v15)],
     dependencies: [
         .package(name: "SecureVault", path: "../..")
     ],
