@@ -21,7 +21,7 @@ import Logging
 /// `Bool`, `Int`, `Int64`, `Double`, `String`, `Data` and `[String]` are stored as the store's own types (what
 /// `vaultctl prefs get` prints, and what the typed getters such as ``PrefsStore/string(forKey:)`` read);
 /// anything else `Codable` is stored as a ``PersistedState`` of version 0 stores its state, so a
-/// `PersistedState` built on the key (``PersistedState/init(_:version:store:logger:migrate:)``) reads the same
+/// `PersistedState` built on the key (`PersistedState(key, version:store:)`) reads the same
 /// value, and migrates it when the type's shape changes: one mechanism, two ways in.
 public final class PrefsKey<Value: Sendable>: PrefsKeys, @unchecked Sendable {
     /// The key's name in the store.
