@@ -65,7 +65,10 @@ import TestSupport
         let path = scratch.root + "/vault.key"
         let error = Self.failure { try scratch.vault(.keyFile(path)).set("tok", for: "token") }
         #expect(error?.code == .keyMissing)
-        #expect(error?.message.contains("vaultctl vault init --key-store key-file:\(path)") == true, "\(String(describing: error))")
+        #expect(
+            error?.message.contains(
+                "`vaultctl --dir \(scratch.vaults) vault init --key-store key-file:\(path) --service app`") == true,
+            "\(String(describing: error))")
         #expect(!FileManager.default.fileExists(atPath: path))
         #expect(!FileManager.default.fileExists(atPath: scratch.vaults + "/app.prefs"), "no vault without its key")
         #expect(try KeyStore.createKeyFile(at: path))
