@@ -9,6 +9,7 @@ enum {
     op_get_keyring_id = 0,
     op_join_session_keyring = 1,
     op_revoke = 3,
+    op_describe = 6,
     op_link = 8,
     op_unlink = 9,
     op_search = 10,
@@ -64,6 +65,10 @@ int32_t vault_keyring_search(int32_t keyring, const char *description) {
 
 int64_t vault_keyring_read(int32_t key, void *buffer, size_t capacity) {
     return (int64_t)result(syscall(SYS_keyctl, op_read, key, buffer, capacity));
+}
+
+int64_t vault_keyring_describe(int32_t key, char *buffer, size_t capacity) {
+    return (int64_t)result(syscall(SYS_keyctl, op_describe, key, buffer, capacity));
 }
 
 int vault_keyring_invalidate(int32_t key) { return (int)result(syscall(SYS_keyctl, op_invalidate, key)); }

@@ -1,5 +1,6 @@
 // Joining and splitting paths, one rule for every module: a relative directory stays relative (to the working
 // directory of the call), an absolute one stays absolute; nothing gains or loses a leading "/".
+import Glibc
 
 extension Sys {
     /// `name` inside `directory`: one `/` between them, none added after a trailing one. An empty directory is
@@ -42,5 +43,18 @@ extension Sys {
         }
         if !path.isEmpty && !path.hasSuffix("/") { prefixes.append(path) }
         return prefixes
+    }
+
+    /// The absolute path of an existing `path` with every symbolic link, `.` and `..` resolved (`realpath(3)`),
+    /// nil when it does not exist or cannot be resolved. What a record of where a file lives should hold: a
+    /// relative path names different places from different working directories.
+    ///
+    /// ```swift
+    /// Sys.canonicalPath("state")  // "/home/me/app/state", run in /home/me/app
+    /// ```
+    package static func canonicalPath(_ path: String) -> String? {
+        guard let resolved = realpath(path.isEmpty ? "." : path, nil) else { return nil }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 }

@@ -32,8 +32,12 @@ int32_t vault_keyring_add_expiring(
 int32_t vault_keyring_add(const char *description, const void *payload, size_t length, int32_t keyring);
 /// Searches `keyring` (recursively) for a "user" key named `description`; its serial.
 int32_t vault_keyring_search(int32_t keyring, const char *description);
-/// Reads at most `capacity` bytes of key `key` into `buffer`; the key's full length.
+/// Reads at most `capacity` bytes of key `key` into `buffer` (a keyring reads as the serials it links, 4 bytes
+/// each); the full length.
 int64_t vault_keyring_read(int32_t key, void *buffer, size_t capacity);
+/// Describes key `key` as "type;uid;gid;perm;description" (keyctl KEYCTL_DESCRIBE), NUL-terminated, into at most
+/// `capacity` bytes of `buffer`; the full length with its NUL.
+int64_t vault_keyring_describe(int32_t key, char *buffer, size_t capacity);
 /// Invalidates key `key`: it is gone at once for every process (keyctl KEYCTL_INVALIDATE).
 int vault_keyring_invalidate(int32_t key);
 /// Revokes key `key` (keyctl KEYCTL_REVOKE): it stays, but every read fails with EKEYREVOKED.

@@ -102,6 +102,43 @@ enum KernelKeys {
         }
     }
 
+    /// The names of the vault keys linked straight into `keyring` (`securevault:...` "user" keys; the per-session
+    /// cache's `securevault-cache:` keys are not vault keys). A key this process may not view is skipped.
+    static func vaultKeyNames(in keyring: Int32) -> Result<[String], Errno> {
+        // A keyring reads as the serials it links, four bytes each; room for a few added meanwhile.
+        let length = vault_keyring_read(keyring, nil, 0)
+        guard length >= 0 else { return .failure(Errno(rawValue: Int32(-length))) }
+        var serials = [Int32](repeating: 0, count: Int(length) / 4 + 16)
+        let read = serials.withUnsafeMutableBytes { vault_keyring_read(keyring, $0.baseAddress, $0.count) }
+        guard read >= 0 else { return .failure(Errno(rawValue: Int32(-read))) }
+        var names: [String] = []
+        var buffer = [CChar](repeating: 0, count: 4096 + 64)
+        for serial in serials.prefix(min(Int(read), serials.count * 4) / 4) {
+            let described = buffer.withUnsafeMutableBufferPointer {
+                vault_keyring_describe(serial, $0.baseAddress, $0.count)
+            }
+            guard described > 0, Int(described) <= buffer.count else { continue }
+            // "type;uid;gid;perm;description": the description may itself hold ';'.
+            let text = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            let fields = text.split(separator: ";", maxSplits: 4, omittingEmptySubsequences: false)
+            guard fields.count == 5, fields[0] == "user", fields[4].hasPrefix("securevault:") else { continue }
+            names.append(String(fields[4]))
+        }
+        return .success(names)
+    }
+
+    /// The service, vault id and key id a vault key's name holds (``description(service:vaultIDHex:keyIDHex:)``),
+    /// nil for any other name. The ids are the last two fields: a service name may hold ':'.
+    static func parse(_ description: String) -> (service: String, vaultIDHex: String, keyIDHex: String)? {
+        guard description.hasPrefix("securevault:") else { return nil }
+        let fields = description.dropFirst("securevault:".count).split(separator: ":", omittingEmptySubsequences: false)
+        guard fields.count >= 3 else { return nil }
+        let vault = String(fields[fields.count - 2])
+        let key = String(fields[fields.count - 1])
+        guard vault.utf8.count == 32, key.utf8.count == 16, isHex(vault), isHex(key) else { return nil }
+        return (fields.dropLast(2).joined(separator: ":"), vault, key)
+    }
+
     /// For tests: revokes or sets the timeout of the key named `description`.
     static func revoke(_ description: String, in keyring: Int32) -> Result<Void, Errno> {
         search(description, in: keyring).flatMap { status(vault_keyring_revoke($0)) }

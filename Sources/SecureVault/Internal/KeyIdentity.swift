@@ -138,3 +138,15 @@ func hex(_ bytes: some Sequence<UInt8>) -> String {
     }
     return String(decoding: out, as: UTF8.self)
 }
+
+/// Whether `text` is lowercase hexadecimal digits only (how ids are spelled in key stores).
+func isHex(_ text: String) -> Bool {
+    !text.isEmpty && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+}
+
+/// The bytes a lowercase hex string spells, nil when it is not one (odd length, another character).
+func bytes(hex text: String) -> [UInt8]? {
+    guard isHex(text), text.utf8.count % 2 == 0 else { return nil }
+    let digits = Array(text.utf8).map { $0 <= 57 ? $0 - 48 : $0 - 87 }
+    return stride(from: 0, to: digits.count, by: 2).map { digits[$0] << 4 | digits[$0 + 1] }
+}

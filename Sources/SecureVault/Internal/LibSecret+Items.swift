@@ -154,4 +154,47 @@ extension LibSecret {
         if let reply { g_variant_unref(reply) }
         if let error { g_error_free(error) }
     }
+
+    /// A keyring item as a listing sees it: its object path, label and attributes. Its secret is never read.
+    package struct ItemInfo: Sendable, Equatable {
+        package var path: String
+        package var label: String
+        /// The item's values of the schema's attributes (an attribute the item lacks is absent).
+        package var attributes: [String: String]
+    }
+
+    /// Every item of `schema` in the default collection, with its label and the schema's attributes; no secret is
+    /// read and nothing prompts. Items of the schema kept in another collection are not listed: keys are kept in
+    /// the default collection only, so one elsewhere is not ours (another app can store items of any schema).
+    ///
+    /// - Throws: `.locked` when the default collection is locked (its items may be hidden, and searching it may
+    ///   prompt; nothing is searched); the bus/service/timeout kinds. No default collection lists nothing.
+    package static func items(schema: Schema, deadline: Duration) throws(SecretServiceFailure) -> [ItemInfo] {
+        try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> [ItemInfo] in
+            let service = try sharedService(cancellable)
+            defer { g_object_unref(service) }
+            let collection: String
+            do throws(SecretServiceFailure) {
+                collection = try unlockedCollection("default", service: service, prompting: .never, cancellable)
+            } catch where error.kind == .noDefaultCollection {
+                return []
+            }
+            let found = try search(
+                service: service, schema: schema, attributes: ["xdg:schema": schema.name], cancellable)
+            defer { found.forEach { g_object_unref($0) } }
+            return found.compactMap { item -> ItemInfo? in
+                guard let path = objectPath(item), path.hasPrefix(collection + "/") else { return nil }
+                let label = secret_item_get_label(item)
+                defer { g_free(label) }
+                guard let table = secret_item_get_attributes(item) else { return nil }
+                defer { g_hash_table_unref(table) }
+                var attributes: [String: String] = [:]
+                for name in schema.attributeNames {
+                    let value = name.withCString { g_hash_table_lookup(table, $0) }
+                    if let value { attributes[name] = String(cString: value.assumingMemoryBound(to: CChar.self)) }
+                }
+                return ItemInfo(path: path, label: label.map { String(cString: $0) } ?? "", attributes: attributes)
+            }
+        }
+    }
 }

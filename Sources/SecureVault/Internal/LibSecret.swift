@@ -104,10 +104,13 @@ package enum LibSecret {
         }
 
         /// The schema of a vault's master key: `vault` (random id of the vault), `key` (random id of the key),
-        /// `format` (the vault's identity format: "1" legacy, "2"), and for format 2 `service` (the vault's name,
-        /// so that a file copied under another name finds no key, and no wipe of it deletes one).
+        /// `format` (the vault's identity format: "1" legacy, "2"), for format 2 `service` (the vault's name,
+        /// so that a file copied under another name finds no key, and no wipe of it deletes one), and on keys made
+        /// since 0.2.0 `directory` (the vault directory's canonical path when the key was made: where `vaultctl vault
+        /// keys` looks for the vault, so that a key whose vault was deleted by hand can be found). Look-ups and
+        /// deletes match `vault`, `key`, `format` and `service` only, so keys made before `directory` keep working.
         package static let vaultMasterKey = Schema(
-            name: "dev.securevault.MasterKey", attributes: ["vault", "key", "format", "service"])
+            name: "dev.securevault.MasterKey", attributes: ["vault", "key", "format", "service", "directory"])
     }
 
     /// A secret read from the service, copied straight into guarded memory.

@@ -118,8 +118,12 @@ struct MasterKeys: Sendable {
         case .secretService:
             let key = SecretBytes.random(count: Self.keyLength)
             do {
+                // Where the vault lives goes with the key (not used to find it): `vaultctl vault keys` looks there
+                // for the vault when its key may have been orphaned.
+                var attributes = attributes(identity)
+                attributes["directory"] = Sys.canonicalPath(directory)
                 try LibSecret.store(
-                    schema: .vaultMasterKey, attributes: attributes(identity), label: label, secret: key,
+                    schema: .vaultMasterKey, attributes: attributes, label: label, secret: key,
                     prompting: secretService.prompting, deadline: secretService.deadline)
             } catch {
                 throw VaultError(error, operation: "saving \(operation)")

@@ -9,7 +9,9 @@ struct Doctor: VaultCtlCommand {
         abstract: "Check libraries, the session bus, the Secret Service, keyrings and store directories.",
         discussion: """
             Never prompts and works with a locked keyring. Lists the key stores that work here (the kernel \
-            keyrings are tried with a 1-byte probe key) and why the others do not, and recommends one. Ends \
+            keyrings are tried with a 1-byte probe key) and why the others do not, and recommends one. Lists \
+            the master keys the key stores keep for vaults that are gone (as `vault keys` finds them: deleted \
+            by hand, superseded; `vault forget-key` deletes one). Ends \
             with a one-line diagnosis of the default key store (the Secret Service) and its fix.
             Exits 0 when vaults can be used with the Secret Service, 69 when no Secret Service is reachable \
             (see the recommended key store), 75 when the default keyring is locked or the service hangs, 77 \
@@ -48,6 +50,8 @@ struct DoctorReport {
     var exitCode: Int32
     /// Every key store of this version, probed, and the one recommended here.
     var keyStores: [KeyStoreProbe] = []
+    /// The vault master keys no vault this library can read needs (`vault keys`: superseded, orphaned, unplaced).
+    var unusedKeys: [StoredVaultKey] = []
 
     /// What the provider found does that gnome-keyring does not, and the settings that avoid it.
     var notes: [String] {
@@ -77,6 +81,8 @@ struct DoctorReport {
             probe: probe, failure: failure, directories: directories, diagnosis: "", fix: nil, exitCode: 0)
         report.diagnose()
         report.keyStores = KeyStoreProbe.all(secretServiceProblem: report.exitCode == ExitStatus.success ? nil : report.diagnosis)
+        // Key stores that cannot be listed (a locked keyring) are the diagnosis's concern, not repeated here.
+        report.unusedKeys = Vault.storedKeys(searching: [directories[1].path]).keys.filter(\.use.isUnused)
         return report
     }
 
@@ -221,6 +227,8 @@ struct DoctorReport {
         var keyStores: [KeyStore]
         @Nullable var recommendedKeyStore: String?
         var directories: [Directory]
+        /// As `vault keys --json` lists them.
+        var unusedKeys: [VaultGroup.KeyReport]
         var diagnosis: String
         @Nullable var fix: String?
         var ok: Bool
@@ -255,6 +263,7 @@ struct DoctorReport {
                     kind: directory.kind, path: directory.path, exists: directory.exists,
                     mode: directory.mode.map(octalMode), owner: directory.owner, secure: directory.secure)
             },
+            unusedKeys: unusedKeys.map(VaultGroup.KeyReport.init),
             diagnosis: diagnosis, fix: fix, ok: exitCode == ExitStatus.success)
     }
 
@@ -302,10 +311,19 @@ struct DoctorReport {
         if let recommended = KeyStoreProbe.recommended(keyStores) {
             lines.append("recommended      --key-store \(recommended.name)")
         }
+        for key in unusedKeys {
+            lines.append(
+                "unused key       \(key.service) \(key.keyID) in \(key.place.kind), \(key.use.name): \(key.use.detail)")
+        }
         lines.append("")
         lines.append(diagnosis)
         if let fix { lines.append("Fix: \(fix)") }
         for note in notes { lines.append("Note: \(note)") }
+        if !unusedKeys.isEmpty {
+            lines.append(
+                "Note: \(plural(unusedKeys.count, "master key")) kept for vaults that are gone; once sure no vault "
+                    + "needs one: vaultctl vault forget-key --service NAME --key-id ID --yes")
+        }
         return lines.joined(separator: "\n")
     }
 }
