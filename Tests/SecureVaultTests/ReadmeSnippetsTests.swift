@@ -34,7 +34,7 @@ import TestSupport
             let indent = lines[begin].prefix { $0 == " " }.count
             snippets.append(lines[(begin + 1)..<end].map { String($0.dropFirst(indent)) }.joined(separator: "\n") + "\n")
         }
-        #expect(snippets.count == 4)
+        #expect(snippets.count == 5)
         // README blocks of "Using it": the Package.swift and the server's are checked elsewhere.
         let blocks = try Self.readmeBlocks().filter {
             !$0.hasPrefix("// swift-tools-version") && !$0.contains("systemdCredential")
