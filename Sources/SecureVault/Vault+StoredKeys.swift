@@ -193,7 +193,7 @@ extension Vault {
             if let unlisted = listing.unlisted.first { throw unlisted.error }
             throw VaultError(
                 code: .notFound,
-                message: "no reachable key store keeps master key \(keyID) of vault '\(service)' (vaultctl vault keys "
+                message: "no reachable key store keeps master key \(keyID) of vault '\(service)' (`vaultctl vault keys` "
                     + "lists the keys there are)")
         }
         let searched = canonicalDirectories(directories)

@@ -291,7 +291,7 @@ import Testing
         let key = try #require(vault.output("key"))
         try #require(key.count == 16, "no key id in the status step")
         #expect(doctor.lines.contains { $0.hasPrefix("unused key") && $0.contains("ghost \(key)") && $0.contains("orphaned") }, "\(doctor)")
-        #expect(doctor.standardOutput.contains("vaultctl vault forget-key"), "\(doctor)")
+        #expect(doctor.standardOutput.contains("vault forget-key --service ghost --key-id \(key) --yes`"), "\(doctor)")
         let json = try jsonObject(try vault.step("doctor-json").standardOutput)
         let unused = json["unusedKeys"] as? [[String: Any]]
         #expect(unused?.contains { $0["service"] as? String == "ghost" && $0["keyId"] as? String == key } == true)

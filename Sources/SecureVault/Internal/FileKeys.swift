@@ -168,8 +168,17 @@ struct FileKeys: Sendable {
             return VaultError(
                 code: .keyMissing,
                 message: "vault '\(service)': the systemd credential '\(name)' is neither in $CREDENTIALS_DIRECTORY nor at "
-                    + "\(file)", path: file)
+                    + "\(file)" + (Sys.userID == 0 ? "" : rootOnlyHint(name, file)), path: file)
         }
+    }
+
+    /// For a user whose systemd-creds cannot use the host key (root's): the commands that make the credential as
+    /// root and hand it to a service, as printed.
+    private func rootOnlyHint(_ name: String, _ file: String) -> String {
+        let sealed = Sys.shellQuoted(file)
+        return "; the host key is root's: create the credential as root with `sudo sh -c 'head -c 32 /dev/urandom | "
+            + "systemd-creds encrypt --name=\(name) - \(sealed) && chown \(Sys.userID) \(sealed)'`, then give it to "
+            + "the service with LoadCredentialEncrypted=\(name):\(file) (the vault reads it from $CREDENTIALS_DIRECTORY)"
     }
 
     // MARK: The root secret
@@ -357,8 +366,8 @@ struct FileKeys: Sendable {
             throw VaultError(
                 code: said.contains("Permission denied") ? .unavailable : .io,
                 message: "saving \(operation): systemd-creds could not seal a new credential '\(name)' as uid "
-                    + "\(Sys.userID): \(said)" + (said.contains("Permission denied")
-                        ? " (the host key is root's: create it as root with `vaultctl vault init`)" : ""), path: file)
+                    + "\(Sys.userID): \(said)" + (said.contains("Permission denied") ? rootOnlyHint(name, file) : ""),
+                path: file)
         }
         // Published whole and never over another: vaults sharing the credential may create it at once, and the
         // one that loses uses the winner's.

@@ -165,6 +165,14 @@ struct DoctorReport {
         exitCode = ExitStatus.success
     }
 
+    /// The command that forgets `key`, runnable as printed: in the vault directory doctor looked in, where
+    /// forget-key decides again whether a vault uses it.
+    private func forgetCommand(_ key: StoredVaultKey) -> String {
+        let directory = directories.first { $0.kind == "vault" }?.path ?? VaultDefaults.directory
+        return "vaultctl --dir \(shellQuoted(directory)) vault forget-key --service \(shellQuoted(key.service)) "
+            + "--key-id \(key.keyID) --yes"
+    }
+
     /// `doctor --json`.
     struct JSON: Encodable {
         struct Libraries: Encodable {
@@ -313,7 +321,8 @@ struct DoctorReport {
         }
         for key in unusedKeys {
             lines.append(
-                "unused key       \(key.service) \(key.keyID) in \(key.place.kind), \(key.use.name): \(key.use.detail)")
+                "unused key       \(key.service) \(key.keyID) in \(key.place.kind), \(key.use.name): \(key.use.detail); "
+                    + "forget it with `\(forgetCommand(key))`")
         }
         lines.append("")
         lines.append(diagnosis)
@@ -321,8 +330,8 @@ struct DoctorReport {
         for note in notes { lines.append("Note: \(note)") }
         if !unusedKeys.isEmpty {
             lines.append(
-                "Note: \(plural(unusedKeys.count, "master key")) kept for vaults that are gone; once sure no vault "
-                    + "needs one: vaultctl vault forget-key --service NAME --key-id ID --yes")
+                "Note: \(plural(unusedKeys.count, "master key")) kept for vaults that are gone (vault keys lists them): "
+                    + "forget one only once sure no vault of yours needs it (a vault moved elsewhere shows here too)")
         }
         return lines.joined(separator: "\n")
     }

@@ -55,7 +55,9 @@ extension VaultGroup {
                 throw CLIFailure.usage(
                     "vault set takes the value on stdin, never as an argument: refused "
                         + "\(plural(unexpected.count, "extra argument")) (not shown), nothing was stored; "
-                        + "e.g. printf '%s' \"$VALUE\" | vaultctl vault set --service NAME \(key)")
+                        + "e.g. `printf '%s' \"$VALUE\" | "
+                        + options.commandLine("vault set --service \(shellQuoted(selection.service)) \(shellQuoted(key))")
+                        + "`")
             }
             if let expiresIn, !(0...Self.maximumLifetime).contains(expiresIn) {
                 throw CLIFailure.usage(
