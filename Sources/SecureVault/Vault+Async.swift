@@ -35,6 +35,20 @@ extension Vault {
         try await offloaded { try self.set(value, for: key, allowEmpty: allowEmpty) }
     }
 
+    /// Async twin of `adopt(matching:as:deletingSource:dryRun:)`: the keyring calls run off the cooperative pool.
+    ///
+    /// ```swift
+    /// try await vault.adopt(matching: ["service": "com.example.app", "account": "refresh"], as: "refreshToken")
+    /// ```
+    @discardableResult
+    public func adopt(
+        matching attributes: [String: String], as name: String, deletingSource: Bool = false, dryRun: Bool = false
+    ) async throws -> VaultAdoptReport {
+        try await offloaded {
+            try self.adopt(matching: attributes, as: name, deletingSource: deletingSource, dryRun: dryRun)
+        }
+    }
+
     /// Async twin of ``string(for:)``.
     ///
     /// ```swift

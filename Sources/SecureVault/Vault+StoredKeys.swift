@@ -150,7 +150,9 @@ extension Vault {
             case .success(let names):
                 for name in names {
                     guard let parsed = KernelKeys.parse(name),
-                        !found.keys.contains(where: { $0.place == .kernelKeyring(keyring) && $0.keyID == parsed.keyIDHex })
+                        !found.keys.contains(where: {
+                            $0.place == .kernelKeyring(keyring) && $0.keyID == parsed.keyIDHex
+                        })
                     else { continue }
                     found.keys.append(
                         StoredVaultKey(
@@ -193,7 +195,8 @@ extension Vault {
             if let unlisted = listing.unlisted.first { throw unlisted.error }
             throw VaultError(
                 code: .notFound,
-                message: "no reachable key store keeps master key \(keyID) of vault '\(service)' (`vaultctl vault keys` "
+                message:
+                    "no reachable key store keeps master key \(keyID) of vault '\(service)' (`vaultctl vault keys` "
                     + "lists the keys there are)")
         }
         let searched = canonicalDirectories(directories)
@@ -209,12 +212,14 @@ extension Vault {
             case .inUse(let file):
                 throw VaultError(
                     code: .invalidKey,
-                    message: "master key \(keyID) of vault '\(service)' is in use: \(file) names it; nothing was deleted "
+                    message:
+                        "master key \(keyID) of vault '\(service)' is in use: \(file) names it; nothing was deleted "
                         + "(to remove that vault and its key, wipe it)", path: file)
             case .unreadable(let file, let reason):
                 throw VaultError(
                     code: .corrupted,
-                    message: "master key \(keyID) of vault '\(service)' was kept: \(file) may be its vault and cannot be "
+                    message:
+                        "master key \(keyID) of vault '\(service)' was kept: \(file) may be its vault and cannot be "
                         + "read (\(reason)), and the key may be all that can open it again; nothing was deleted",
                     path: file)
             case .superseded, .orphaned, .unplaced:
@@ -267,7 +272,8 @@ extension Vault {
             store: "kernelKeyring:\(keyring.rawValue)",
             error: VaultError(
                 code: error == .accessDenied ? .permissionDenied : .unavailable,
-                message: "listing the \(keyring.rawValue) kernel keyring: \(error.text)", cause: .errno(error.rawValue)))
+                message: "listing the \(keyring.rawValue) kernel keyring: \(error.text)", cause: .errno(error.rawValue))
+        )
     }
 
     /// The wrapped key files (`<service>.<16 hex digits>.vaultkey`) in `directories`.
@@ -367,7 +373,9 @@ extension Vault {
     // MARK: Deleting
 
     /// Deletes `key` as a wipe deletes its vault's key (``MasterKeys/delete(_:deletePrompt:)``).
-    private static func delete(_ key: StoredVaultKey, prompting: Prompting, deadline: Duration) throws(VaultError)
+    private static func delete(
+        _ key: StoredVaultKey, prompting: Prompting, deadline: Duration
+    ) throws(VaultError)
         -> MasterKeys.Deletion
     {
         let store: KeyStore

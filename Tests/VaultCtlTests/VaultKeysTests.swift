@@ -66,15 +66,23 @@ import Testing
         #expect(alphaKeys[0]["directory"] as? String == vault.vaultDirectory, "the key does not record its directory")
         #expect(try Self.keys(inUse, service: "beta").map { $0["state"] as? String } == ["inUse"])
         let human = try vault.step("in-use-human")
-        #expect(human.lines.first?.split(separator: " ", omittingEmptySubsequences: true) == ["SERVICE", "KEY", "STORE", "KEY", "ID", "STATE", "DETAIL"], "\(human)")
-        #expect(human.lines.contains { $0.hasPrefix("alpha") && $0.contains(" inUse ") && $0.contains(vault.vaultFile("alpha")) }, "\(human)")
+        #expect(
+            human.lines.first?.split(separator: " ", omittingEmptySubsequences: true) == [
+                "SERVICE", "KEY", "STORE", "KEY", "ID", "STATE", "DETAIL",
+            ], "\(human)")
+        #expect(
+            human.lines.contains {
+                $0.hasPrefix("alpha") && $0.contains(" inUse ") && $0.contains(vault.vaultFile("alpha"))
+            }, "\(human)")
 
         // The directory is gone: both keys are orphaned, the foreign items still not listed.
         let orphaned = try vault.step("orphaned")
         #expect(orphaned.status == 0, "\(orphaned)")
         let gone = try Self.keys(orphaned, service: "alpha")
         #expect(gone.count == 1 && gone[0]["state"] as? String == "orphaned", "\(orphaned)")
-        #expect((gone[0]["detail"] as? String)?.contains("its directory \(vault.vaultDirectory) is gone") == true, "\(orphaned)")
+        #expect(
+            (gone[0]["detail"] as? String)?.contains("its directory \(vault.vaultDirectory) is gone") == true,
+            "\(orphaned)")
         #expect(try Self.keys(orphaned, service: "beta").map { $0["state"] as? String } == ["orphaned"])
         #expect(try vault.step("orphaned-human").lines.contains { $0.hasPrefix("alpha") && $0.contains(" orphaned ") })
         let onlyAlpha = try jsonObject(try vault.step("only-alpha").standardOutput)["keys"] as? [[String: Any]]
@@ -171,13 +179,19 @@ import Testing
         let new = try #require(vault.output("new"))
         let keys = try vault.step("keys")
         let states = Dictionary(
-            uniqueKeysWithValues: try Self.keys(keys, service: "app").map { ($0["keyId"] as? String ?? "", $0["state"] as? String ?? "") })
+            uniqueKeysWithValues: try Self.keys(keys, service: "app").map {
+                ($0["keyId"] as? String ?? "", $0["state"] as? String ?? "")
+            })
         #expect(states == [old: "superseded", new: "inUse"], "\(keys)")
         // Moved away from the directory its key records: orphaned there, in use where it is named (--dir).
         let moved = try vault.step("moved")
-        #expect(try Self.keys(moved, service: "app").first { $0["keyId"] as? String == new }?["state"] as? String == "orphaned")
+        #expect(
+            try Self.keys(moved, service: "app").first { $0["keyId"] as? String == new }?["state"] as? String
+                == "orphaned")
         let named = try jsonObject(try #require(vault.output("named.out")))["keys"] as? [[String: Any]]
-        #expect(named?.first { $0["keyId"] as? String == new }?["state"] as? String == "inUse", "\(String(describing: named))")
+        #expect(
+            named?.first { $0["keyId"] as? String == new }?["state"] as? String == "inUse",
+            "\(String(describing: named))")
         #expect(vault.output("new-refused") == "64")
         #expect(vault.output("old-forgotten") == "0")
         #expect(vault.output("items") == "1", "forgetting the superseded key left it, or took the one in use")
@@ -236,7 +250,9 @@ import Testing
         let keys = try vault.step("keys")
         #expect(keys.status == 0, "\(keys)")
         let unlisted = try jsonObject(keys.standardOutput)["unlisted"] as? [[String: Any]]
-        #expect(unlisted?.contains { $0["keyStore"] as? String == "secretService" } == true, "no Secret Service is not said: \(keys)")
+        #expect(
+            unlisted?.contains { $0["keyStore"] as? String == "secretService" } == true,
+            "no Secret Service is not said: \(keys)")
         let kernel = try Self.keys(keys, service: service)
         #expect(kernel.map { $0["keyStore"] as? String } == ["kernelKeyring:user"], "\(keys)")
         #expect(kernel.first?["state"] as? String == "unplaced", "\(keys)")
@@ -290,7 +306,10 @@ import Testing
         let doctor = try vault.step("doctor")
         let key = try #require(vault.output("key"))
         try #require(key.count == 16, "no key id in the status step")
-        #expect(doctor.lines.contains { $0.hasPrefix("unused key") && $0.contains("ghost \(key)") && $0.contains("orphaned") }, "\(doctor)")
+        #expect(
+            doctor.lines.contains {
+                $0.hasPrefix("unused key") && $0.contains("ghost \(key)") && $0.contains("orphaned")
+            }, "\(doctor)")
         #expect(doctor.standardOutput.contains("vault forget-key --service ghost --key-id \(key) --yes`"), "\(doctor)")
         let json = try jsonObject(try vault.step("doctor-json").standardOutput)
         let unused = json["unusedKeys"] as? [[String: Any]]

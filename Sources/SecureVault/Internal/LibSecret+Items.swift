@@ -29,7 +29,7 @@ extension LibSecret {
             let collection: String
             do throws(SecretServiceFailure) {
                 collection = try unlockedCollection("default", service: service, prompting: prompting, cancellable)
-            } catch where error.kind == .noDefaultCollection {
+            } catch  where error.kind == .noDefaultCollection {
                 return ClearOutcome(deleted: 0)  // no keyring: nothing of ours can be in it
             }
             let items = try search(service: service, schema: schema, attributes: attributes, cancellable)
@@ -92,7 +92,8 @@ extension LibSecret {
                     deleted: 0, unfinished: (unfinished + [why]).joined(separator: "; "), provider: provider)
             }
             if unfinished.isEmpty, !remaining.isEmpty {
-                unfinished.append("the Secret Service still lists \(remaining.joined(separator: ", ")) after deleting it")
+                unfinished.append(
+                    "the Secret Service still lists \(remaining.joined(separator: ", ")) after deleting it")
             }
             return ClearOutcome(
                 deleted: attempted.count - remaining.count,
@@ -176,7 +177,7 @@ extension LibSecret {
             let collection: String
             do throws(SecretServiceFailure) {
                 collection = try unlockedCollection("default", service: service, prompting: .never, cancellable)
-            } catch where error.kind == .noDefaultCollection {
+            } catch  where error.kind == .noDefaultCollection {
                 return []
             }
             let found = try search(
@@ -196,5 +197,85 @@ extension LibSecret {
                 return ItemInfo(path: path, label: label.map { String(cString: $0) } ?? "", attributes: attributes)
             }
         }
+    }
+
+    // MARK: Adopting another program's items
+
+    /// Every item of the Secret Service, of any schema, whose attributes include `attributes` (keytar's
+    /// `service`/`account`, python keyring's `service`/`username`, `secret-tool`'s own), with its label and all its
+    /// attributes; no secret is read and nothing prompts.
+    ///
+    /// - Throws: `.locked` when the default collection is locked (an item may be hidden there, and searching it may
+    ///   prompt; nothing is searched); the bus/service/timeout kinds.
+    package static func matchingItems(
+        _ attributes: [String: String], deadline: Duration
+    ) throws(SecretServiceFailure)
+        -> [ItemInfo]
+    {
+        precondition(!attributes.isEmpty, "an empty attribute set would match every item of every application")
+        return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> [ItemInfo] in
+            let service = try sharedService(cancellable)
+            defer { g_object_unref(service) }
+            _ = try unlockedCollection("default", service: service, prompting: .never, cancellable)
+            let items = try search(service: service, schema: nil, attributes: attributes, cancellable)
+            defer { items.forEach { g_object_unref($0) } }
+            return items.compactMap { item -> ItemInfo? in
+                guard let path = objectPath(item) else { return nil }
+                let label = secret_item_get_label(item)
+                defer { g_free(label) }
+                return ItemInfo(
+                    path: path, label: label.map { String(cString: $0) } ?? "", attributes: allAttributes(of: item))
+            }.sorted { $0.path < $1.path }
+        }
+    }
+
+    /// The secret of the item at `path` (an item `matchingItems` found). An item locked in an unlocked collection
+    /// is approved through its prompt when `prompting` allows it, else `.notApproved`; one in a locked collection
+    /// is `.locked` unless `prompting` allows its unlock.
+    package static func secret(
+        ofItem path: String, prompting: Prompting = .never, deadline: Duration
+    )
+        throws(SecretServiceFailure) -> Secret
+    {
+        try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> Secret in
+            let service = try sharedService(cancellable)
+            defer { g_object_unref(service) }
+            if try lockedProperty(of: path, interface: "org.freedesktop.Secret.Item", service: service, cancellable) {
+                try approve([path], service: service, prompting: prompting, cancellable)
+            }
+            return try loadSecret(path: path, service: service, cancellable)
+        }
+    }
+
+    /// Deletes the item at `path` (no overwrite first: it is another program's, kept whole until it is gone) and
+    /// checks with a fresh search for `attributes` that it is gone. Returns nil when it is, else why not.
+    package static func deleteItem(
+        _ path: String, attributes: [String: String], deletePrompt: DeletePrompt = .perform, deadline: Duration
+    ) throws(SecretServiceFailure) -> String? {
+        try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> String? in
+            let service = try sharedService(cancellable)
+            defer { g_object_unref(service) }
+            if let reason = delete(path, service: service, deletePrompt: deletePrompt, cancellable) { return reason }
+            let (unlocked, locked) = try searchPaths(service: service, attributes: attributes, cancellable)
+            return (unlocked + locked).contains(path) ? "the Secret Service still lists \(path) after deleting it" : nil
+        }
+    }
+
+    /// Every attribute of `item`, as its proxy holds them.
+    private static func allAttributes(of item: UnsafeMutablePointer<SecretItem>) -> [String: String] {
+        guard let table = secret_item_get_attributes(item) else { return [:] }
+        defer { g_hash_table_unref(table) }
+        var attributes: [String: String] = [:]
+        let keys = g_hash_table_get_keys(table)
+        defer { g_list_free(keys) }
+        var node = keys
+        while let current = node {
+            if let key = current.pointee.data, let value = g_hash_table_lookup(table, key) {
+                attributes[String(cString: key.assumingMemoryBound(to: CChar.self))] =
+                    String(cString: value.assumingMemoryBound(to: CChar.self))
+            }
+            node = current.pointee.next
+        }
+        return attributes
     }
 }

@@ -116,9 +116,9 @@ extension LibSecret {
 
     /// Searches every collection, locked or not, without unlocking and without a schema (with a schema,
     /// gnome-keyring cannot match items of a keyring not unlocked since it started). Items of other schemas
-    /// that happen to share the attributes are dropped.
+    /// that happen to share the attributes are dropped; with no `schema`, items of every schema are kept.
     static func search(
-        service: UnsafeMutablePointer<SecretService>, schema: Schema, attributes: [String: String],
+        service: UnsafeMutablePointer<SecretService>, schema: Schema?, attributes: [String: String],
         _ cancellable: UnsafeMutablePointer<GCancellable>
     ) throws(SecretServiceFailure) -> [UnsafeMutablePointer<SecretItem>] {
         let table = hashTable(attributes)
@@ -137,7 +137,7 @@ extension LibSecret {
             let name = secret_item_get_schema_name(item)
             defer { g_free(name) }
             // Locked items may not expose their attributes' schema name; keep them (their attributes matched).
-            if name == nil || String(cString: name!) == schema.name {
+            if schema == nil || name == nil || String(cString: name!) == schema?.name {
                 items.append(item)
             } else {
                 g_object_unref(item)

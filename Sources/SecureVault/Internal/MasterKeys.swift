@@ -20,7 +20,7 @@ struct MasterKeys: Sendable {
     var cache: KeyCache?
 
     /// The Secret Service's prompting, and the deadline of each call under it.
-    private var secretService: (prompting: LibSecret.Prompting, deadline: Duration) {
+    var secretService: (prompting: LibSecret.Prompting, deadline: Duration) {
         switch prompting {
         case .never: return (.never, deadline)
         case .allowed(let promptDeadline): return (.allowed, promptDeadline)

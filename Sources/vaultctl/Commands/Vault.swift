@@ -23,9 +23,9 @@ struct VaultGroup: ParsableCommand {
             with --json every answer, errors included, is one JSON document on stdout with sorted keys.
             """,
         subcommands: [
-            StatusCommand.self, InitCommand.self, ListCommand.self, GetCommand.self, SetCommand.self, DeleteCommand.self,
-            VerifyCommand.self, RotateKeyCommand.self, MigrateKeyCommand.self, WipeCommand.self, KeysCommand.self,
-            ForgetKeyCommand.self, LockCommand.self, UnlockCommand.self,
+            StatusCommand.self, InitCommand.self, ListCommand.self, GetCommand.self, SetCommand.self,
+            DeleteCommand.self, VerifyCommand.self, RotateKeyCommand.self, MigrateKeyCommand.self, WipeCommand.self,
+            AdoptCommand.self, KeysCommand.self, ForgetKeyCommand.self, LockCommand.self, UnlockCommand.self,
         ]
     )
 
