@@ -65,7 +65,8 @@ extension Vault {
         let described = attributes.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         let operation = "adopting the keyring item \(described) into vault '\(service)' as '\(name)'"
         return try perform(operation) { () throws(VaultError) -> VaultAdoptReport in
-            try withVaultLock { () throws(VaultError) -> VaultAdoptReport in
+            // A dry run reads only, and creates nothing: not even the directory and lock file the lock would make.
+            try withVaultLock(unless: dryRun) { () throws(VaultError) -> VaultAdoptReport in
                 let source = try adoptionSource(attributes, described)
                 let secret: LibSecret.Secret
                 do throws(SecretServiceFailure) {
@@ -97,8 +98,7 @@ extension Vault {
                         throw VaultError.wrapping(error, vault: service)
                     }
                 }
-                // Read back through a fresh handle (its own open of the file, its own key load) before the source
-                // may go.
+                // Read back through a fresh handle (its own open and read of the file) before the source may go.
                 let fresh: Vault
                 do {
                     fresh = try Vault(service: service, configuration: configuration)
@@ -114,8 +114,19 @@ extension Vault {
                 if deletingSource {
                     let reason: String?
                     do throws(SecretServiceFailure) {
-                        reason = try LibSecret.deleteItem(
-                            source.path, attributes: attributes, deadline: keys.secretService.deadline)
+                        // Read again just before it goes: the program that owns it may still be running and have
+                        // stored a newer secret since the copy (a refreshed token), which must not be lost.
+                        let now = try LibSecret.secret(
+                            ofItem: source.path, prompting: keys.secretService.prompting,
+                            deadline: keys.secretService.deadline)
+                        if now.bytes != secret.bytes {
+                            reason =
+                                "the keyring item changed after it was copied (the program that stored it may still "
+                                + "be running): it was kept, and the vault holds the value copied before"
+                        } else {
+                            reason = try LibSecret.deleteItem(
+                                source.path, attributes: attributes, deadline: keys.secretService.deadline)
+                        }
                     } catch {
                         reason = error.message
                     }

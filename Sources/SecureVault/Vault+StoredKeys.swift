@@ -1,6 +1,7 @@
 // The master keys the key stores keep for this library's vaults, and what became of each one's vault: a vault
 // directory deleted by hand (an uninstall, `rm -rf`) leaves its key in the user's keyring for ever. For
 // `vaultctl vault keys`, `vault forget-key` and `doctor`.
+import Glibc
 import PrefsKV
 import SystemLayer
 
@@ -61,11 +62,13 @@ package struct StoredVaultKey: Sendable, Equatable {
             }
         }
 
-        /// Whether no vault this library can read needs it: what `doctor` reports and `forget-key` may delete.
+        /// Whether the directories looked in prove that no vault needs it (its vault names another key, or the
+        /// directory it records holds no vault naming it): what `doctor` reports. An unplaced key is not: its vault
+        /// may live in a directory not looked in.
         package var isUnused: Bool {
             switch self {
-            case .superseded, .orphaned, .unplaced: return true
-            case .inUse, .unreadable: return false
+            case .superseded, .orphaned: return true
+            case .inUse, .unreadable, .unplaced: return false
             }
         }
 
@@ -177,14 +180,18 @@ extension Vault {
     /// is gone. Refuses a key a vault still uses: what becomes of its vault is decided again under the vault's
     /// lock in each directory looked in (so a rotation or a first write in progress is waited for).
     ///
+    /// An unplaced key (it records no directory, and no vault in `directories` names it) is refused unless
+    /// `allowingUnplaced`: its vault may live in a directory not looked in.
+    ///
     /// - Throws: ``VaultError/Code/notFound`` when no reachable key store keeps it;
-    ///   ``VaultError/Code/invalidKey`` when its vault's file names it (wipe that vault instead);
+    ///   ``VaultError/Code/invalidKey`` when its vault's file names it (wipe that vault instead), or it is
+    ///   unplaced and `allowingUnplaced` is false;
     ///   ``VaultError/Code/corrupted`` when a file that may be its vault cannot be read (the key may be all that
     ///   can open it); what listing a key store throws (`locked`, `unavailable`) when the key was not found and a
     ///   key store could not be listed; what a delete throws before anything changed.
     package static func forgetKey(
-        service: String, keyID: String, searching directories: [String], prompting: Prompting = .never,
-        deadline: Duration = VaultDefaults.deadline
+        service: String, keyID: String, searching directories: [String], allowingUnplaced: Bool = false,
+        prompting: Prompting = .never, deadline: Duration = VaultDefaults.deadline
     ) throws(VaultError) -> [ForgottenVaultKey] {
         let matches: (StoredVaultKeys) -> [StoredVaultKey] = { listing in
             listing.keys.filter { $0.service == service && $0.keyID == keyID }
@@ -192,7 +199,12 @@ extension Vault {
         let listing = storedKeys(searching: directories, deadline: deadline)
         let chosen = matches(listing)
         guard !chosen.isEmpty else {
-            if let unlisted = listing.unlisted.first { throw unlisted.error }
+            // A keyring that could not be listed (locked) may hold it: its answer, not "none".
+            if let unlisted = listing.unlisted.first(where: { $0.store == "secretService" }),
+                unlisted.error.code != .unavailable
+            {
+                throw unlisted.error
+            }
             throw VaultError(
                 code: .notFound,
                 message:
@@ -205,27 +217,11 @@ extension Vault {
             // Decided again under the lock of every directory its vault may be in: a vault being created or
             // rotated there is finished first.
             let lockDirectories = canonicalDirectories((key.directory.map { [$0] } ?? []) + directories)
-            let current = try withVaultLocks(service: service, directories: lockDirectories) { () throws(VaultError) in
-                use(of: key, searching: searched)
+            var deletion = try withVaultLocks(service: service, directories: lockDirectories) {
+                () throws(VaultError) -> MasterKeys.Deletion in
+                try refuseUnlessUnused(use(of: key, searching: searched), key, allowingUnplaced: allowingUnplaced)
+                return try delete(key, prompting: prompting, deadline: deadline)
             }
-            switch current {
-            case .inUse(let file):
-                throw VaultError(
-                    code: .invalidKey,
-                    message:
-                        "master key \(keyID) of vault '\(service)' is in use: \(file) names it; nothing was deleted "
-                        + "(to remove that vault and its key, wipe it)", path: file)
-            case .unreadable(let file, let reason):
-                throw VaultError(
-                    code: .corrupted,
-                    message:
-                        "master key \(keyID) of vault '\(service)' was kept: \(file) may be its vault and cannot be "
-                        + "read (\(reason)), and the key may be all that can open it again; nothing was deleted",
-                    path: file)
-            case .superseded, .orphaned, .unplaced:
-                break
-            }
-            var deletion = try delete(key, prompting: prompting, deadline: deadline)
             // Then checked: a fresh listing must no longer find it where it was.
             let after = storedKeys(searching: directories, deadline: deadline)
             if deletion.leftReason == nil, matches(after).contains(where: { $0.place == key.place }) {
@@ -238,6 +234,38 @@ extension Vault {
                     remainingCopy: deletion.keptCopy))
         }
         return forgotten
+    }
+
+    /// Throws unless `current` lets `forgetKey` delete `key`.
+    private static func refuseUnlessUnused(
+        _ current: StoredVaultKey.Use, _ key: StoredVaultKey, allowingUnplaced: Bool
+    )
+        throws(VaultError)
+    {
+        let (service, keyID) = (key.service, key.keyID)
+        switch current {
+        case .inUse(let file):
+            throw VaultError(
+                code: .invalidKey,
+                message:
+                    "master key \(keyID) of vault '\(service)' is in use: \(file) names it; nothing was deleted "
+                    + "(to remove that vault and its key, wipe it)", path: file)
+        case .unreadable(let file, let reason):
+            throw VaultError(
+                code: .corrupted,
+                message:
+                    "master key \(keyID) of vault '\(service)' was kept: \(file) may be its vault and cannot be "
+                    + "read (\(reason)), and the key may be all that can open it again; nothing was deleted",
+                path: file)
+        case .unplaced(let why) where !allowingUnplaced:
+            throw VaultError(
+                code: .invalidKey,
+                message:
+                    "master key \(keyID) of vault '\(service)' was kept: \(why); give the directory its vault "
+                    + "lived in (--dir), or forget it anyway only if you know that vault is gone (--unplaced)")
+        case .superseded, .orphaned, .unplaced:
+            break
+        }
     }
 
     // MARK: Listing
@@ -302,6 +330,12 @@ extension Vault {
             return .orphaned("no vault can be named '\(key.service)' (it is no file name)")
         }
         let recorded = key.directory.flatMap { Sys.canonicalPath($0) }
+        if let directory = key.directory, recorded == nil, case .failure(let error) = Sys.stat(directory),
+            error != .noEntry, error.rawValue != ENOTDIR
+        {
+            // Not there to look at (a parent closed to us, an I/O error), which is not gone.
+            return .unreadable(file: directory, reason: "its directory cannot be looked at: \(error.text)")
+        }
         let directories = canonicalDirectories((recorded.map { [$0] } ?? []) + searched)
         var superseded: String?
         var unreadable: (file: String, reason: String)?

@@ -242,7 +242,8 @@ import Testing
                 V status-file --json vault status --service filed --key-store key-file:"$IO/root.key"
                 rm "$VDIR/\(service).prefs" "$VDIR/filed.prefs"
                 V keys --json vault keys
-                V forget-kernel vault forget-key --service \(service) --key-id "$(KEY_ID status-kernel)" --yes
+                V forget-kernel-refused vault forget-key --service \(service) --key-id "$(KEY_ID status-kernel)" --yes
+                V forget-kernel vault forget-key --service \(service) --key-id "$(KEY_ID status-kernel)" --yes --unplaced
                 V forget-file vault forget-key --service filed --key-id "$(KEY_ID status-file)" --yes
                 V after --json vault keys
                 ls "$VDIR" >"$IO/left"
@@ -261,6 +262,9 @@ import Testing
         #expect(filed.map { $0["keyStore"] as? String } == ["wrappedKeyFile"], "\(keys)")
         #expect(filed.first?["state"] as? String == "orphaned", "\(keys)")
         #expect(filed.first?["vaultId"] is NSNull)
+        // Unplaced: its vault may live anywhere, so it goes only when told.
+        let refused = try vault.step("forget-kernel-refused")
+        #expect(refused.status == 64 && refused.standardError.contains("--unplaced"), "\(refused)")
         #expect(try vault.step("forget-kernel").status == 0)
         #expect(try vault.step("forget-file").status == 0)
         let after = try vault.step("after")

@@ -176,9 +176,11 @@ struct FileKeys: Sendable {
     /// root and hand it to a service, as printed.
     private func rootOnlyHint(_ name: String, _ file: String) -> String {
         let sealed = Sys.shellQuoted(file)
-        return "; the host key is root's: create the credential as root with `sudo sh -c 'head -c 32 /dev/urandom | "
-            + "systemd-creds encrypt --name=\(name) - \(sealed) && chown \(Sys.userID) \(sealed)'`, then give it to "
-            + "the service with LoadCredentialEncrypted=\(name):\(file) (the vault reads it from $CREDENTIALS_DIRECTORY)"
+        let inner = "head -c 32 /dev/urandom | systemd-creds encrypt --name=\(Sys.shellQuoted(name)) - \(sealed) && "
+            + "chown \(Sys.userID) \(sealed)"
+        return "; the host key is root's: create the credential as root with `sudo sh -c \(Sys.shellQuoted(inner))`, "
+            + "then give it to the service with LoadCredentialEncrypted=\(name):\(file) (the vault reads it from "
+            + "$CREDENTIALS_DIRECTORY)"
     }
 
     // MARK: The root secret

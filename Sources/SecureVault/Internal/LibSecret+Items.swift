@@ -132,8 +132,14 @@ extension LibSecret {
         case .perform:
             let result = secret_service_prompt_at_dbus_path_sync(service, prompt, cancellable, nil, &error)
             if let result { g_variant_unref(result) }
-            let failed = result == nil ? failure(taking: error, fallback: "the delete prompt failed") : nil
-            if let error { g_error_free(error) }
+            // `failure(taking:)` frees the error; one set beside a result is freed here (never both: a double free).
+            let failed: SecretServiceFailure?
+            if result == nil {
+                failed = failure(taking: error, fallback: "the delete prompt failed")
+            } else {
+                failed = nil
+                if let error { g_error_free(error) }
+            }
             // A prompt cut by the deadline (libsecret dismisses it; KeePassXC may leave its dialog open) can also
             // come back as a completed, dismissed prompt.
             if g_cancellable_is_cancelled(cancellable) != 0 || failed?.kind == .timeout {

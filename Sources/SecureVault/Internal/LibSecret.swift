@@ -67,7 +67,8 @@ package enum LibSecret {
     package static let binaryContentType = "application/octet-stream"
 
     /// A schema: a name plus string attributes. Attributes are not secret (they are readable over D-Bus while
-    /// locked and stored as unsalted hashes on disk), so ours carry only random ids and a format version.
+    /// locked and stored as unsalted hashes on disk), so ours carry only random ids, a format version, the vault's
+    /// name and (since 0.2.0) its directory's path: nothing secret.
     ///
     /// `@unchecked Sendable`: the C struct and its strings are written once in `init` and only read afterwards.
     package final class Schema: @unchecked Sendable {

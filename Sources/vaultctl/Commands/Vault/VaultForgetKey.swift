@@ -15,9 +15,10 @@ extension VaultGroup {
                 check it is gone. Whether its vault is there is decided again under the vault's lock (a vault \
                 being made or rotated is waited for): a key its vault's file names exits 64 and nothing is \
                 deleted (wipe that vault instead); a key whose vault file may be there but cannot be read exits \
-                65 (the key may be all that can open it). A key no reachable key store keeps exits 66, or 75 \
-                when the keyring is locked. Forgetting an unplaced key (one that records no directory) is for \
-                when you know its vault is gone: `vault keys --dir` with the app's vault directory tells first. \
+                65 (the key may be all that can open it). An unplaced key (one that records no directory: a \
+                kernel key, a Secret Service key made before 0.2.0) exits 64 unless --unplaced: its vault may live \
+                in a directory not looked in (`vault keys --dir` with the app's vault directory tells). A key no \
+                reachable key store keeps exits 66, or 75 when the keyring is locked. \
                 A delete the keyring asks to confirm (KeePassXC) needs --interactive, or is reported kept.
 
                 JSON: {"service": "app", "keyId": "<16 hex digits>", "forgotten": [{"key": {...}, "removed": true, \
@@ -40,6 +41,9 @@ extension VaultGroup {
         @Flag(help: "Let the keyring show its prompts (confirming a delete); each waits up to 120 s.")
         var interactive = false
 
+        @Flag(help: "Forget a key that records no directory even though no vault was looked for where it lives.")
+        var unplaced = false
+
         func checkArguments() throws {
             guard keyID.utf8.count == 16, keyID.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
             else {
@@ -58,7 +62,7 @@ extension VaultGroup {
         func answer(console: Console) throws -> Answer {
             let directory = try options.vaultDirectory()
             let forgotten = try Vault.forgetKey(
-                service: service, keyID: keyID, searching: [directory],
+                service: service, keyID: keyID, searching: [directory], allowingUnplaced: unplaced,
                 prompting: interactive ? .allowed(deadline: .seconds(120)) : .never)
             let lines = forgotten.map { entry in
                 let place = entry.key.place.kind + (entry.key.place.location.map { " (\($0))" } ?? "")

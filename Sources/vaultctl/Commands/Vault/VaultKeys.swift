@@ -18,8 +18,8 @@ extension VaultGroup {
                 directory it records: the vault was deleted by hand, or moved), unplaced (it records no \
                 directory and no vault file in the vault directory names it: its vault is gone, or lives in \
                 another directory; try --dir) or unreadable (a file that may be its vault cannot be read). \
-                Keys that are superseded, orphaned or unplaced can be deleted with `vault forget-key`. \
-                --service NAME lists that vault's keys only. A key store that cannot be listed (a locked \
+                Superseded and orphaned keys can be deleted with `vault forget-key` (an unplaced one with \
+                --unplaced). --service NAME lists that vault's keys only. A key store that cannot be listed (a locked \
                 keyring, no Secret Service) is named on stderr; the others are listed and the exit is 0.
 
                 JSON: {"searched": ["/home/me/.local/share/securevault"], "keys": [{"service": "app", \
