@@ -14,6 +14,7 @@ let package = Package(
     products: [
         .library(name: "PrefsKV", targets: ["PrefsKV"]),
         .library(name: "SecureVault", targets: ["SecureVault"]),
+        .library(name: "PrefsKVMMKV", targets: ["PrefsKVMMKV"]),
         .executable(name: "vaultctl", targets: ["vaultctl"]),
     ],
     dependencies: [
@@ -24,6 +25,9 @@ let package = Package(
         // C libraries, found through pkg-config; `make test` installs them (scripts/bootstrap.sh).
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
+        // OpenSSL's AES-CFB and zlib's CRC-32, for the MMKV importer alone.
+        .systemLibrary(
+            name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev", "zlib1g-dev"])]),
 
         // PrefsKV's C side: CRC32C with the processor's crc32 instruction (chosen at run time), the system calls
         // of the open path without the Glibc overlay's wrappers, the SIGBUS guard of the mappings, and
@@ -50,6 +54,10 @@ let package = Package(
             // tests; off in release builds.
             swiftSettings: swiftSettings + [.define("PREFSKV_INTERNAL_CHECKS", .when(configuration: .debug))]
         ),
+        // Importing MMKV files into a PrefsKV store (`PrefsStore.importMMKV`): MMKV's log, meta file and AES-CFB
+        // encryption. A module of its own so that PrefsKV stays free of crypto and of libcrypto.
+        .target(
+            name: "PrefsKVMMKV", dependencies: ["PrefsKV", "SystemLayer", "COpenSSL"], swiftSettings: swiftSettings),
         // Keys and secrets: libsodium sealing, the Secret Service, session tokens.
         .target(
             name: "SecureVault",
@@ -62,7 +70,7 @@ let package = Package(
         .executableTarget(
             name: "vaultctl",
             dependencies: [
-                "PrefsKV", "SecureVault", "SystemLayer",
+                "PrefsKV", "PrefsKVMMKV", "SecureVault", "SystemLayer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -122,7 +130,8 @@ let package = Package(
         .testTarget(
             name: "PrefsKVTests",
             dependencies: [
-                "PrefsKV", "ExampleAppState", "TestSealer", "TestSupport", "TestKit", "vault-test-helper", "prefs-racer",
+                "PrefsKV", "PrefsKVMMKV", "COpenSSL", "ExampleAppState", "TestSealer", "TestSupport", "TestKit",
+                "vault-test-helper", "prefs-racer",
             ],
             swiftSettings: swiftSettings
         ),

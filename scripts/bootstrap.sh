@@ -10,9 +10,10 @@ set -euo pipefail
 # binutils: objcopy, for copies without debug information (the allocation test's helper, scripts/ct-check.sh's probe).
 # systemd: systemd-creds, the systemd credential key store (it works without systemd running as PID 1).
 # keyutils: keyctl, the bench's baseline of a kernel keyring read.
+# libssl-dev, zlib1g-dev: AES-CFB and CRC-32 for the MMKV importer (PrefsKVMMKV, through Sources/COpenSSL).
 # valgrind: callgrind for scripts/bench-check.sh; memcheck and its headers (memcheck.h) for scripts/ct-check.sh.
 packages=(libsodium-dev libsecret-1-dev gnome-keyring dbus dbus-x11 libsecret-tools pkg-config valgrind binutils keepassxc
-    libsqlite3-dev liblmdb-dev systemd keyutils)
+    libsqlite3-dev liblmdb-dev systemd keyutils libssl-dev zlib1g-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -102,7 +102,7 @@ public struct PrefsError: Error, CustomStringConvertible {
     /// The underlying failure, when there is one.
     public let cause: Cause?
 
-    init(
+    package init(
         _ code: Code, _ message: String, path: String? = nil, errno: Int32? = nil,
         underlying: (any Error)? = nil
     ) {

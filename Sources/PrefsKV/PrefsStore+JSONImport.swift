@@ -14,7 +14,15 @@ public struct PrefsImportReport: Sendable, Equatable {
     public var kept: [String] = []
     /// Keys whose value is JSON `null`: nothing to store.
     public var skipped: [String] = []
-    /// The type each key of the file gets: `bool`, `int`, `double`, `string`, `strings` or `json`.
+    /// Keys whose expiry had passed (an MMKV file with auto key expiry): not imported.
+    public var expired: [String] = []
+    /// Keys the caller gave no type for (an MMKV file, which stores none): imported as `bytes`, MMKV's encoding of
+    /// the value as it is.
+    public var untyped: [String] = []
+    /// The offset in the source file where records stopped parsing, when a salvaging import kept only the records
+    /// before it; nil when every record parsed.
+    public var unreadableFrom: Int?
+    /// The type each key of the file gets: `bool`, `int`, `double`, `string`, `bytes`, `strings` or `json`.
     public var types: [String: String] = [:]
     /// Nothing was written.
     public var dryRun = false
@@ -42,6 +50,14 @@ extension PrefsStore {
     ) throws
         -> PrefsImportReport
     {
+        try importJSONObject(data, replacing: replacing, dryRun: dryRun) { _, _ in }
+    }
+
+    /// ``importJSONObject(_:replacing:dryRun:)``, calling `progress(keysChecked, keys)` as it compares keys with the
+    /// store (vaultctl's progress lines).
+    package func importJSONObject(
+        _ data: Data, replacing: Bool, dryRun: Bool, progress: (Int, Int) -> Void
+    ) throws -> PrefsImportReport {
         guard case .object(let members) = try JSONValue.parse(data, what: "the document") else {
             throw PrefsError(.invalidInput, "the document is not a JSON object of settings ({\"key\": value, ...})")
         }
@@ -56,7 +72,8 @@ extension PrefsStore {
             try ValueCodec.validate(length: bytes.count, key: key)
             values.append((key, type, bytes))
         }
-        var report = try importValues(values, replacing: replacing, dryRun: dryRun)
+        var report = try importValues(
+            values.map { ($0.0, $0.1, $0.2, 0) }, replacing: replacing, dryRun: dryRun, progress: progress)
         report.skipped = skipped
         return report
     }
@@ -95,24 +112,55 @@ extension PrefsStore {
         }
         let envelope = try JSONValue.object(["state": state, "version": .int(version)]).canonical(key: name)
         try ValueCodec.validate(length: envelope.count, key: name)
-        var report = try importValues([(name, .json, envelope)], replacing: replacing, dryRun: dryRun)
+        var report = try importValues(
+            [(name, .json, envelope, 0)], replacing: replacing, dryRun: dryRun, progress: { _, _ in })
         report.types = [name: "json"]
         return report
     }
 
-    /// Writes `values` in one transaction under the writer lock, each compared there with what the store holds.
+    /// Imports typed values another module read from a file (the MMKV importer, PrefsKVMMKV), as
+    /// ``importJSONObject(_:replacing:dryRun:)`` does: keys and sizes checked first (nothing written when one fails),
+    /// one transaction. `expiresAt`: milliseconds since the Unix epoch, 0 for never.
+    package func importTypedValues(
+        _ values: [(key: String, value: ImportedValue, expiresAt: Int64)], replacing: Bool, dryRun: Bool,
+        progress: (Int, Int) -> Void = { _, _ in }
+    ) throws -> PrefsImportReport {
+        var stored: [(String, ValueType, [UInt8], Int64)] = []
+        for (key, value, expiresAt) in values {
+            try ValueCodec.validate(key: key)
+            let (type, bytes) = value.stored
+            try ValueCodec.validate(length: bytes.count, key: key)
+            stored.append((key, type, bytes, expiresAt))
+        }
+        return try importValues(stored, replacing: replacing, dryRun: dryRun, progress: progress)
+    }
+
+    /// Throws what an import of `key` with `value` would (`invalidKey`, `valueTooLarge`), before anything is written:
+    /// the MMKV importer names the record's offset with it.
+    package static func checkImported(key: String, value: ImportedValue) throws(PrefsError) {
+        try ValueCodec.validate(key: key)
+        try ValueCodec.validate(length: value.stored.1.count, key: key)
+    }
+
+    /// Writes `values` (with their expiry) in one transaction under the writer lock, each compared there with what
+    /// the store holds: the same value and expiry is `unchanged`. `progress(checked, total)` is called every 4,096
+    /// keys compared and once at the end.
     private func importValues(
-        _ values: [(String, ValueType, [UInt8])], replacing: Bool, dryRun: Bool
+        _ values: [(String, ValueType, [UInt8], Int64)], replacing: Bool, dryRun: Bool,
+        progress: (Int, Int) -> Void
     ) throws
         -> PrefsImportReport
     {
         func plan() throws -> (PrefsImportReport, [TransactionOp]) {
             var report = PrefsImportReport(dryRun: dryRun)
             var ops: [TransactionOp] = []
-            for (key, type, bytes) in values {
+            defer { progress(values.count, values.count) }
+            for (i, (key, type, bytes, expiresAt)) in values.enumerated() {
+                if i & 4095 == 0 { progress(i, values.count) }
                 report.types[key] = type.name
                 switch try storedValue(key) {
-                case let (storedType, stored)? where storedType == type && stored == bytes:
+                case let (storedType, stored, storedExpiry)?
+                where storedType == type && stored == bytes && storedExpiry == expiresAt:
                     report.unchanged.append(key)
                     continue
                 case .some where !replacing:
@@ -120,7 +168,7 @@ extension PrefsStore {
                     continue
                 default:
                     report.imported.append(key)
-                    ops.append(.set(name: key, type: type, value: bytes, expiresAt: 0))
+                    ops.append(.set(name: key, type: type, value: bytes, expiresAt: expiresAt))
                 }
             }
             return (report, ops)
@@ -133,11 +181,33 @@ extension PrefsStore {
         }
     }
 
-    /// The type and plain bytes of `key`'s live value, nil when it has none.
-    private func storedValue(_ key: String) throws -> (ValueType, [UInt8])? {
-        try read { e throws(PrefsError) -> (ValueType, [UInt8])? in
+    /// The type, plain bytes and expiry of `key`'s live value, nil when it has none.
+    private func storedValue(_ key: String) throws -> (ValueType, [UInt8], Int64)? {
+        try read { e throws(PrefsError) -> (ValueType, [UInt8], Int64)? in
             guard let entry = try e.liveEntry(forName: key) else { return nil }
-            return (entry.type, try e.withValue(of: entry, name: key) { Array($0) })
+            return (entry.type, try e.withValue(of: entry, name: key) { Array($0) }, entry.expiresAt)
+        }
+    }
+}
+
+/// A value an importer in another module read (PrefsKVMMKV), in one of the store's types.
+package enum ImportedValue: Equatable, Sendable {
+    case bool(Bool)
+    case int(Int64)
+    case double(Double)
+    case string(String)
+    case bytes([UInt8])
+    case strings([String])
+
+    /// The store's type and bytes for it.
+    var stored: (ValueType, [UInt8]) {
+        switch self {
+        case .bool(let value): (.bool, ValueCodec.bytes(value))
+        case .int(let value): (.int64, ValueCodec.bytes(value))
+        case .double(let value): (.double, ValueCodec.bytes(value))
+        case .string(let value): (.string, Array(value.utf8))
+        case .bytes(let value): (.bytes, value)
+        case .strings(let value): (.stringArray, ValueCodec.encode(value))
         }
     }
 }
