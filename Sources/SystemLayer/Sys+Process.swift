@@ -115,6 +115,17 @@ extension Sys {
     // See: man 2 sched_yield
     package static func yieldThread() { _ = sched_yield() }
 
+    /// Sleeps for `milliseconds` (a signal may end it early): the pace of vaultctl's progress lines.
+    // See: man 2 nanosleep
+    package static func sleep(milliseconds: Int) {
+        var request = timespec(tv_sec: milliseconds / 1000, tv_nsec: (milliseconds % 1000) * 1_000_000)
+        _ = nanosleep(&request, nil)
+    }
+
+    /// Whether `descriptor` is a terminal (vaultctl's progress lines go only to one).
+    // See: man 3 isatty
+    package static func isTerminal(_ descriptor: Int32) -> Bool { isatty(descriptor) != 0 }
+
     /// `getpid()`, for unique temporary names.
     package static func processID() -> Int32 { getpid() }
 

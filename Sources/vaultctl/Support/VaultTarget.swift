@@ -100,23 +100,7 @@ struct VaultOptions: ParsableArguments {
     static func readPassphrase(from descriptor: Int32?, option: String, prompt: String) throws -> SecretBytes {
         var bytes: [UInt8]
         if let descriptor {
-            guard descriptor != Sys.standardInput else {
-                throw CLIFailure.usage(
-                    "\(option) 0: standard input carries the values of `vault set`; open the passphrase on "
-                        + "another descriptor (e.g. \(option) 3 3<passphrase-file)")
-            }
-            var buffer = [UInt8](repeating: 0, count: 4097)
-            let read = buffer.withUnsafeMutableBytes { Sys.read(descriptor, into: $0) }
-            guard case .success(let count) = read else {
-                throw CLIFailure.usage("\(option) \(descriptor): the descriptor cannot be read (is it open?)")
-            }
-            guard count <= 4096 else {
-                wipe(&buffer)
-                throw CLIFailure.usage("\(option) \(descriptor): the passphrase is longer than 4096 bytes")
-            }
-            bytes = Array(buffer[0..<count])
-            wipe(&buffer)
-            if bytes.last == 0x0A { bytes.removeLast() }
+            bytes = try readSecret(from: descriptor, option: option, what: "passphrase")
         } else {
             guard let typed = Terminal.readPassphrase(prompt: prompt) else {
                 throw CLIFailure.usage(
@@ -128,6 +112,29 @@ struct VaultOptions: ParsableArguments {
         defer { wipe(&bytes) }
         guard !bytes.isEmpty else { throw CLIFailure.usage("the passphrase is empty; nothing was done") }
         return SecretBytes(bytes)
+    }
+
+    /// A secret (`what`: "passphrase", "crypt key") read from the descriptor an option (`option N`) names: at most
+    /// 4096 bytes, one final newline dropped. Standard input is refused: it carries values.
+    static func readSecret(from descriptor: Int32, option: String, what: String) throws -> [UInt8] {
+        guard descriptor != Sys.standardInput else {
+            throw CLIFailure.usage(
+                "\(option) 0: standard input carries values (those of `vault set`, a document); open the \(what) on "
+                    + "another descriptor (e.g. \(option) 3 3<\(what.split(separator: " ").joined(separator: "-"))-file)")
+        }
+        var buffer = [UInt8](repeating: 0, count: 4097)
+        let read = buffer.withUnsafeMutableBytes { Sys.read(descriptor, into: $0) }
+        guard case .success(let count) = read else {
+            throw CLIFailure.usage("\(option) \(descriptor): the descriptor cannot be read (is it open?)")
+        }
+        guard count <= 4096 else {
+            wipe(&buffer)
+            throw CLIFailure.usage("\(option) \(descriptor): the \(what) is longer than 4096 bytes")
+        }
+        var bytes = Array(buffer[0..<count])
+        wipe(&buffer)
+        if bytes.last == 0x0A { bytes.removeLast() }
+        return bytes
     }
 }
 
