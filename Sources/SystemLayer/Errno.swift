@@ -19,6 +19,8 @@ public struct Errno: Error, Equatable, Sendable {
     package static let exists = Errno(rawValue: EEXIST)
     package static let wouldBlock = Errno(rawValue: EWOULDBLOCK)
     package static let noSpace = Errno(rawValue: ENOSPC)
+    package static let timedOut = Errno(rawValue: ETIMEDOUT)
+    package static let messageTooLong = Errno(rawValue: EMSGSIZE)
     /// The user's disk quota is used up.
     package static let quotaExceeded = Errno(rawValue: EDQUOT)
     /// Past RLIMIT_FSIZE or the file system's largest file.

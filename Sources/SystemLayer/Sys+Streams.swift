@@ -1,5 +1,6 @@
 // The standard streams and other descriptors the process is given: read to their end, written in full.
 // A parent may have closed any of them, so EBADF here is reported, not trapped (see `retrying(given:_:)`).
+import CPrefsKV
 import Glibc
 
 extension Sys {
@@ -52,5 +53,48 @@ extension Sys {
             }
         }
         return .success(())
+    }
+}
+
+extension Sys {
+    /// A pipe, both ends close-on-exec.
+    // See: man 2 pipe2
+    package static func pipe() -> Result<(read: Int32, write: Int32), Errno> {
+        var fds: [Int32] = [-1, -1]
+        guard prefs_pipe_cloexec(&fds) == 0 else { return .failure(Errno(rawValue: errno)) }
+        return .success((fds[0], fds[1]))
+    }
+
+    /// Reads from `fd` into `buffer` until its writers close it, waiting at most until `deadline` for each piece
+    /// (so a writer that never closes cannot hang the caller): the count read, `.timedOut` when the deadline
+    /// passed first, `.messageTooLong` when more than `buffer.count` bytes come.
+    // See: man 2 poll
+    package static func readToEnd(
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, deadline: ContinuousClock.Instant
+    ) -> Result<Int, Errno> {
+        var done = 0
+        while true {
+            let left = ContinuousClock.now.duration(to: deadline)
+            guard left > .zero else { return .failure(.timedOut) }
+            let milliseconds = Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+            var request = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            switch retrying(given: true, { Int(Glibc.poll(&request, 1, milliseconds)) }) {
+            case .failure(let e): return .failure(e)
+            case .success(0): return .failure(.timedOut)
+            case .success: break
+            }
+            // Room for one byte more than the buffer holds: that byte tells "exactly full" from "too long".
+            var spare: UInt8 = 0
+            let count: Result<Int, Errno> =
+                done < buffer.count
+                ? retrying(given: true, { Glibc.read(fd, buffer.baseAddress! + done, buffer.count - done) })
+                : retrying(given: true, { Glibc.read(fd, &spare, 1) })
+            switch count {
+            case .failure(let e): return .failure(e)
+            case .success(0): return .success(done)
+            case .success where done == buffer.count: return .failure(.messageTooLong)
+            case .success(let n): done += n
+            }
+        }
     }
 }

@@ -146,3 +146,37 @@ func hex(_ text: String) -> [UInt8] {
     }
     return bytes
 }
+
+@Suite struct SodiumHKDFTests {
+    /// RFC 5869, appendix A.1 and A.3 (HKDF-SHA256): the first 32 bytes of each OKM, so the construction over
+    /// libsodium's HMAC is checked against the RFC and not only against itself.
+    @Test func derivesTheRFCsKnownAnswers() {
+        let ikm = SecretBytes([UInt8](repeating: 0x0b, count: 22))
+        let withSaltAndInfo = Sodium.hkdfSHA256(
+            ikm, salt: hex("000102030405060708090a0b0c"), info: hex("f0f1f2f3f4f5f6f7f8f9"))
+        #expect(
+            withSaltAndInfo.withUnsafeBytes { Array($0) }
+                == hex("3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf"))
+        // A.3: no salt (HMAC's key is then HashLen zeros, which an empty key equals) and no info.
+        let bare = Sodium.hkdfSHA256(ikm, salt: [UInt8](repeating: 0, count: 32), info: [])
+        #expect(
+            bare.withUnsafeBytes { Array($0) } == hex("8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d"))
+    }
+
+    /// The portal's secret has a length the vault does not choose: any length derives, and every bit counts.
+    @Test func anyLengthOfSecretDerivesAndEveryByteMatters() {
+        var seen: Set<[UInt8]> = []
+        for length in [1, 32, 64, 65, 200, 4096] {
+            let secret = [UInt8](repeating: 7, count: length)
+            let key = Sodium.hkdfSHA256(SecretBytes(secret), salt: [1], info: Array("app".utf8))
+            #expect(key.count == 32)
+            seen.insert(key.withUnsafeBytes { Array($0) })
+            var changed = secret
+            changed[length - 1] ^= 1
+            seen.insert(Sodium.hkdfSHA256(SecretBytes(changed), salt: [1], info: Array("app".utf8)).withUnsafeBytes { Array($0) })
+        }
+        #expect(seen.count == 12)
+        let otherApp = Sodium.hkdfSHA256(SecretBytes([7]), salt: [1], info: Array("app2".utf8))
+        #expect(!seen.contains(otherApp.withUnsafeBytes { Array($0) }))
+    }
+}

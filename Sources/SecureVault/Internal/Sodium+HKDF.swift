@@ -1,0 +1,43 @@
+import CSodium
+
+extension Sodium {
+    /// HKDF-SHA256 (RFC 5869) of `secret`, of any length, into 32 bytes: extract with `salt`, expand with `info`.
+    /// Built from libsodium's HMAC-SHA256 (libsodium 1.0.18, Debian 12's, has no HKDF of its own); the states are
+    /// wiped. For a root secret whose length the vault does not choose (the Secret portal's).
+    static func hkdfSHA256(_ secret: SecretBytes, salt: [UInt8], info: [UInt8]) -> SecretBytes {
+        ensureInitialized()
+        let length = Int(crypto_auth_hmacsha256_BYTES)
+        // Extract: PRK = HMAC(salt, secret).
+        let prk = SecretBytes(count: length) { out in
+            secret.withUnsafeBytes { ikm in
+                salt.withUnsafeBytes { key in hmacSHA256(key: key, parts: [ikm], into: out) }
+            }
+        }
+        // Expand, one block: OKM = HMAC(PRK, info || 0x01).
+        return SecretBytes(count: length) { out in
+            prk.withUnsafeBytes { key in
+                (info + [1]).withUnsafeBytes { message in
+                    hmacSHA256(key: key, parts: [message], into: out)
+                }
+            }
+        }
+    }
+
+    private static func hmacSHA256(
+        key: UnsafeRawBufferPointer, parts: [UnsafeRawBufferPointer], into out: UnsafeMutableRawBufferPointer
+    ) {
+        precondition(out.count == Int(crypto_auth_hmacsha256_BYTES))
+        var state = crypto_auth_hmacsha256_state()
+        defer { withUnsafeMutableBytes(of: &state) { sodium_memzero($0.baseAddress, $0.count) } }
+        var status = crypto_auth_hmacsha256_init(
+            &state, key.baseAddress!.assumingMemoryBound(to: UInt8.self), key.count)
+        for part in parts where status == 0 {
+            status = crypto_auth_hmacsha256_update(
+                &state, part.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(part.count))
+        }
+        if status == 0 {
+            status = crypto_auth_hmacsha256_final(&state, out.baseAddress!.assumingMemoryBound(to: UInt8.self))
+        }
+        precondition(status == 0, "HMAC-SHA256 failed for in-range arguments")
+    }
+}
