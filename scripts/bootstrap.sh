@@ -11,9 +11,11 @@ set -euo pipefail
 # systemd: systemd-creds, the systemd credential key store (it works without systemd running as PID 1).
 # keyutils: keyctl, the bench's baseline of a kernel keyring read.
 # libssl-dev, zlib1g-dev: AES-CFB and CRC-32 for the MMKV importer (PrefsKVMMKV, through Sources/COpenSSL).
+# bubblewrap, xdg-dbus-proxy, xdg-desktop-portal: a real Flatpak-style sandbox and the Secret portal for the
+# secret-portal key store's tests (scripts/with-portal.sh, scripts/sandbox.sh).
 # valgrind: callgrind for scripts/bench-check.sh; memcheck and its headers (memcheck.h) for scripts/ct-check.sh.
 packages=(libsodium-dev libsecret-1-dev gnome-keyring dbus dbus-x11 libsecret-tools pkg-config valgrind binutils keepassxc
-    libsqlite3-dev liblmdb-dev systemd keyutils libssl-dev zlib1g-dev)
+    libsqlite3-dev liblmdb-dev systemd keyutils libssl-dev zlib1g-dev bubblewrap xdg-dbus-proxy xdg-desktop-portal)
 
 missing=()
 for p in "${packages[@]}"; do

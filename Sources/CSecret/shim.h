@@ -4,4 +4,6 @@
 // which costs seven extra bus round trips (LibSecret.lookup). Stable in practice since libsecret 0.18.
 #define SECRET_API_SUBJECT_TO_CHANGE 1
 #include <libsecret/secret.h>
+// The Secret portal hands its secret over through a pipe passed as a D-Bus file descriptor (SecretPortal).
+#include <gio/gunixfdlist.h>
 #endif

@@ -24,6 +24,7 @@ public struct KeyStore: Sendable, CustomStringConvertible {
         case keyFile(path: String)
         /// The credential's name, and its sealed file (nil: `<name>.cred` in the vault's directory).
         case systemdCredential(name: String, file: String?)
+        case secretPortal
     }
 
     let storage: Storage
@@ -31,6 +32,23 @@ public struct KeyStore: Sendable, CustomStringConvertible {
     /// The freedesktop Secret Service (gnome-keyring, KeePassXC...) through libsecret: one random 256-bit key
     /// per vault, in the default collection, under attributes that are random ids only.
     public static let secretService = KeyStore(storage: .secretService)
+
+    /// The Secret portal of a Flatpak sandbox (`org.freedesktop.portal.Secret`): the desktop's keyring keeps a
+    /// secret for the app alone (by its app id), with no `--talk-name` in the manifest and no access to any other
+    /// secret of the user. As with a key file, each vault's random master key is kept wrapped under a key derived
+    /// from that secret (HKDF-SHA256), in `<service>.<key id>.vaultkey` beside the vault file; nothing of the
+    /// portal's secret is written or logged. The default key store inside a sandbox; outside one it is refused
+    /// (``VaultError/Code/unavailable``), because the portal then gives every host program one shared secret.
+    ///
+    /// ```swift
+    /// var configuration = Vault.Configuration(service: "org.example.Notes")
+    /// configuration.keyStore = .secretPortal   // what a sandboxed app gets by default
+    /// ```
+    public static let secretPortal = KeyStore(storage: .secretPortal)
+
+    /// The default of ``Vault/Configuration/keyStore``: the Secret portal inside a Flatpak sandbox, else the
+    /// Secret Service.
+    package static var processDefault: KeyStore { FlatpakSandbox.current == nil ? .secretService : .secretPortal }
 
     /// A key derived from a passphrase with Argon2id; the salt and cost are kept in the vault file's header.
     /// A wrong passphrase is reported as ``VaultError/Code/wrongKey``.
@@ -171,7 +189,7 @@ public struct KeyStore: Sendable, CustomStringConvertible {
     }
 
     /// `secretService`, `passphrase`, `kernelKeyring:user` (`:session`, `:persistent`), `keyFile:<path>`,
-    /// `systemdCredential:<name>` or `inMemory`.
+    /// `systemdCredential:<name>`, `secretPortal` or `inMemory`.
     public var description: String {
         switch storage {
         case .kernelKeyring(let keyring): return "kernelKeyring:\(keyring.rawValue)"
@@ -182,7 +200,7 @@ public struct KeyStore: Sendable, CustomStringConvertible {
     }
 
     /// How `vaultctl --key-store` spells it: `secret-service`, `passphrase`, `keyring:user`, `key-file:PATH`,
-    /// `systemd-creds:NAME[:FILE]`; `in-memory` (which names no object, so cannot be parsed back).
+    /// `systemd-creds:NAME[:FILE]`, `secret-portal`; `in-memory` (which names no object, so cannot be parsed back).
     package var spelling: String {
         switch storage {
         case .secretService: return "secret-service"
@@ -190,6 +208,7 @@ public struct KeyStore: Sendable, CustomStringConvertible {
         case .kernelKeyring(let keyring): return "keyring:\(keyring.rawValue)"
         case .keyFile(let path): return "key-file:\(path)"
         case .systemdCredential(let name, let file): return "systemd-creds:\(name)" + (file.map { ":\($0)" } ?? "")
+        case .secretPortal: return "secret-portal"
         case .inMemory: return "in-memory"
         }
     }
@@ -208,6 +227,7 @@ public struct KeyStore: Sendable, CustomStringConvertible {
         case .kernelKeyring: return .kernelKeyring
         case .keyFile: return .keyFile
         case .systemdCredential: return .systemdCredential
+        case .secretPortal: return .secretPortal
         }
     }
 }
@@ -220,6 +240,7 @@ extension KeyStore {
         switch spelling {
         case "secret-service": self = .secretService
         case "passphrase": self = .passphrase(SecretBytes([]))
+        case "secret-portal": self = .secretPortal
         default:
             if spelling.hasPrefix("keyring:"),
                 let keyring = KernelKeyring(rawValue: String(spelling.dropFirst("keyring:".count)))

@@ -16,8 +16,10 @@ extension Vault {
         /// A relative directory is relative to the working directory of each call (an empty one is the working
         /// directory itself). The default is ``Vault/defaultDirectory``.
         public var directory: String
-        /// Where the master key lives. The default is ``KeyStore/secretService``; there is never a fallback.
-        public var keyStore: KeyStore = .secretService
+        /// Where the master key lives. The default is ``KeyStore/secretService``, and ``KeyStore/secretPortal``
+        /// inside a Flatpak sandbox (where the Secret Service needs a hole in the sandbox that gives the app every
+        /// secret of the user); there is never a fallback.
+        public var keyStore: KeyStore = KeyStore.processDefault
         /// When the key may be used. The default is ``Accessibility/afterFirstUnlock``.
         public var accessibility: Accessibility = .afterFirstUnlock
         /// How long any one Secret Service call may take before it fails with ``VaultError/Code/timeout``.

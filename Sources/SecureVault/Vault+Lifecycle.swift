@@ -109,6 +109,7 @@ extension Vault {
             return .kernelKeyring(KeyStore.KernelKeyring.allCases.first { $0.code == identity.argonPasses })
         case .keyFile: return .keyFile
         case .systemdCredential: return .systemdCredential
+        case .secretPortal: return .secretPortal
         }
     }
 }
@@ -123,4 +124,6 @@ package enum RecordedKeyStore: Equatable, Sendable {
     case keyFile
     /// A systemd credential: its name is not in the vault's file.
     case systemdCredential
+    /// The Secret portal of the app's Flatpak sandbox.
+    case secretPortal
 }

@@ -73,6 +73,7 @@ enum VaultCommands {
             }
             configuration.keyStore = .kernelKeyring(keyring)
         }
+        if environment("VAULT_TEST_KEY_STORE") == "secret-portal" { configuration.keyStore = .secretPortal }
         if let store = environment("VAULT_TEST_KEY_STORE"), store.hasPrefix("key-file:") {
             configuration.keyStore = .keyFile(String(store.dropFirst("key-file:".count)))
         }
@@ -371,6 +372,19 @@ enum VaultCommands {
         case .expired: return "expired"
         case .absent: return "absent"
         case .unavailable(let reason): return "unavailable \(reason.rawValue)"
+        }
+    }
+
+    /// `portal-secret`: the Secret portal's secret of this sandboxed app, in hex (tests look for it on disk and in
+    /// logs, where it must never be).
+    static func portalSecret() -> Int32 {
+        do {
+            let secret = try SecretPortal.retrieveSecret(operation: "portal-secret", deadline: .seconds(60))
+            print(secret.withUnsafeBytes { bytes in bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() })
+            return 0
+        } catch {
+            print("error \(error.code) \(error.message)")
+            return 1
         }
     }
 }

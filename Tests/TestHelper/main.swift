@@ -33,6 +33,7 @@ case "vault-set", "vault-get", "vault-token-set", "vault-token", "vault-read-loc
     "keyring-cache-key":
     exit(VaultCommands.run(arguments[0], rest))
 case "keyring-fill": exit(VaultCommands.fillKeyring(rest))
+case "portal-secret": exit(VaultCommands.portalSecret())
 case "keyring-session": exit(VaultCommands.keyringSession(rest))
 case "launch-route", "launch-sign-in", "launch-logout", "prefs-damage", "file-flip":
     exit(LaunchCommands.run(arguments[0], rest))

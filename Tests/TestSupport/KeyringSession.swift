@@ -76,6 +76,11 @@ public enum KeyringSession {
         case noSecretService
         /// A private bus whose gnome-keyring is only activated: no login keyring, no default collection.
         case noKeyring
+        /// A desktop session as a Flatpak app sees it from outside (scripts/with-portal.sh): a bus on a path
+        /// socket, an unlocked gnome-keyring and xdg-desktop-portal. In the script `SANDBOX [--talk-secrets]
+        /// APP_ID CMD...` runs a command as that Flatpak app (scripts/sandbox.sh), `RESTART_PORTAL` restarts
+        /// the portal, and `$LOCK`, `$UNLOCK` work as in `.keyring`.
+        case portal
         /// A private bus whose Secret Service is KeePassXC, headless, with a fresh database
         /// (scripts/with-keepassxc.sh). In the script `$RESTART` starts it again after `kill -9 $(DAEMON_PID)`.
         case keePassXC(KeePassXCSettings)
@@ -86,11 +91,13 @@ public enum KeyringSession {
             case .noSecretService: return "--no-secret-service"
             case .noKeyring: return "--no-keyring"
             case .keePassXC(let settings): return "--" + settings.rawValue
+            case .portal: return nil
             }
         }
 
         var runner: String {
             if case .keePassXC = self { return BuildProducts.repositoryRoot + "/scripts/with-keepassxc.sh" }
+            if case .portal = self { return BuildProducts.repositoryRoot + "/scripts/with-portal.sh" }
             return BuildProducts.keyringRunner
         }
     }

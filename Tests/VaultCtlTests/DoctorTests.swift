@@ -45,7 +45,7 @@ import TestSupport
         #expect(object["recommendedKeyStore"] as? String == "systemd-creds:NAME", "\(json)")
         let stores = try #require(object["keyStores"] as? [[String: Any]])
         #expect(stores.map { $0["name"] as? String } == [
-            "secret-service", "keyring:session", "keyring:user", "keyring:persistent", "systemd-creds:NAME",
+            "secret-service", "secret-portal", "keyring:session", "keyring:user", "keyring:persistent", "systemd-creds:NAME",
             "key-file:PATH", "passphrase",
         ])
     }

@@ -2,7 +2,9 @@ import SystemLayer
 
 /// The key stores rooted in one secret at a fixed path that a deployment names: a key file
 /// (``KeyStore/keyFile(_:)``, a container's mounted secret) or a systemd credential
-/// (``KeyStore/systemdCredential(name:file:)``, sealed by `systemd-creds` with the host key or a TPM2).
+/// (``KeyStore/systemdCredential(name:file:)``, sealed by `systemd-creds` with the host key or a TPM2); or in the
+/// Secret portal's secret of a Flatpak app (``KeyStore/secretPortal``), of a length the portal chooses, from which
+/// the 32-byte root key is derived with HKDF-SHA256 (salt "securevault secret portal 1", info the app id).
 ///
 /// The root secret is never changed or deleted by a vault: a mounted secret is read-only, a unit file names one
 /// credential path, and several vaults may share one. Each master key is random and is kept wrapped under the
@@ -19,6 +21,7 @@ struct FileKeys: Sendable {
     enum Root: Sendable {
         case keyFile(path: String)
         case systemdCredential(name: String, file: String)
+        case secretPortal
     }
 
     let root: Root
@@ -37,6 +40,7 @@ struct FileKeys: Sendable {
         switch root {
         case .keyFile(let path): return "the key file \(path)"
         case .systemdCredential(let name, let file): return "the systemd credential '\(name)' (\(file))"
+        case .secretPortal: return "the Secret portal's secret of app \(FlatpakSandbox.current?.appID ?? "(none)")"
         }
     }
 
@@ -169,6 +173,9 @@ struct FileKeys: Sendable {
                 code: .keyMissing,
                 message: "vault '\(service)': the systemd credential '\(name)' is neither in $CREDENTIALS_DIRECTORY nor at "
                     + "\(file)" + (Sys.userID == 0 ? "" : rootOnlyHint(name, file)), path: file)
+        case .secretPortal:
+            // The portal makes the app's secret on its first request: it is never missing.
+            return VaultError(code: .keyMissing, message: "vault '\(service)': the Secret portal gave no secret")
         }
     }
 
@@ -201,6 +208,12 @@ struct FileKeys: Sendable {
                 return nil
             }
             return try decryptCredential(sealed, name: name, file: file)
+        case .secretPortal:
+            // Refused on the host (before the portal is called); the app id binds the derived key to the app.
+            let secret = try SecretPortal.retrieveSecret(operation: "reading \(operation)", deadline: deadline)
+            let appID = FlatpakSandbox.current?.appID ?? ""
+            return Sodium.hkdfSHA256(
+                secret, salt: Array("securevault secret portal 1".utf8), info: Array(appID.utf8))
         }
     }
 

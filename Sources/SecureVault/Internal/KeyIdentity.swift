@@ -6,7 +6,7 @@
 /// | offset | size | field |
 /// |---|---|---|
 /// | 0 | 1 | format: 1 (before record authentication), 2, 3 (SipHash name tags) |
-/// | 1 | 1 | key store kind: 1 Secret Service, 2 passphrase, 3 in-memory, 4 a vault item, 5 kernel keyring, 6 key file, 7 systemd credential |
+/// | 1 | 1 | key store kind: 1 Secret Service, 2 passphrase, 3 in-memory, 4 a vault item, 5 kernel keyring, 6 key file, 7 systemd credential, 8 Secret portal |
 /// | 2 | 2 | Argon2id passes (passphrase); the kernel keyring (1 session, 2 user, 3 persistent); else 0 |
 /// | 4 | 4 | Argon2id memory in KiB (passphrase), else 0 |
 /// | 8 | 16 | vault id (random) |
@@ -27,6 +27,7 @@ package struct KeyIdentity: Equatable, Sendable {
         case kernelKeyring = 5
         case keyFile = 6
         case systemdCredential = 7
+        case secretPortal = 8
 
         var name: String {
             switch self {
@@ -37,6 +38,7 @@ package struct KeyIdentity: Equatable, Sendable {
             case .kernelKeyring: return "kernelKeyring"
             case .keyFile: return "keyFile"
             case .systemdCredential: return "systemdCredential"
+            case .secretPortal: return "secretPortal"
             }
         }
     }

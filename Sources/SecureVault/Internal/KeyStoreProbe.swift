@@ -12,11 +12,17 @@ package struct KeyStoreProbe: Sendable, Equatable {
 
     /// Every key store this version has, probed. `secretService` is the Secret Service's state as the caller
     /// already found it (nil: ready; else why not).
-    package static func all(secretServiceProblem: String?, deadline: Duration = .seconds(5)) -> [KeyStoreProbe] {
+    package static func all(
+        secretServiceProblem: String?, secretPortal: KeyStoreProbe? = nil, deadline: Duration = .seconds(5)
+    ) -> [KeyStoreProbe] {
         var probes = [
             KeyStoreProbe(
                 name: "secret-service", ready: secretServiceProblem == nil,
-                detail: secretServiceProblem ?? "the default keyring: survives reboots, readable by the user's processes")
+                detail: secretServiceProblem ?? "the default keyring: survives reboots, readable by the user's processes"),
+            secretPortal
+                ?? KeyStoreProbe(
+                    name: "secret-portal", ready: false,
+                    detail: "only inside a Flatpak sandbox: this process is not sandboxed"),
         ]
         for keyring in KeyStore.KernelKeyring.allCases {
             probes.append(probe(keyring))
@@ -36,13 +42,31 @@ package struct KeyStoreProbe: Sendable, Equatable {
         return probes
     }
 
-    /// The one to use here: the Secret Service where it works, else a systemd credential (survives reboots,
-    /// sealed to this machine), else the user keyring (gone at reboot), else a passphrase.
+    /// The one to use here: the Secret portal inside a sandbox, the Secret Service where it works, else a systemd
+    /// credential (survives reboots, sealed to this machine), else the user keyring (gone at reboot), else a
+    /// passphrase.
     package static func recommended(_ probes: [KeyStoreProbe]) -> KeyStoreProbe? {
-        for name in ["secret-service", "systemd-creds:NAME", "keyring:user", "passphrase"] {
+        for name in ["secret-portal", "secret-service", "systemd-creds:NAME", "keyring:user", "passphrase"] {
             if let probe = probes.first(where: { $0.name == name && $0.ready }) { return probe }
         }
         return nil
+    }
+
+    /// The Secret portal, asked for the app's secret for real (then dropped), inside a Flatpak sandbox; nil on the
+    /// host (where it is never called). The error tells a locked keyring from a missing portal or backend.
+    package static func secretPortal(deadline: Duration) -> (probe: KeyStoreProbe, error: VaultError?)? {
+        guard let sandbox = FlatpakSandbox.current else { return nil }
+        do {
+            _ = try SecretPortal.retrieveSecret(operation: "asking the Secret portal", deadline: deadline)
+            return (
+                KeyStoreProbe(
+                    name: "secret-portal", ready: true,
+                    detail: "the desktop keyring's secret for app \(sandbox.appID) alone: survives reboots and "
+                        + "reinstalls, readable by no other app; the user sees nothing"), nil
+            )
+        } catch {
+            return (KeyStoreProbe(name: "secret-portal", ready: false, detail: error.message), error)
+        }
     }
 
     private static func probe(_ keyring: KeyStore.KernelKeyring) -> KeyStoreProbe {

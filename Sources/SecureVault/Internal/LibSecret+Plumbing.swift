@@ -348,7 +348,10 @@ extension LibSecret {
             case Int32(G_DBUS_ERROR_SERVICE_UNKNOWN.rawValue), Int32(G_DBUS_ERROR_NAME_HAS_NO_OWNER.rawValue):
                 // "The name org.freedesktop.secrets was not provided by any .service files"; a unique name
                 // such as ":1.4" instead means the daemon died under a cached connection (see isDeadProvider).
-                return message.contains("org.freedesktop.secrets") ? .noSecretService : .other
+                // Inside a Flatpak sandbox the bus proxy answers a bare "ServiceUnknown" for every name its filter
+                // hides: no Secret Service is reachable from there.
+                if message.contains("org.freedesktop.secrets") { return .noSecretService }
+                return FlatpakSandbox.current != nil && !message.contains("The name :") ? .noSecretService : .other
             case Int32(G_DBUS_ERROR_NO_REPLY.rawValue), Int32(G_DBUS_ERROR_TIMEOUT.rawValue),
                 Int32(G_DBUS_ERROR_TIMED_OUT.rawValue):
                 return .timeout
@@ -377,7 +380,7 @@ extension SecretServiceFailure {
 ///
 /// `@unchecked Sendable`: the state is immutable after `init`; the GCancellable it shares with the timer's
 /// closure is documented as safe to cancel and query from any thread.
-private final class DeadlineTimer: @unchecked Sendable {
+final class DeadlineTimer: @unchecked Sendable {
     let cancellable: UnsafeMutablePointer<GCancellable>
     private let timer: DispatchWorkItem
     private let deadline: Duration

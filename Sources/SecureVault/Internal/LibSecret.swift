@@ -216,7 +216,7 @@ package enum LibSecret {
         try call(deadline: deadline) { cancellable throws(SecretServiceFailure) in
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
-            _ = try unlockedCollection(alias, service: service, prompting: prompting, cancellable)
+            let collection = try unlockedCollection(alias, service: service, prompting: prompting, cancellable)
             let value = secret.withUnsafeBytes { bytes in
                 // secret_value_new copies the bytes (into non-pageable memory when the service offers it).
                 // A SecretBytes always has a base address, even when empty.
@@ -226,8 +226,11 @@ package enum LibSecret {
             let table = hashTable(attributes)
             defer { g_hash_table_unref(table) }
             var error: UnsafeMutablePointer<GError>?
-            let stored = secret_password_storev_binary_sync(
-                schema.pointer, table, alias, label, value, cancellable, &error)
+            // The service's own call, as lookup's search is: libsecret's password API (secret_password_*) switches
+            // to a file keyring of its own inside a Flatpak sandbox, so a key stored through it is one no search
+            // finds (issue 36). The collection is the path checked unlocked above.
+            let stored = secret_service_store_sync(
+                service, schema.pointer, table, collection, label, value, cancellable, &error)
             if stored == 0 {
                 throw failure(taking: error, fallback: "storing the secret failed")
             }

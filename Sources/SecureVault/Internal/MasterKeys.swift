@@ -91,7 +91,7 @@ struct MasterKeys: Sendable {
             // `keyMissing`, not `wrongKey` (the key check, bound to the service, would refuse it all the same).
             guard let found = try kernelKey(identity, in: keyring) else { return nil }
             key = found
-        case .keyFile, .systemdCredential:
+        case .keyFile, .systemdCredential, .secretPortal:
             guard let found = try fileKeys!.load(identity) else { return nil }
             key = found
         case .inMemory(let keys):
@@ -142,7 +142,7 @@ struct MasterKeys: Sendable {
                 throw kernelError(error, "saving", keyring)
             }
             return key
-        case .keyFile, .systemdCredential:
+        case .keyFile, .systemdCredential, .secretPortal:
             return try fileKeys!.create(identity)
         case .inMemory(let keys):
             let key = SecretBytes.random(count: Self.keyLength)
@@ -209,14 +209,14 @@ struct MasterKeys: Sendable {
             case .success(let removed): return Deletion(removed: removed)
             case .failure(let error): throw kernelError(error, "deleting", keyring)
             }
-        case .keyFile, .systemdCredential:
+        case .keyFile, .systemdCredential, .secretPortal:
             return Deletion(removed: try fileKeys!.delete(identity))
         case .inMemory(let keys):
             return Deletion(removed: keys.delete(name(identity)))
         }
     }
 
-    /// The key file's or systemd credential's wrapped keys; nil for other key stores.
+    /// The wrapped keys of a key file, a systemd credential or the Secret portal; nil for other key stores.
     var fileKeys: FileKeys? {
         switch store.storage {
         case .keyFile(let path):
@@ -226,6 +226,9 @@ struct MasterKeys: Sendable {
             return FileKeys(
                 root: .systemdCredential(name: name, file: file ?? Sys.joinPath(directory, name + ".cred")),
                 kind: .systemdCredential, service: service, directory: directory, deadline: deadline)
+        case .secretPortal:
+            return FileKeys(
+                root: .secretPortal, kind: .secretPortal, service: service, directory: directory, deadline: deadline)
         default:
             return nil
         }

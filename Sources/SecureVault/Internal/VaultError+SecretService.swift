@@ -27,10 +27,20 @@ extension VaultError {
                 message: "\(operation): no D-Bus session bus is reachable, so no Secret Service can be asked",
                 cause: cause)
         case .noSecretService:
-            self.init(
-                code: .unavailable,
-                message: "\(operation): no Secret Service (gnome-keyring, KeePassXC...) is running on the session bus",
-                cause: cause)
+            if let sandbox = FlatpakSandbox.current {
+                self.init(
+                    code: .unavailable,
+                    message: "\(operation): the Secret Service is not reachable from the Flatpak sandbox of "
+                        + "\(sandbox.appID) (its manifest has no --talk-name=org.freedesktop.secrets, a hole that would "
+                        + "give the app every secret of the user): use the Secret portal instead, the default key "
+                        + "store inside a sandbox (KeyStore.secretPortal; vaultctl --key-store secret-portal)",
+                    cause: cause)
+            } else {
+                self.init(
+                    code: .unavailable,
+                    message: "\(operation): no Secret Service (gnome-keyring, KeePassXC...) is running on the session "
+                        + "bus", cause: cause)
+            }
         case .noDefaultCollection:
             self.init(
                 code: .unavailable,
@@ -41,5 +51,17 @@ extension VaultError {
         case .other:
             self.init(code: .io, message: "\(operation): the Secret Service failed: \(failure.message)", cause: cause)
         }
+    }
+
+    /// A Secret portal failure (SecretPortal, LibSecret+Portal.swift): its code and words, and the GError or errno
+    /// behind it.
+    init(_ failure: SecretPortal.PortalFailure, operation: String) {
+        let cause: Cause?
+        if let gError = failure.gError {
+            cause = .secretService(domain: gError.domain, code: gError.code, message: gError.message)
+        } else {
+            cause = failure.errno.map { .errno($0.rawValue) }
+        }
+        self.init(code: failure.code, message: "\(operation): \(failure.message)", cause: cause)
     }
 }

@@ -12,8 +12,9 @@ struct Doctor: VaultCtlCommand {
             keyrings are tried with a 1-byte probe key) and why the others do not, and recommends one. Lists \
             the master keys the key stores keep for vaults that are gone (as `vault keys` finds them: deleted \
             by hand, superseded; `vault forget-key` deletes one). Ends \
-            with a one-line diagnosis of the default key store (the Secret Service) and its fix.
-            Exits 0 when vaults can be used with the Secret Service, 69 when no Secret Service is reachable \
+            with a one-line diagnosis of the default key store (the Secret Service; inside a Flatpak sandbox, \
+            the Secret portal, asked for the app's secret) and its fix.
+            Exits 0 when vaults can be used with the default key store, 69 when it is not reachable \
             (see the recommended key store), 75 when the default keyring is locked or the service hangs, 77 \
             when a store directory has insecure permissions.
             """)
@@ -52,6 +53,9 @@ struct DoctorReport {
     var keyStores: [KeyStoreProbe] = []
     /// The vault master keys no vault this library can read needs (`vault keys`: superseded, orphaned, unplaced).
     var unusedKeys: [StoredVaultKey] = []
+    /// The app id of the Flatpak sandbox this runs in, and what the Secret portal (its default key store) answered.
+    var sandbox: String?
+    var secretPortal: (probe: KeyStoreProbe, error: VaultError?)?
 
     /// What the provider found does that gnome-keyring does not, and the settings that avoid it.
     var notes: [String] {
@@ -79,8 +83,17 @@ struct DoctorReport {
         var report = DoctorReport(
             libsodium: Sodium.versionString, libsecret: LibSecret.versionString, busAddress: busAddress,
             probe: probe, failure: failure, directories: directories, diagnosis: "", fix: nil, exitCode: 0)
+        report.sandbox = FlatpakSandbox.current?.appID
+        report.secretPortal = KeyStoreProbe.secretPortal(deadline: VaultDefaults.deadline)
         report.diagnose()
-        report.keyStores = KeyStoreProbe.all(secretServiceProblem: report.exitCode == ExitStatus.success ? nil : report.diagnosis)
+        let serviceProblem: String?
+        if report.sandbox != nil {
+            serviceProblem = failure.map { VaultError($0, operation: "the Secret Service").message }
+        } else {
+            serviceProblem = report.exitCode == ExitStatus.success ? nil : report.diagnosis
+        }
+        report.keyStores = KeyStoreProbe.all(secretServiceProblem: serviceProblem, secretPortal: report.secretPortal?.probe)
+        if report.sandbox != nil { report.diagnoseSandbox() }
         // Key stores that cannot be listed (a locked keyring) are the diagnosis's concern, not repeated here.
         report.unusedKeys = Vault.storedKeys(searching: [directories[1].path]).keys.filter(\.use.isUnused)
         return report
@@ -165,6 +178,37 @@ struct DoctorReport {
         exitCode = ExitStatus.success
     }
 
+    /// Inside a Flatpak sandbox the default key store is the Secret portal: the diagnosis is its answer.
+    private mutating func diagnoseSandbox() {
+        guard let sandbox, let secretPortal else { return }
+        if let insecure = directories.first(where: { !$0.secure }) {
+            diagnosis = "The \(insecure.kind) directory \(insecure.path) is open to other users or not owned by you."
+            fix = "chmod 700 \(insecure.path), and make sure you own it"
+            exitCode = ExitStatus.permission
+            return
+        }
+        guard let error = secretPortal.error else {
+            diagnosis = "Ready: inside the Flatpak sandbox of \(sandbox), the Secret portal answers with the app's own "
+                + "secret (the default key store here; the manifest needs no --talk-name)."
+            fix = nil
+            exitCode = ExitStatus.success
+            return
+        }
+        diagnosis = "Inside the Flatpak sandbox of \(sandbox), the Secret portal cannot be used: \(error.message)"
+        switch error.code {
+        case .locked:
+            fix = "Unlock the keyring on the host (log in, or open Passwords and Keys), then retry"
+            exitCode = ExitStatus.tryAgain
+        case .timeout:
+            fix = "Restart the keyring daemon on the host: " + Self.unlockCommand
+            exitCode = ExitStatus.tryAgain
+        default:
+            fix = "On the host: install xdg-desktop-portal and a Secret portal backend for the desktop "
+                + "(gnome-keyring, or KWallet's), and log in again"
+            exitCode = ExitStatus.unavailable
+        }
+    }
+
     /// The command that forgets `key`, runnable as printed: in the vault directory doctor looked in, where
     /// forget-key decides again whether a vault uses it.
     private func forgetCommand(_ key: StoredVaultKey) -> String {
@@ -226,6 +270,8 @@ struct DoctorReport {
         }
 
         var libraries: Libraries
+        /// The app id of the Flatpak sandbox doctor runs in; null on the host.
+        @Nullable var sandbox: String?
         var bus: Bus
         var secretService: Service
         var collections: [Collection]
@@ -252,6 +298,7 @@ struct DoctorReport {
             })
         return JSON(
             libraries: JSON.Libraries(libsodium: libsodium, libsecret: libsecret),
+            sandbox: sandbox,
             bus: JSON.Bus(address: busAddress, reachable: failure?.kind != .noSessionBus),
             secretService: service,
             collections: (probe?.collections ?? []).map { collection in
@@ -279,6 +326,7 @@ struct DoctorReport {
         var lines: [String] = []
         lines.append("libsodium        \(libsodium)")
         lines.append("libsecret        \(libsecret)")
+        if let sandbox { lines.append("sandbox          Flatpak app \(sandbox) (default key store: secret-portal)") }
         let busState = failure?.kind == .noSessionBus ? "unreachable" : "reachable"
         lines.append(
             "session bus      \(busState)\(busAddress.map { " (\($0))" } ?? " (DBUS_SESSION_BUS_ADDRESS unset)")")

@@ -11,7 +11,8 @@ struct VaultGroup: ParsableCommand {
             app session`) and every command but `lock` and `keys` needs it. The vault's data file is \
             <dir>/<NAME>.prefs, where <dir> is --dir or the library's default directory \
             ($XDG_DATA_HOME/securevault, or ~/.local/share/securevault). Its master key lives in the Secret \
-            Service (the default keyring), under random ids only.
+            Service (the default keyring), under random ids only, unless --key-store says otherwise; inside a \
+            Flatpak sandbox, in the Secret portal (--key-store secret-portal), wrapped beside the vault file.
 
             Secrets are read from stdin only (`vault set`, which takes no value argument) and printed only by \
             `vault get --reveal`. No command prompts unless given --interactive (or it is `unlock`): a locked \

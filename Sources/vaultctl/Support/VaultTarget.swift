@@ -25,9 +25,11 @@ struct VaultOptions: ParsableArguments {
                 + "with echo off, or read from --passphrase-fd), keyring:session, keyring:user or "
                 + "keyring:persistent (the kernel's keyrings: gone at reboot), key-file:PATH (a 32-byte key file, "
                 + "mode 0600 or 0400), or systemd-creds:NAME[:FILE] (a systemd credential; FILE defaults to "
-                + "NAME.cred in the vault's directory). Without it: $VAULTCTL_KEY_STORE, else the key store the "
+                + "NAME.cred in the vault's directory), or secret-portal (inside a Flatpak sandbox: the desktop "
+                + "keyring's secret for the app alone). Without it: $VAULTCTL_KEY_STORE, else the key store the "
                 + "vault's file names (a key file's path, and a credential's name when its directory holds "
-                + "several, are not in the file: give them), else secret-service.",
+                + "several, are not in the file: give them), else secret-portal inside a Flatpak sandbox and "
+                + "secret-service elsewhere.",
             valueName: "store"))
     var keyStore: String?
 
@@ -50,7 +52,9 @@ struct VaultOptions: ParsableArguments {
             return try Self.parse(spelling, option: "VAULTCTL_KEY_STORE", passphrase: passphrase)
         }
         switch Vault.recordedKeyStore(service: service, directory: directory) {
-        case nil, .secretService?: return .secretService
+        case nil: return KeyStore.processDefault
+        case .secretService?: return .secretService
+        case .secretPortal?: return .secretPortal
         case .passphrase?: return .passphrase(try passphrase())
         case .kernelKeyring(let keyring?)?: return .kernelKeyring(keyring)
         case .kernelKeyring(nil)?:
@@ -84,7 +88,8 @@ struct VaultOptions: ParsableArguments {
         guard let store = KeyStore(spelling: spelling), spelling != "in-memory" else {
             throw CLIFailure.usage(
                 "\(option) \(shellQuoted(spelling)) is not a key store: use secret-service, passphrase, "
-                    + "keyring:session, keyring:user, keyring:persistent, key-file:PATH or systemd-creds:NAME[:FILE]")
+                    + "keyring:session, keyring:user, keyring:persistent, key-file:PATH, systemd-creds:NAME[:FILE] "
+                    + "or secret-portal")
         }
         return store
     }

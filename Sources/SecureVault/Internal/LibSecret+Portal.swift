@@ -1,0 +1,259 @@
+internal import CSecret
+import SystemLayer
+
+/// The Secret portal (`org.freedesktop.portal.Secret`): a secret of the calling sandboxed app's own, kept by the
+/// user's keyring through the portal's backend (gnome-keyring, KWallet), handed over through a pipe.
+///
+/// Facts this client respects (xdg-desktop-portal 1.16, gnome-keyring 42.1): the portal names the app from the bus
+/// peer's `/.flatpak-info` and does not refuse an unsandboxed caller (it gets one secret shared by every host
+/// program), so the caller refuses on the host first; the Request's `Response` is subscribed before the call
+/// (its path follows from `handle_token`); the pipe is read only after `Response` 0, within the same deadline as
+/// the call; `Request.Close` is never called (in gnome-keyring 42.1 a closed or abandoned request breaks its portal
+/// backend until the daemon restarts).
+enum SecretPortal {
+    /// The most a portal secret may hold: gnome-keyring's is 64 bytes; the vault assumes no length.
+    static let maximumLength = 64 * 1024
+
+    /// The app's portal secret. Throws `unavailable` on the host (never calling the portal), without a session
+    /// bus, portal or Secret backend; `locked` when the portal refuses (a locked keyring); `timeout` past
+    /// `deadline`.
+    static func retrieveSecret(operation: String, deadline: Duration) throws(VaultError) -> SecretBytes {
+        guard let sandbox = FlatpakSandbox.current else {
+            throw VaultError(
+                code: .unavailable,
+                message: "\(operation): the Secret portal key store works only inside a Flatpak sandbox (there is no "
+                    + "\(FlatpakSandbox.infoPath)); on the host the portal hands every program one shared secret. "
+                    + "Use secret-service (the keyring) or a key file on the host")
+        }
+        let end = ContinuousClock.now + deadline
+        let timer = DeadlineTimer(after: deadline)
+        defer { timer.disarm() }
+        do throws(PortalFailure) {
+            return try retrieve(appID: sandbox.appID, cancellable: timer.cancellable, end: end)
+        } catch {
+            var failure = error
+            if g_cancellable_is_cancelled(timer.cancellable) != 0 || error.kind == .timeout {
+                failure.code = .timeout
+                failure.message =
+                    "the Secret portal did not answer within \(deadline) (\(error.message)); a stopped "
+                    + "keyring daemon never answers: start it (log in again) and retry"
+            }
+            throw VaultError(failure, operation: operation)
+        }
+    }
+
+    /// What went wrong, and the GError behind it (made into a `VaultError` in VaultError+SecretService.swift).
+    struct PortalFailure: Error {
+        enum Kind { case timeout, other }
+        var kind: Kind = .other
+        var code: VaultError.Code
+        var message: String
+        var gError: (domain: String, code: Int32, message: String)?
+        var errno: Errno?
+    }
+
+    private static let busName = "org.freedesktop.portal.Desktop"
+    private static let objectPath = "/org/freedesktop/portal/desktop"
+
+    private static func retrieve(
+        appID: String, cancellable: UnsafeMutablePointer<GCancellable>, end: ContinuousClock.Instant
+    ) throws(PortalFailure) -> SecretBytes {
+        // A main context of this call's own: the Response signal is dispatched in it, and nowhere else.
+        let context = g_main_context_new()!
+        g_main_context_push_thread_default(context)
+        defer {
+            g_main_context_pop_thread_default(context)
+            g_main_context_unref(context)
+        }
+        var error: UnsafeMutablePointer<GError>?
+        guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, &error) else {
+            throw failure(taking: error, doing: "connecting to the session bus")
+        }
+        defer { g_object_unref(UnsafeMutableRawPointer(connection)) }
+        guard let unique = g_dbus_connection_get_unique_name(connection) else {
+            throw PortalFailure(code: .unavailable, message: "the session bus gave this connection no name")
+        }
+        // The Request's path is fixed by the sender's name and the token: subscribe before calling, so that a
+        // Response sent before the call returns is not missed.
+        let token = "securevault_" + Sodium.randomBytes(count: 8).map { String($0, radix: 16) }.joined()
+        let sender = String(cString: unique).dropFirst().replacing(".", with: "_")
+        let requestPath = "/org/freedesktop/portal/desktop/request/\(sender)/\(token)"
+        let response = ResponseBox()
+        var subscriptions = [subscribe(connection, path: requestPath, response: response)]
+        defer { for id in subscriptions { g_dbus_connection_signal_unsubscribe(connection, id) } }
+
+        // The pipe the backend writes the secret into; the portal gets the write end, this process keeps none.
+        let (readEnd, writeEnd): (Int32, Int32)
+        switch Sys.pipe() {
+        case .success(let ends): (readEnd, writeEnd) = ends
+        case .failure(let errno):
+            throw PortalFailure(code: .io, message: "cannot make a pipe: \(errno.text)", errno: errno)
+        }
+        defer { Sys.close(readEnd) }
+        // The list holds a copy of the write end until it is freed: freed right after the call, so that the
+        // pipe ends (EOF) once the backend has written and closed its copy.
+        let fdList = g_unix_fd_list_new()!
+        let index = g_unix_fd_list_append(fdList, writeEnd, &error)
+        Sys.close(writeEnd)
+        guard index >= 0 else {
+            g_object_unref(fdList)
+            throw failure(taking: error, doing: "passing the pipe")
+        }
+        let reply = g_dbus_connection_call_with_unix_fd_list_sync(
+            connection, busName, objectPath, "org.freedesktop.portal.Secret", "RetrieveSecret",
+            parameters(fdIndex: index, token: token), nil, G_DBUS_CALL_FLAGS_NONE,
+            remainingMilliseconds(until: end), fdList, nil, cancellable, &error)
+        g_object_unref(fdList)
+        guard let reply else { throw failure(taking: error, doing: "calling RetrieveSecret") }
+        // The portal says which Request answers: trust it (a portal older than handle_token makes up its own).
+        guard String(cString: g_variant_get_type_string(reply)) == "(o)" else {
+            g_variant_unref(reply)
+            throw PortalFailure(
+                code: .io, message: "the Secret portal's reply to RetrieveSecret is not a request handle")
+        }
+        let handleValue = g_variant_get_child_value(reply, 0)
+        let handle = String(cString: g_variant_get_string(handleValue, nil))
+        g_variant_unref(handleValue)
+        g_variant_unref(reply)
+        if handle != requestPath { subscriptions.append(subscribe(connection, path: handle, response: response)) }
+
+        // Waits for Response (or the deadline, which cancels the cancellable and wakes the loop). The request is
+        // never closed: see the type's comment.
+        let wake = g_cancellable_source_new(cancellable)!
+        g_source_set_callback(wake, { _ in 0 }, nil, nil)
+        g_source_attach(wake, context)
+        defer {
+            g_source_destroy(wake)
+            g_source_unref(wake)
+        }
+        while response.code == nil, g_cancellable_is_cancelled(cancellable) == 0 {
+            g_main_context_iteration(context, 1)
+        }
+        switch response.code {
+        case nil:
+            throw PortalFailure(kind: .timeout, code: .timeout, message: "no Response to the request \(handle)")
+        case 0?:
+            break
+        case 1?:
+            throw PortalFailure(
+                code: .locked,
+                message: "the Secret portal's request was cancelled (the user dismissed the keyring's prompt); "
+                    + "unlock the keyring and retry")
+        case let other?:
+            // gnome-keyring answers 2, without detail, when the login keyring is locked.
+            throw PortalFailure(
+                code: .locked,
+                message: "the Secret portal refused the request for app \(appID) (response \(other), no detail): "
+                    + "most often the keyring is locked (log in, or unlock it in the keyring app); else the portal "
+                    + "backend is broken (restart the keyring daemon: `gnome-keyring-daemon --replace --unlock`) "
+                    + "or there is none for this desktop (xdg-desktop-portal's portals.conf)")
+        }
+        var readFailure: Errno?
+        var count = 0
+        let buffer = SecretBytes(count: maximumLength) { buffer in
+            buffer.initializeMemory(as: UInt8.self, repeating: 0)
+            switch Sys.readToEnd(readEnd, into: buffer, deadline: end) {
+            case .success(let read): count = read
+            case .failure(let errno): readFailure = errno
+            }
+        }
+        if let readFailure {
+            if readFailure == .timedOut {
+                throw PortalFailure(
+                    kind: .timeout, code: .timeout, message: "the secret never arrived through the pipe")
+            }
+            throw PortalFailure(
+                code: .io, message: "reading the portal's secret from its pipe failed: \(readFailure.text)",
+                errno: readFailure)
+        }
+        guard count > 0 else {
+            throw PortalFailure(code: .io, message: "the Secret portal answered with an empty secret for app \(appID)")
+        }
+        return SecretBytes(count: count) { out in
+            buffer.withUnsafeBytes { out.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
+    }
+
+    /// `(h fd, a{sv} {"handle_token": <token>})`, built without the variadic `g_variant_new`.
+    private static func parameters(fdIndex: Int32, token: String) -> OpaquePointer {
+        let entryType = g_variant_type_new("{sv}")
+        defer { g_variant_type_free(entryType) }
+        var entry: [OpaquePointer?] = [
+            g_variant_new_dict_entry(
+                g_variant_new_string("handle_token"), g_variant_new_variant(g_variant_new_string(token)))
+        ]
+        let options = g_variant_new_array(entryType, &entry, 1)
+        var fields: [OpaquePointer?] = [g_variant_new_handle(fdIndex), options]
+        return g_variant_new_tuple(&fields, 2)
+    }
+
+    /// Subscribes `response` to the Response signal of the Request at `path`; the callback runs in this thread's
+    /// default main context (the call's own) only. Each subscription holds a reference of its own, released by
+    /// GLib when the subscription ends.
+    private static func subscribe(
+        _ connection: OpaquePointer, path: String, response: ResponseBox
+    ) -> UInt32 {
+        g_dbus_connection_signal_subscribe(
+            connection, busName, "org.freedesktop.portal.Request", "Response", path, nil,
+            G_DBUS_SIGNAL_FLAGS_NONE,
+            { _, _, _, _, _, parameters, userData in
+                guard let parameters, let userData,
+                    String(cString: g_variant_get_type_string(parameters)) == "(ua{sv})"
+                else { return }
+                let response = Unmanaged<ResponseBox>.fromOpaque(userData).takeUnretainedValue()
+                let code = g_variant_get_child_value(parameters, 0)
+                response.code = g_variant_get_uint32(code)
+                g_variant_unref(code)
+            }, Unmanaged.passRetained(response).toOpaque(),
+            { userData in if let userData { Unmanaged<ResponseBox>.fromOpaque(userData).release() } })
+    }
+
+    /// The Response code, once it came. Touched only on the calling thread (the callbacks run in its context).
+    private final class ResponseBox {
+        var code: UInt32?
+    }
+
+    private static func remainingMilliseconds(until end: ContinuousClock.Instant) -> Int32 {
+        let left = ContinuousClock.now.duration(to: end)
+        return max(
+            1, Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
+    }
+
+    private static func failure(taking error: UnsafeMutablePointer<GError>?, doing what: String) -> PortalFailure {
+        guard let error else { return PortalFailure(code: .io, message: "\(what) failed") }
+        defer { g_error_free(error) }
+        let domain = error.pointee.domain
+        let code = error.pointee.code
+        let message = error.pointee.message.map { String(cString: $0) } ?? "\(what) failed"
+        let cause = (domain: String(cString: g_quark_to_string(domain)), code: code, message: message)
+        if domain == g_io_error_quark(),
+            code == Int32(G_IO_ERROR_CANCELLED.rawValue) || code == Int32(G_IO_ERROR_TIMED_OUT.rawValue)
+        {
+            return PortalFailure(kind: .timeout, code: .timeout, message: "\(what): \(message)", gError: cause)
+        }
+        if domain == g_io_error_quark() || domain == g_spawn_exit_error_quark() {
+            return PortalFailure(
+                code: .unavailable, message: "\(what): no D-Bus session bus is reachable (\(message))", gError: cause)
+        }
+        if domain == g_dbus_error_quark() {
+            switch code {
+            case Int32(G_DBUS_ERROR_SERVICE_UNKNOWN.rawValue), Int32(G_DBUS_ERROR_NAME_HAS_NO_OWNER.rawValue):
+                return PortalFailure(
+                    code: .unavailable,
+                    message: "\(what): no desktop portal (xdg-desktop-portal) is on the session bus", gError: cause)
+            case Int32(G_DBUS_ERROR_UNKNOWN_METHOD.rawValue), Int32(G_DBUS_ERROR_UNKNOWN_INTERFACE.rawValue),
+                Int32(G_DBUS_ERROR_UNKNOWN_OBJECT.rawValue):
+                return PortalFailure(
+                    code: .unavailable,
+                    message: "\(what): the desktop portal offers no Secret portal (it needs a backend: gnome-keyring "
+                        + "or KWallet for this desktop)", gError: cause)
+            case Int32(G_DBUS_ERROR_NO_REPLY.rawValue), Int32(G_DBUS_ERROR_TIMEOUT.rawValue),
+                Int32(G_DBUS_ERROR_TIMED_OUT.rawValue):
+                return PortalFailure(kind: .timeout, code: .timeout, message: "\(what): \(message)", gError: cause)
+            default:
+                break
+            }
+        }
+        return PortalFailure(code: .io, message: "\(what): the desktop portal failed: \(message)", gError: cause)
+    }
+}
