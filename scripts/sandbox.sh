@@ -41,24 +41,28 @@ for entry in /*; do
 done
 root+=(--proc /proc --dev-bind /dev /dev --ro-bind "$dir/flatpak-info" /.flatpak-info)
 
-# The proxy: the portal names the app from /proc/PID/root/.flatpak-info of the bus peer, which is the proxy.
+# The proxy: the portal names the app from /proc/PID/root/.flatpak-info of the bus peer, which is the proxy. As
+# flatpak does, it is given a pipe: it writes a byte once it listens, and stops when the other end is closed.
 mkdir "$dir/bus"
+mkfifo "$dir/ready"
 bwrap "${root[@]}" --die-with-parent -- \
-    xdg-dbus-proxy "$DBUS_SESSION_BUS_ADDRESS" "$dir/bus/socket" --filter \
+    xdg-dbus-proxy --fd=3 "$DBUS_SESSION_BUS_ADDRESS" "$dir/bus/socket" --filter \
     '--talk=org.freedesktop.portal.*' '--call=org.freedesktop.portal.*=*' \
-    '--broadcast=org.freedesktop.portal.*=@/org/freedesktop/portal/*' "${talk[@]}" &
+    '--broadcast=org.freedesktop.portal.*=@/org/freedesktop/portal/*' "${talk[@]}" 3>"$dir/ready" &
 proxy_pid=$!
-end=$((SECONDS + 120))
-until [ -S "$dir/bus/socket" ]; do
-    if [ "$SECONDS" -ge "$end" ] || ! kill -0 "$proxy_pid" 2>/dev/null; then
-        echo "sandbox: xdg-dbus-proxy did not start" >&2
-        exit 70
-    fi
-    sleep 0.02
-done
+# Kept open until this script ends (and with it the proxy).
+exec 4<"$dir/ready"
+if ! read -r -n 1 -t 120 _ <&4; then
+    echo "sandbox: xdg-dbus-proxy did not start" >&2
+    exit 70
+fi
 
 # The app: the session's runtime directory (and the real bus socket in it) hidden behind a private one that holds
-# only the proxy's socket; no network namespace of the host's (an abstract socket of another bus stays out).
+# only the proxy's socket; no network namespace of the host's (an abstract socket of another bus stays out). Unlike
+# flatpak, no PID namespace: with one (--unshare-pid), 2 of 100 kill rounds of VaultCrashTests(portal) saw a
+# writer's bus connection closed in the middle of a Secret Service call (G_IO_ERROR_CLOSED: the vault answered
+# unavailable, nothing was lost), never without; until that is understood the sandbox keeps the host's PIDs (the
+# app under test reaches the bus only through DBUS_SESSION_BUS_ADDRESS, the proxy's socket).
 status=0
 bwrap "${root[@]}" --unshare-net --die-with-parent \
     --tmpfs "$XDG_RUNTIME_DIR" --bind "$dir/bus/socket" "$XDG_RUNTIME_DIR/bus" \

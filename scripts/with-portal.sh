@@ -44,8 +44,19 @@ stop_session() {
         [ "$p" = $$ ] && continue
         if { tr '\0' '\n' <"/proc/$p/environ"; } 2>/dev/null | grep -qxF "VAULT_TEST_PORTAL_HOME=$home"; then pids+=("$p"); fi
     done
-    [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null
-    rm -rf "$home" 2>/dev/null || { sleep 0.5; rm -rf "$home"; }
+    if [ ${#pids[@]} -gt 0 ]; then
+        # A test may have left one stopped (SIGSTOP): SIGTERM reaches it only once it runs again.
+        kill -CONT "${pids[@]}" 2>/dev/null || true
+        kill "${pids[@]}" 2>/dev/null || true
+        local end=$((SECONDS + 10))
+        for p in "${pids[@]}"; do
+            while kill -0 "$p" 2>/dev/null && [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" != Z ]; do
+                if [ "$SECONDS" -ge "$end" ]; then kill -9 "$p" 2>/dev/null || true; break; fi
+                sleep 0.02
+            done
+        done
+    fi
+    rm -rf "$home" 2>/dev/null || { sleep 0.5; rm -rf "$home" 2>/dev/null || true; }
 }
 trap stop_session EXIT
 

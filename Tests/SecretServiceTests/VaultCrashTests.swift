@@ -98,6 +98,10 @@ import TestSupport
               sleep "0.$(printf '%03d' $((RANDOM % 380 + 20)))"
               kill -9 "$pid"; wait "$pid" 2>/dev/null
               if \(portal); then
+                # The writer dies with its sandbox (bwrap's parent-death signal), a moment after the script around
+                # it: nothing is read before it is gone.
+                end=$((SECONDS + 120))
+                while pgrep -f "vault-crash-writer $SVC" >/dev/null && [ "$SECONDS" -lt "$end" ]; do sleep 0.01; done
                 # gnome-keyring 42.1: a request its app abandoned (killed) breaks the portal backend until the
                 # daemon restarts; every later request is refused. A user's session would need the same restart.
                 printf '%s' "$VAULT_TEST_KEYRING_PASSWORD" | gnome-keyring-daemon --replace --unlock --components=secrets >/dev/null 2>&1

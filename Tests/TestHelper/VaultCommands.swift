@@ -375,12 +375,15 @@ enum VaultCommands {
         }
     }
 
-    /// `portal-secret`: the Secret portal's secret of this sandboxed app, in hex (tests look for it on disk and in
-    /// logs, where it must never be).
+    /// `portal-secret`: the Secret portal's secret of this sandboxed app and the root key the vault derives from it,
+    /// in hex, on two lines (tests look for them on disk and in logs, where they must never be).
     static func portalSecret() -> Int32 {
         do {
             let secret = try SecretPortal.retrieveSecret(operation: "portal-secret", deadline: .seconds(60))
-            print(secret.withUnsafeBytes { bytes in bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() })
+            let root = FileKeys.portalRootKey(from: secret, appID: FlatpakSandbox.current?.appID ?? "")
+            for key in [secret, root] {
+                print(key.withUnsafeBytes { bytes in bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() })
+            }
             return 0
         } catch {
             print("error \(error.code) \(error.message)")

@@ -200,6 +200,18 @@ public enum Report {
                     + "its process) \(cell(inProcess)) / \(row.bare)'s whole process = \(ratio(inProcess, bare)) "
                     + "(target: within 1.2x).")
         }
+        let portalVault = cold(VaultBench.portalVault)
+        let portalBare = cold(VaultBench.portalBare)
+        if !portalVault.isEmpty, !portalBare.isEmpty {
+            let inProcess = { (name: String) in r.row(.vault, .cold, "new process", name)?.extra["inProcessNs"] ?? [] }
+            lines.append(
+                "Cold token read, Secret portal, in a Flatpak sandbox: SecureVault's own part (Vault(...) to the "
+                    + "answer) \(cell(inProcess(VaultBench.portalVault))) / the bare RetrieveSecret's (bus connection "
+                    + "to the secret read) \(cell(inProcess(VaultBench.portalBare))) = "
+                    + "\(ratio(inProcess(VaultBench.portalVault), inProcess(VaultBench.portalBare))) (target: within "
+                    + "1.2x); whole sandboxed process (bwrap and xdg-dbus-proxy started each time) \(cell(portalVault)) / "
+                    + "\(cell(portalBare)) = \(ratio(portalVault, portalBare)).")
+        }
         if !lines.isEmpty {
             lines.append(
                 "A whole new process of SecureVault includes starting a Swift program (the empty Swift process above); "

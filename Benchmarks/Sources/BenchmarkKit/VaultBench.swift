@@ -22,6 +22,9 @@ struct VaultBench {
         ("key-file", "SecureVault sessionToken(), key file", "cat KEYFILE"),
     ]
 
+    static let portalVault = "SecureVault sessionToken(), Secret portal (a Flatpak sandbox)"
+    static let portalBare = "bare RetrieveSecret (C, the same sandbox)"
+
     func run(into results: inout Results) {
         var o = orchestrator
         o.results = results
@@ -69,6 +72,7 @@ struct VaultBench {
             }
         }
         coldReadsPerKeyStore(&o)
+        coldReadsThroughThePortal(&o)
         note("vault: warm reads, synchronous sets, seal/open")
         for repetition in 0..<o.scale.repetitions {
             _ = repetition
@@ -172,6 +176,50 @@ struct VaultBench {
         }
         // The kernel key goes with its vault (a wipe invalidates it).
         if let vault = try? VaultWorker.vault(base + "/keyring", keyStore: "keyring:user") { _ = try? vault.wipe() }
+    }
+
+    /// A vault on the Secret portal read in a new process inside a Flatpak sandbox (scripts/with-portal.sh and
+    /// scripts/sandbox.sh: bwrap, xdg-dbus-proxy, xdg-desktop-portal, gnome-keyring), against a bare C
+    /// RetrieveSecret in the same sandbox (`secret-lookup --portal`), rounds interleaved. Samples are each
+    /// sandboxed process from its start to its exit (sandbox and proxy start included); `inProcessNs` is each
+    /// one's own measure: Vault(...) to the answer, and the bus connection to the secret read.
+    private func coldReadsThroughThePortal(_ o: inout Orchestrator) {
+        let scripts = String(#filePath).split(separator: "/").dropLast(4).map(String.init).joined(separator: "/")
+        let withPortal = "/" + scripts + "/scripts/with-portal.sh"
+        guard access(withPortal, X_OK) == 0 else {
+            o.results.notes.append("Cold reads through the Secret portal were skipped: \(withPortal) is missing")
+            return
+        }
+        note("vault: cold token reads through the Secret portal")
+        let helpers = o.helperDirectory
+        let script = """
+            D="$HOME/vault"; mkdir -m 700 "$D"; APP=org.securevault.Bench
+            SANDBOX $APP '\(helpers)/vault-token-read' --set "$D" bench secret-portal || exit 1
+            ns() { date +%s%N; }
+            vault() { local t=$(ns) out; out=$(SANDBOX $APP '\(helpers)/vault-token-read' "$D" bench secret-portal) \
+              || exit 1; echo "vault $out $(($(ns) - t))"; }
+            bare() { local t=$(ns) out; out=$(SANDBOX $APP '\(helpers)/secret-lookup' --portal) || exit 1
+              echo "bare $out $(($(ns) - t))"; }
+            for i in $(seq 1 \(o.scale.vaultSpawns)); do
+              if [ $((i % 2)) -eq 0 ]; then vault; bare; else bare; vault; fi
+            done
+            """
+        let run = runChild(withPortal, ["bash", "-c", script])
+        guard run.status == 0 else {
+            o.results.notes.append(
+                "Cold reads through the Secret portal were skipped: the sandboxed session failed (exit \(run.status)): "
+                    + run.output.split(separator: "\n").suffix(3).joined(separator: " / "))
+            return
+        }
+        for line in run.output.split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            guard fields.count == 4, let inProcess = Double(fields[1]), let wall = Double(fields[3]) else { continue }
+            let row = fields[0] == "vault" ? Self.portalVault : Self.portalBare
+            if fields[0] == "vault", fields[2] != "valid" { fatalError("the portal vault answered \(line)") }
+            var result = WorkerResult(samples: [wall], allocationsPerOperation: 0, peakRSSKiB: 0)
+            result.extra["inProcessNs"] = inProcess
+            o.file(.vault, .cold, "new process", row, 1, result, wall: wall)
+        }
     }
 
     /// The serials of this user's live kernel keys named `securevault:bench:...` (/proc/keys).

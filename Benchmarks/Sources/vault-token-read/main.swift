@@ -3,6 +3,7 @@
 //   vault-token-read DIRECTORY SERVICE [KEYSTORE]   prints "<nanoseconds from before Vault(...) to the answer>
 //                                        <state>"; KEYSTORE: keyring:user, key-file:PATH, systemd-creds:NAME
 //                                        (the Secret Service without one)
+//   vault-token-read --set DIRECTORY SERVICE KEYSTORE   stores a session token (set-up, not measured)
 //   vault-token-read --noop              exits at once: the cost of starting this process
 import Glibc
 import SecureVault
@@ -15,13 +16,17 @@ func fail(_ text: String, _ status: Int32) -> Never {
 
 let arguments = CommandLine.arguments
 if arguments.count == 2 && arguments[1] == "--noop" { exit(0) }
-guard arguments.count == 3 || arguments.count == 4 else {
-    fail("usage: vault-token-read DIRECTORY SERVICE [KEYSTORE] | --noop", 64)
+let setting = arguments.count == 5 && arguments[1] == "--set"
+let operands = setting ? Array(arguments.dropFirst()) : arguments
+guard operands.count == 3 || operands.count == 4 else {
+    fail("usage: vault-token-read [--set] DIRECTORY SERVICE [KEYSTORE] | --noop", 64)
 }
-var configuration = Vault.Configuration(directory: arguments[1])
-if arguments.count == 4 {
-    let store = arguments[3]
-    if store == "keyring:user" {
+var configuration = Vault.Configuration(directory: operands[1])
+if operands.count == 4 {
+    let store = operands[3]
+    if store == "secret-portal" {
+        configuration.keyStore = .secretPortal
+    } else if store == "keyring:user" {
         configuration.keyStore = .kernelKeyring(.user)
     } else if store.hasPrefix("key-file:") {
         configuration.keyStore = .keyFile(String(store.dropFirst("key-file:".count)))
@@ -36,10 +41,19 @@ func now() -> UInt64 {
     clock_gettime(CLOCK_MONOTONIC, &t)
     return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
 }
+if setting {
+    do {
+        let vault = try Vault(service: operands[2], configuration: configuration)
+        try vault.setSessionToken("eyJhbGciOiJFZERTQSJ9.benchmark-session-token.c2lnbmF0dXJl", expiresAt: nil)
+        exit(0)
+    } catch {
+        fail("vault-token-read --set: \(error)", 1)
+    }
+}
 let start = now()
 let state: SessionTokenState
 do {
-    let vault = try Vault(service: arguments[2], configuration: configuration)
+    let vault = try Vault(service: operands[2], configuration: configuration)
     state = vault.sessionToken()
 } catch {
     fail("vault-token-read: \(error)", 1)

@@ -211,10 +211,13 @@ struct FileKeys: Sendable {
         case .secretPortal:
             // Refused on the host (before the portal is called); the app id binds the derived key to the app.
             let secret = try SecretPortal.retrieveSecret(operation: "reading \(operation)", deadline: deadline)
-            let appID = FlatpakSandbox.current?.appID ?? ""
-            return Sodium.hkdfSHA256(
-                secret, salt: Array("securevault secret portal 1".utf8), info: Array(appID.utf8))
+            return Self.portalRootKey(from: secret, appID: FlatpakSandbox.current?.appID ?? "")
         }
+    }
+
+    /// The root key derived from the Secret portal's secret of `appID`.
+    static func portalRootKey(from secret: SecretBytes, appID: String) -> SecretBytes {
+        Sodium.hkdfSHA256(secret, salt: Array("securevault secret portal 1".utf8), info: Array(appID.utf8))
     }
 
     /// Who may have made a root secret's file.

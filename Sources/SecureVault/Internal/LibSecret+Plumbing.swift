@@ -15,8 +15,13 @@ extension LibSecret {
         defer { timer.disarm() }
         do {
             return try body(timer.cancellable)
-        } catch let failure where failure.kind == .other && failure.isDeadProvider {
-            // libsecret stays bound to the unique name of a daemon that is gone; reconnect once.
+        } catch let failure
+            where (failure.kind == .other && failure.isDeadProvider)
+            || (failure.kind == .noSecretService && FlatpakSandbox.current != nil)
+        {
+            // libsecret stays bound to the unique name of a daemon that is gone; reconnect once. Inside a sandbox
+            // the bus proxy answers a call to a vanished unique name with the same bare ServiceUnknown as a hidden
+            // name, so that is retried once too.
             secret_service_disconnect()
             do {
                 return try body(timer.cancellable)

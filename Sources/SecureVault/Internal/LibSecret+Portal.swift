@@ -58,18 +58,25 @@ enum SecretPortal {
     private static func retrieve(
         appID: String, cancellable: UnsafeMutablePointer<GCancellable>, end: ContinuousClock.Instant
     ) throws(PortalFailure) -> SecretBytes {
-        // A main context of this call's own: the Response signal is dispatched in it, and nowhere else.
+        // The process's shared connection, got before this call's own context is pushed: a connection made now
+        // keeps the context it was made in for its own signals (closed), which must be the app's, not this call's.
+        // Connecting is cancelled at the deadline; GLib's Hello that follows is not (its own 25 s bound), as for
+        // every Secret Service call.
+        var error: UnsafeMutablePointer<GError>?
+        guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, &error) else {
+            throw failure(taking: error, doing: "connecting to the session bus", connecting: true)
+        }
+        defer { g_object_unref(UnsafeMutableRawPointer(connection)) }
+        // A main context of this call's own: the Response signal is dispatched in it, and nowhere else. Before it
+        // is dropped, it is run until idle, so that the subscriptions' destroy notifications (queued there by the
+        // unsubscriptions) release their references.
         let context = g_main_context_new()!
         g_main_context_push_thread_default(context)
         defer {
+            while g_main_context_iteration(context, 0) != 0 {}
             g_main_context_pop_thread_default(context)
             g_main_context_unref(context)
         }
-        var error: UnsafeMutablePointer<GError>?
-        guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, &error) else {
-            throw failure(taking: error, doing: "connecting to the session bus")
-        }
-        defer { g_object_unref(UnsafeMutableRawPointer(connection)) }
         guard let unique = g_dbus_connection_get_unique_name(connection) else {
             throw PortalFailure(code: .unavailable, message: "the session bus gave this connection no name")
         }
@@ -189,7 +196,8 @@ enum SecretPortal {
 
     /// Subscribes `response` to the Response signal of the Request at `path`; the callback runs in this thread's
     /// default main context (the call's own) only. Each subscription holds a reference of its own, released by
-    /// GLib when the subscription ends.
+    /// GLib's destroy notification, which the unsubscription queues in that context (run until idle before it is
+    /// dropped).
     private static func subscribe(
         _ connection: OpaquePointer, path: String, response: ResponseBox
     ) -> UInt32 {
@@ -219,7 +227,9 @@ enum SecretPortal {
             1, Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
     }
 
-    private static func failure(taking error: UnsafeMutablePointer<GError>?, doing what: String) -> PortalFailure {
+    private static func failure(
+        taking error: UnsafeMutablePointer<GError>?, doing what: String, connecting: Bool = false
+    ) -> PortalFailure {
         guard let error else { return PortalFailure(code: .io, message: "\(what) failed") }
         defer { g_error_free(error) }
         let domain = error.pointee.domain
@@ -231,7 +241,7 @@ enum SecretPortal {
         {
             return PortalFailure(kind: .timeout, code: .timeout, message: "\(what): \(message)", gError: cause)
         }
-        if domain == g_io_error_quark() || domain == g_spawn_exit_error_quark() {
+        if connecting, domain == g_io_error_quark() || domain == g_spawn_exit_error_quark() {
             return PortalFailure(
                 code: .unavailable, message: "\(what): no D-Bus session bus is reachable (\(message))", gError: cause)
         }

@@ -29,8 +29,15 @@ extension Sodium {
         precondition(out.count == Int(crypto_auth_hmacsha256_BYTES))
         var state = crypto_auth_hmacsha256_state()
         defer { withUnsafeMutableBytes(of: &state) { sodium_memzero($0.baseAddress, $0.count) } }
-        var status = crypto_auth_hmacsha256_init(
-            &state, key.baseAddress!.assumingMemoryBound(to: UInt8.self), key.count)
+        // An empty key (RFC 5869's default salt is HashLen zeros, which HMAC pads an empty key to) still needs a
+        // pointer.
+        var status: Int32
+        if let base = key.baseAddress, key.count > 0 {
+            status = crypto_auth_hmacsha256_init(&state, base.assumingMemoryBound(to: UInt8.self), key.count)
+        } else {
+            let none: UInt8 = 0
+            status = withUnsafePointer(to: none) { crypto_auth_hmacsha256_init(&state, $0, 0) }
+        }
         for part in parts where status == 0 {
             status = crypto_auth_hmacsha256_update(
                 &state, part.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(part.count))

@@ -27,7 +27,9 @@ extension VaultError {
                 message: "\(operation): no D-Bus session bus is reachable, so no Secret Service can be asked",
                 cause: cause)
         case .noSecretService:
-            if let sandbox = FlatpakSandbox.current {
+            // The proxy's bare ServiceUnknown: the name is hidden from the sandbox (no talk-name). With the
+            // talk-name and no daemon, the bus names org.freedesktop.secrets as anywhere else.
+            if let sandbox = FlatpakSandbox.current, !failure.message.contains("org.freedesktop.secrets") {
                 self.init(
                     code: .unavailable,
                     message: "\(operation): the Secret Service is not reachable from the Flatpak sandbox of "

@@ -202,6 +202,9 @@ struct DoctorReport {
         case .timeout:
             fix = "Restart the keyring daemon on the host: " + Self.unlockCommand
             exitCode = ExitStatus.tryAgain
+        case .io:
+            fix = "Restart the keyring daemon on the host (its portal backend failed): " + Self.unlockCommand
+            exitCode = ExitStatus.ioError
         default:
             fix = "On the host: install xdg-desktop-portal and a Secret portal backend for the desktop "
                 + "(gnome-keyring, or KWallet's), and log in again"
