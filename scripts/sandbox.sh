@@ -25,7 +25,10 @@ shift
 dir=$(mktemp -d "$HOME/.sandbox.XXXXXX")
 proxy_pid=
 cleanup() {
-    if [ -n "$proxy_pid" ]; then kill "$proxy_pid" 2>/dev/null || true; wait "$proxy_pid" 2>/dev/null || true; fi
+    # Closing the ready pipe stops the proxy (--fd); SIGKILL, not SIGTERM, ends its bwrap: bwrap blocks SIGTERM, and
+    # a caller may have blocked it for its whole tree of children.
+    exec 4<&- 2>/dev/null || true
+    if [ -n "$proxy_pid" ]; then kill -9 "$proxy_pid" 2>/dev/null || true; wait "$proxy_pid" 2>/dev/null || true; fi
     rm -rf "$dir"
 }
 trap cleanup EXIT

@@ -33,6 +33,8 @@ if ! bwrap --dev-bind / / --unshare-net --unshare-pid true 2>/dev/null; then
 fi
 
 home=$(mktemp -d "${TMPDIR:-/tmp}/vault-portal.XXXXXX")
+# Whether process $1 is gone (or a zombie its parent has not reaped yet).
+gone() { ! kill -0 "$1" 2>/dev/null || [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" = Z ]; }
 stop_session() {
     # Everything this session started carries VAULT_TEST_PORTAL_HOME=$home in its environment (the bus, the keyring
     # and portals it activated, the proxies): stop them all, the document portal's FUSE mount first, so that no
@@ -46,12 +48,14 @@ stop_session() {
     done
     if [ ${#pids[@]} -gt 0 ]; then
         # A test may have left one stopped (SIGSTOP): SIGTERM reaches it only once it runs again.
+        # SIGTERM first (the daemons flush), SIGKILL after 2 s: a caller may have blocked SIGTERM for its whole
+        # tree of children.
         kill -CONT "${pids[@]}" 2>/dev/null || true
         kill "${pids[@]}" 2>/dev/null || true
-        local end=$((SECONDS + 10))
+        local end=$((SECONDS + 2))
         for p in "${pids[@]}"; do
-            while kill -0 "$p" 2>/dev/null && [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" != Z ]; do
-                if [ "$SECONDS" -ge "$end" ]; then kill -9 "$p" 2>/dev/null || true; break; fi
+            until gone "$p"; do
+                if [ "$SECONDS" -ge "$end" ]; then kill -9 "$p" 2>/dev/null || true; fi
                 sleep 0.02
             done
         done
@@ -90,24 +94,27 @@ printf '%s' "$VAULT_TEST_KEYRING_PASSWORD" | gnome-keyring-daemon --unlock --com
 wait_for_name org.freedesktop.secrets
 "$portal" >"$home/portal.log" 2>&1 &
 echo $! >"$home/portal.pid"
+disown
 wait_for_name org.freedesktop.portal.Desktop
 
 start_portal() {
     "$portal" >>"$home/portal.log" 2>&1 &
     echo $! >"$home/portal.pid"
+    disown
     wait_for_name org.freedesktop.portal.Desktop
 }
 RESTART_PORTAL() {
     local pid
     pid=$(cat "$VAULT_TEST_PORTAL_HOME/portal.pid")
-    kill "$pid" 2>/dev/null || true
-    while kill -0 "$pid" 2>/dev/null; do sleep 0.02; done
+    # SIGKILL: a caller may have blocked SIGTERM for its whole tree of children.
+    kill -9 "$pid" 2>/dev/null || true
+    until gone "$pid"; do sleep 0.02; done
     start_portal
 }
 SANDBOX() { "$sandbox" "$@"; }
 sandbox="$(cd "$(dirname "$0")" && pwd)/sandbox.sh"
 export sandbox portal home
-export -f start_portal RESTART_PORTAL SANDBOX wait_for_name
+export -f start_portal RESTART_PORTAL SANDBOX wait_for_name gone
 
 export VAULT_TEST_PORTAL=1
 status=0

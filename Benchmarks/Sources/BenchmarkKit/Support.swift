@@ -156,7 +156,9 @@ public func runChild(_ executable: String, _ arguments: [String], environment ex
     }
     environmentList += extra.map { strdup($0) } + [nil]
     defer { environmentList.forEach { free($0) } }
-    let spawned = posix_spawnp(&pid, executable, &actions, nil, argv, environmentList)
+    let spawned = withCleanSignals { attributes in
+        posix_spawnp(&pid, executable, &actions, &attributes, argv, environmentList)
+    }
     close(pipeFDs[1])
     guard spawned == 0 else {
         close(pipeFDs[0])
@@ -185,8 +187,26 @@ public func startChild(_ executable: String, _ arguments: [String]) -> Int32 {
     let argv = ([executable] + arguments).map { strdup($0) } + [nil]
     defer { argv.forEach { free($0) } }
     var pid: pid_t = 0
-    precondition(posix_spawnp(&pid, executable, &actions, nil, argv, environ) == 0, "cannot start \(executable)")
+    let spawned = withCleanSignals { attributes in posix_spawnp(&pid, executable, &actions, &attributes, argv, environ) }
+    precondition(spawned == 0, "cannot start \(executable)")
     return pid
+}
+
+/// Spawn attributes that give the child no blocked signal and every signal's default action: a child inherits its
+/// spawning thread's mask otherwise, and a Dispatch or test-runner thread blocks most signals, so a SIGTERM a
+/// script sends its own children (scripts/sandbox.sh's proxy, with-portal.sh's daemons) would never arrive.
+func withCleanSignals(_ body: (inout posix_spawnattr_t) -> Int32) -> Int32 {
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var empty = sigset_t()
+    sigemptyset(&empty)
+    var all = sigset_t()
+    sigfillset(&all)
+    posix_spawnattr_setsigmask(&attributes, &empty)
+    posix_spawnattr_setsigdefault(&attributes, &all)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    return body(&attributes)
 }
 
 public func waitForChild(_ pid: Int32) -> Int32 {
