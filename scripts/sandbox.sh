@@ -62,11 +62,10 @@ fi
 
 # The app: the session's runtime directory (and the real bus socket in it) hidden behind a private one that holds
 # only the proxy's socket; no network namespace of the host's (an abstract socket of another bus stays out). Unlike
-# flatpak, no PID namespace: VaultCrashTests(portal) sees a writer's call through the proxy refused or closed now
-# and then (the vault answers unavailable or io; nothing is lost), about 2 in 100 rounds on an idle machine with
-# --unshare-pid and none in 80 without, a few in 60 under load either way; until that is understood the sandbox
-# keeps the host's PIDs (the app under test reaches the bus only through DBUS_SESSION_BUS_ADDRESS, the proxy's
-# socket).
+# flatpak, no PID namespace (the app under test reaches the bus only through DBUS_SESSION_BUS_ADDRESS, the proxy's
+# socket). A SIGKILL of this script ends the proxy (--die-with-parent) a moment before the app, which then sees its
+# bus refused or closed: VaultCrashTests(portal) counts that as the operation in flight; with --unshare-pid the app
+# outlives the proxy longer (its namespace's init dies first), so it is seen more often.
 status=0
 bwrap "${root[@]}" --unshare-net --die-with-parent \
     --tmpfs "$XDG_RUNTIME_DIR" --bind "$dir/bus/socket" "$XDG_RUNTIME_DIR/bus" \

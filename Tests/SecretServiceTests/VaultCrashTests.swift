@@ -136,11 +136,12 @@ import TestSupport
             // Replay what the writer acknowledged, checking it is the schedule.
             var last = 0
             for line in acks {
-                // In the sandbox, under load, a writer's D-Bus calls through xdg-dbus-proxy sometimes fail (the
-                // connection refused or closed: `unavailable`; a call failing: `io`, `timeout`; the portal backend
-                // broken by an abandoned request: `locked`). An error is no acknowledgement: its operation is the
-                // one in flight, the writer's acknowledgements end there, and the state checks below still hold.
-                // Any other error (keyMissing, wrongKey, corrupted...) fails the round.
+                // The kill ends the writer's sandbox script, and its xdg-dbus-proxy (bwrap --die-with-parent) a
+                // moment before the writer itself: a writer in a D-Bus call then reports it refused or closed
+                // (`unavailable`, `io`; `timeout`, `locked` for a portal request cut short) as its last line. An
+                // error is no acknowledgement: its operation is the one in flight, the writer's acknowledgements
+                // end there, and the state checks below still hold. Any other error (keyMissing, wrongKey,
+                // corrupted...) fails the round.
                 if portal, ["unavailable", "io", "timeout", "locked"].contains(where: { line.hasPrefix("error \($0) ") }) {
                     let message = (try? String(contentsOfFile: "\(work)/writer-err.\(round)", encoding: .utf8)) ?? ""
                     busLost.append("round \(round): \(line): \(message.split(separator: "\n").last ?? "")")
