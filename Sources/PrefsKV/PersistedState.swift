@@ -54,6 +54,9 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
 
     private let logger: Logger
     private let migrate: (@Sendable (StoredState) throws -> Value)?
+    /// The key of the store's own type (`PrefsKey<Int>`...) the state was made from: read and written as that
+    /// type, never as a state (PersistedState+Keys.swift); nil for a state.
+    private let native: NativeValue<Value>?
     private let current: SanitizedMutex<(value: Value, hydration: Hydration)>
     /// Serializes the changes of a state without a store, as the store's writer lock serializes the others:
     /// an update's transform runs under it, never under `current`, so it may read ``value``.
@@ -76,11 +79,21 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     ///     is the store's ``PrefsStore/Configuration/logger``.
     ///   - migrate: turns a state stored at a lower version into the current `Value`; the result is written
     ///     back at once. Without it, an older state is unreadable: the defaults, and one logged error.
-    public init(
+    public convenience init(
         name: String, version: Int = 0, defaults: Value, store: PrefsStore?, logger: Logger? = nil,
         migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
     ) {
+        self.init(
+            name: name, version: version, defaults: defaults, store: store, logger: logger, migrate: migrate,
+            native: nil)
+    }
+
+    init(
+        name: String, version: Int, defaults: Value, store: PrefsStore?, logger: Logger?,
+        migrate: (@Sendable (_ stored: StoredState) throws -> Value)?, native: NativeValue<Value>?
+    ) {
         precondition(!name.isEmpty, "PersistedState: the name (its key in the store) must not be empty")
+        self.native = native
         self.name = name
         self.version = version
         self.defaults = defaults
@@ -119,12 +132,12 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
             memoryWrites.withLock { _ in current.withLock { $0.value = newValue } }
             return
         }
-        let envelope = try encoded(newValue)
+        let envelope = native == nil ? try encoded(newValue) : []
         do {
             try store.write { tx in
                 // Under the store's writer lock: concurrent sets reach memory and disk in the same order.
                 current.withLock { $0.value = newValue }
-                tx.operations.append(.set(name: name, type: .json, value: envelope, expiresAt: 0))
+                try write(newValue, envelope: envelope, to: &tx)
             }
         } catch {
             current.withLock { $0.value = newValue }
@@ -168,10 +181,10 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         return try store.write { tx in
             var next = try storedState(in: tx)
             try transform(&next)
-            let envelope = try encoded(next)
+            let envelope = native == nil ? try encoded(next) : []
             // Under the store's writer lock, as in `set`: memory and disk take the updates in the same order.
             current.withLock { $0.value = next }
-            tx.operations.append(.set(name: name, type: .json, value: envelope, expiresAt: 0))
+            try write(next, envelope: envelope, to: &tx)
             return next
         }
     }
@@ -309,13 +322,30 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     /// type under the name is unusable like one that does not decode: the defaults. A failed read throws.
     private func storedState(in tx: PrefsTransaction) throws -> Value {
         do {
+            if let native { return try native.read(tx.store, name) ?? defaults }
             return state(from: try tx.json(forKey: name), lost: false).value
         } catch let error as PrefsError where error.code == .typeMismatch {
             return defaults
         }
     }
 
+    /// Writes `state` (its `envelope`, for a state) through `tx`.
+    private func write(_ state: Value, envelope: [UInt8], to tx: inout PrefsTransaction) throws {
+        if let native {
+            try native.write(&tx, state, name, native.expiresAfter)
+        } else {
+            tx.operations.append(.set(name: name, type: .json, value: envelope, expiresAt: 0))
+        }
+    }
+
+    /// Whether the store's last recovery lost the record under the name (a key of a record lost with it, or the
+    /// bytes where a damaged record's key lay): a state absent after it is lost, not never stored.
+    private func lostByRecovery(_ store: PrefsStore) -> Bool {
+        store.lastRecovery.map { $0.lostKeys.contains(name) || $0.unverifiedLostKeys.contains(name) } ?? false
+    }
+
     private func load(from store: PrefsStore) -> (Value, Hydration) {
+        if let native { return native.load(name, from: store, defaults: defaults, lost: lostByRecovery(store)) }
         let json: Data?
         do {
             json = try store.readFixed(name, .json, { Data($0) })
@@ -324,12 +354,7 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         } catch {
             return (defaults, .unreadable("the stored state cannot be read (\(error))"))
         }
-        // A state absent after damage that named it (a key of a record lost with it, or the bytes where a damaged record's
-        // key lay) is lost, not never stored.
-        let lost =
-            json == nil
-            && (store.lastRecovery.map { $0.lostKeys.contains(name) || $0.unverifiedLostKeys.contains(name) } ?? false)
-        let (value, hydration) = state(from: json, lost: lost)
+        let (value, hydration) = state(from: json, lost: json == nil && lostByRecovery(store))
         guard case .migrated(let from) = hydration else { return (value, hydration) }
         do {
             try set(value)
@@ -424,146 +449,5 @@ extension PrefsStore {
                 metadata: ["prefskv.path": "\(path)"])
             return nil
         }
-    }
-}
-
-extension PersistedState where Value: Codable {
-    /// The state kept under `key` (its name and default): a Codable key's values are this state at version 0,
-    /// so a state with a higher version and a migration takes over what the key wrote. A key of one of the
-    /// store's own types (`PrefsKey<Int>`...) is stored as that type, not as a state: passing one is a
-    /// compile-time warning (deprecated) and traps (as it does when generic code hides the type).
-    ///
-    /// ```swift
-    /// let theme = PersistedState(PrefsKeys.theme, store: ui)                  // reads what store[.theme] wrote
-    /// let layout = PersistedState(PrefsKeys.layout, version: 1, store: ui) { old in
-    ///     Layout(columns: try old.decode(LayoutV0.self).columns, width: 240)
-    /// }
-    /// ```
-    public convenience init(
-        _ key: PrefsKey<Value>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
-        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
-    ) {
-        precondition(
-            key.storedAsState,
-            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
-                + "declare the state by name, or the key with a Codable type of the app's")
-        self.init(
-            name: key.name, version: version, defaults: key.defaultValue, store: store, logger: logger, migrate: migrate)
-    }
-}
-
-// A key of the store's own types given to a PersistedState is a compile-time warning (issue 40, point 7): these
-// overloads are more specific than the Codable one above, and deprecated. (Unavailable ones would be a compile-time
-// error, but the compiler then picks the Codable overload instead, which compiles: an unavailable overload loses to
-// an available one.) Generic code that hides the type still reaches the Codable overload's trap.
-extension PersistedState where Value == Bool {
-    /// Deprecated, to warn at compile time: a `PrefsKey<Bool>` is stored as the store's own type, not as a state.
-    @available(
-        *, deprecated,
-        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
-    )
-    public convenience init(
-        _ key: PrefsKey<Bool>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
-        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
-    ) {
-        preconditionFailure(
-            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
-                + "declare the state by name, or the key with a Codable type of the app's")
-    }
-}
-
-extension PersistedState where Value == Int {
-    /// Deprecated, to warn at compile time: a `PrefsKey<Int>` is stored as the store's own type, not as a state.
-    @available(
-        *, deprecated,
-        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
-    )
-    public convenience init(
-        _ key: PrefsKey<Int>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
-        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
-    ) {
-        preconditionFailure(
-            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
-                + "declare the state by name, or the key with a Codable type of the app's")
-    }
-}
-
-extension PersistedState where Value == Int64 {
-    /// Deprecated, to warn at compile time: a `PrefsKey<Int64>` is stored as the store's own type, not as a state.
-    @available(
-        *, deprecated,
-        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
-    )
-    public convenience init(
-        _ key: PrefsKey<Int64>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
-        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
-    ) {
-        preconditionFailure(
-            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
-                + "declare the state by name, or the key with a Codable type of the app's")
-    }
-}
-
-extension PersistedState where Value == Double {
-    /// Deprecated, to warn at compile time: a `PrefsKey<Double>` is stored as the store's own type, not as a state.
-    @available(
-        *, deprecated,
-        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
-    )
-    public convenience init(
-        _ key: PrefsKey<Double>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
-        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
-    ) {
-        preconditionFailure(
-            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
-                + "declare the state by name, or the key with a Codable type of the app's")
-    }
-}
-
-extension PersistedState where Value == String {
-    /// Deprecated, to warn at compile time: a `PrefsKey<String>` is stored as the store's own type, not as a state.
-    @available(
-        *, deprecated,
-        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
-    )
-    public convenience init(
-        _ key: PrefsKey<String>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
-        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
-    ) {
-        preconditionFailure(
-            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
-                + "declare the state by name, or the key with a Codable type of the app's")
-    }
-}
-
-extension PersistedState where Value == Data {
-    /// Deprecated, to warn at compile time: a `PrefsKey<Data>` is stored as the store's own type, not as a state.
-    @available(
-        *, deprecated,
-        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
-    )
-    public convenience init(
-        _ key: PrefsKey<Data>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
-        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
-    ) {
-        preconditionFailure(
-            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
-                + "declare the state by name, or the key with a Codable type of the app's")
-    }
-}
-
-extension PersistedState where Value == [String] {
-    /// Deprecated, to warn at compile time: a `PrefsKey<[String]>` is stored as the store's own type, not as a state.
-    @available(
-        *, deprecated,
-        message: "a PrefsKey of the store's own type is stored as that type, not as a state: read it with store[key], or declare a PersistedState by name"
-    )
-    public convenience init(
-        _ key: PrefsKey<[String]>, version: Int = 0, store: PrefsStore?, logger: Logger? = nil,
-        migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
-    ) {
-        preconditionFailure(
-            "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is not stored as a state; "
-                + "declare the state by name, or the key with a Codable type of the app's")
     }
 }

@@ -22,7 +22,8 @@ import Logging
 /// `vaultctl prefs get` prints, and what the typed getters such as ``PrefsStore/string(forKey:)`` read);
 /// anything else `Codable` is stored as a ``PersistedState`` of version 0 stores its state, so a
 /// `PersistedState` built on the key (`PersistedState(key, version:store:)`) reads the same
-/// value, and migrates it when the type's shape changes: one mechanism, two ways in.
+/// value, and migrates it when the type's shape changes: one mechanism, two ways in. A `PersistedState` built
+/// on a key of the store's own types reads and writes it as that type (it has no versions).
 public final class PrefsKey<Value: Sendable>: PrefsKeys, @unchecked Sendable {
     /// The key's name in the store.
     public let name: String
