@@ -321,4 +321,36 @@ import Testing
         #expect(result.standardError.contains("asked to confirm deleting"), "\(result.standardError)")
         #expect(result.standardError.contains("random bytes"), "\(result.standardError)")
     }
+
+    /// A migration whose old key's delete the key store does not complete (issue 36: a crash round of the portal's
+    /// migrations left two keyring items and no wrapped key after a writer's D-Bus call failed). KeePassXC with its
+    /// Recycle Bin off asks to confirm the delete, and nobody answers: the vault moves to the key file all the same,
+    /// the old item is journaled as a deferred drop in its own key store, an open never retries it, and the keys of
+    /// the vault are then exactly one in use plus the deferred ones, the count the crash test checks.
+    @Test func aMigrationWhoseOldKeyCannotBeDeletedLeavesItJournaledAsDeferred() throws {
+        let result = try Self.run(
+            """
+            $H vault-token-set app tok-1 none >/dev/null
+            set -- $($H vault-identity app); VID=$1; KID=$2
+            head -c 32 /dev/urandom > "$HOME/app.key"; chmod 600 "$HOME/app.key"
+            $VAULTCTL --dir "$VAULT_TEST_DIR" --json vault migrate-key --service app --to "key-file:$HOME/app.key" \
+              | grep -o '"oldKey" : "[a-z]*"'
+            grep -c "^drop $VID $KID 2 deferred store=" "$VAULT_TEST_DIR/app.vault.intent"
+            ls "$VAULT_TEST_DIR"/app.*.vaultkey | wc -l
+            secret-tool search --all service app 2>&1 | grep -c '^\\[/'
+            MONITOR
+            N1=$(CALLS Delete); VAULT_TEST_KEY_STORE="key-file:$HOME/app.key" $H vault-token app; N2=$(CALLS Delete)
+            echo "deletes by an open: $((N2 - N1))"
+            grep -c " deferred" "$VAULT_TEST_DIR/app.vault.intent"
+            """, .keePassXC(.confirmDelete))
+        let lines = result.lines
+        try #require(lines.count == 7, "\(result)")
+        #expect(lines[0] == #""oldKey" : "kept""#, "\(result)")
+        #expect(lines[1] == "1", "the old key's delete is journaled as deferred, in its own key store: \(result)")
+        #expect(lines[2] == "1", "one wrapped key, the one in use: \(result)")
+        #expect(lines[3] == "1", "the old item is still in the keyring: \(result)")
+        #expect(lines[4].hasPrefix("valid tok-1 "), "the vault reads with its new key: \(result)")
+        #expect(lines[5] == "deletes by an open: 0", "\(result)")
+        #expect(lines[6] == "1", "kept for the next rotation or wipe: \(result)")
+    }
 }
