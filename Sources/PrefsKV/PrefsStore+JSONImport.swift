@@ -122,13 +122,13 @@ extension PrefsStore {
     /// ``importJSONObject(_:replacing:dryRun:)`` does: keys and sizes checked first (nothing written when one fails),
     /// one transaction. `expiresAt`: milliseconds since the Unix epoch, 0 for never.
     package func importTypedValues(
-        _ values: [(key: String, value: ImportedValue, expiresAt: Int64)], replacing: Bool, dryRun: Bool,
+        _ values: [(key: String, value: PrefsValue, expiresAt: Int64)], replacing: Bool, dryRun: Bool,
         progress: (Int, Int) -> Void = { _, _ in }
     ) throws -> PrefsImportReport {
         var stored: [(String, ValueType, [UInt8], Int64)] = []
         for (key, value, expiresAt) in values {
             try ValueCodec.validate(key: key)
-            let (type, bytes) = value.stored
+            let (type, bytes) = (value.valueType, value.encoded)
             try ValueCodec.validate(length: bytes.count, key: key)
             stored.append((key, type, bytes, expiresAt))
         }
@@ -137,9 +137,9 @@ extension PrefsStore {
 
     /// Throws what an import of `key` with `value` would (`invalidKey`, `valueTooLarge`), before anything is written:
     /// the MMKV importer names the record's offset with it.
-    package static func checkImported(key: String, value: ImportedValue) throws(PrefsError) {
+    package static func checkImported(key: String, value: PrefsValue) throws(PrefsError) {
         try ValueCodec.validate(key: key)
-        try ValueCodec.validate(length: value.stored.1.count, key: key)
+        try ValueCodec.validate(length: value.encoded.count, key: key)
     }
 
     /// Writes `values` (with their expiry) in one transaction under the writer lock, each compared there with what
@@ -186,28 +186,6 @@ extension PrefsStore {
         try read { e throws(PrefsError) -> (ValueType, [UInt8], Int64)? in
             guard let entry = try e.liveEntry(forName: key) else { return nil }
             return (entry.type, try e.withValue(of: entry, name: key) { Array($0) }, entry.expiresAt)
-        }
-    }
-}
-
-/// A value an importer in another module read (PrefsKVMMKV), in one of the store's types.
-package enum ImportedValue: Equatable, Sendable {
-    case bool(Bool)
-    case int(Int64)
-    case double(Double)
-    case string(String)
-    case bytes([UInt8])
-    case strings([String])
-
-    /// The store's type and bytes for it.
-    var stored: (ValueType, [UInt8]) {
-        switch self {
-        case .bool(let value): (.bool, ValueCodec.bytes(value))
-        case .int(let value): (.int64, ValueCodec.bytes(value))
-        case .double(let value): (.double, ValueCodec.bytes(value))
-        case .string(let value): (.string, Array(value.utf8))
-        case .bytes(let value): (.bytes, value)
-        case .strings(let value): (.stringArray, ValueCodec.encode(value))
         }
     }
 }

@@ -52,7 +52,7 @@ public struct MMKVType: Sendable, Hashable, CustomStringConvertible {
     public var description: String { kind.rawValue }
 
     /// The value MMKV encoded as `bytes` (its expiry suffix removed), nil when the bytes are not one of this type.
-    func decode(_ bytes: [UInt8]) -> ImportedValue? {
+    func decode(_ bytes: [UInt8]) -> PrefsValue? {
         let reader = VarintReader(bytes: bytes)
         switch kind {
         case .bool:

@@ -82,7 +82,7 @@ public struct MMKVCryptKey: Sendable {
 /// An MMKV store read, checked and decoded, ready to be written into a store (`PrefsStore.importMMKV`): read once,
 /// so that vaultctl checks and imports the same values.
 package struct MMKVImport {
-    var values: [(key: String, value: ImportedValue, expiresAt: Int64)] = []
+    var values: [(key: String, value: PrefsValue, expiresAt: Int64)] = []
     var expired: [String] = []
     var untyped: [String] = []
     var unreadableFrom: Int?
@@ -114,7 +114,7 @@ package struct MMKVImport {
                 }
                 expiresAt = seconds * 1000
             }
-            let value: ImportedValue
+            let value: PrefsValue
             if let type = PrefsStore.type(of: key, in: types) {
                 guard let decoded = type.decode(bytes) else {
                     throw PrefsError(
