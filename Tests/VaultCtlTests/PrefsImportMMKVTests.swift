@@ -99,32 +99,8 @@ import Testing
         try sandbox.write(data, to: "big")
         try sandbox.write(meta, to: "big.crc")
         try sandbox.write(Array(#"{"*": "string"}"#.utf8), to: "types.json")
-        var outcomes: [String: Int] = [:]
-        for round in 0..<20 {
-            _ = try? FileManager.default.removeItem(atPath: sandbox.path("ui.prefs"))
-            try sandbox.succeed(["prefs", "set", "ui", "own", "kept"])
-            let result = try ChildProcess.run(
-                "/bin/bash",
-                [
-                    "-c",
-                    #""$V" --dir "$D" prefs import ui "$D/big" --from mmkv --types "$D/types.json" >/dev/null 2>&1 & p=$!; sleep "$S"; kill -9 $p 2>/dev/null; wait $p; echo $?"#,
-                ],
-                environment: [
-                    "V": PrefsSandbox.vaultctl, "D": sandbox.directory,
-                    "S": String(format: "%.3f", Double((round * 137) % 1200) / 1000),
-                ])
-            let export = try sandbox.succeed(["--json", "prefs", "export", "ui"]).standardOutput
-            let entries = try #require(try jsonObject(export)["entries"] as? [[String: Any]], "\(result)")
-            let values = Dictionary(
-                uniqueKeysWithValues: entries.map { ($0["key"] as! String, $0["value"] as? String) })
-            #expect(values["own"] == "kept", "round \(round): the store's own key was lost")
-            let imported = keys.filter { values[$0] != nil }
-            #expect(
-                imported.isEmpty || imported.count == keys.count,
-                "round \(round): \(imported.count) of \(keys.count) keys")
-            #expect(imported.allSatisfy { values[$0] == "v-\($0)" }, "round \(round): a value the file does not hold")
+        let outcomes = try sandbox.killImports("big --from mmkv --types types.json", keys: keys) { round throws in
             #expect(try sandbox.bytes("big") == data && sandbox.bytes("big.crc") == meta, "round \(round): source")
-            outcomes[imported.isEmpty ? "old store" : "whole import", default: 0] += 1
         }
         print("prefs import --from mmkv kills: \(outcomes.sorted { $0.key < $1.key })")
     }

@@ -67,32 +67,7 @@ import Testing
         let keys = (0..<3000).map { "k\($0)" }
         let text = "{" + keys.map { "\"\($0)\": \"v-\($0)\"" }.joined(separator: ",") + "}"
         try sandbox.write(Array(text.utf8), to: "big.json")
-        var outcomes: [String: Int] = [:]
-        for round in 0..<20 {
-            _ = try? FileManager.default.removeItem(atPath: sandbox.path("ui.prefs"))
-            try sandbox.succeed(["prefs", "set", "ui", "own", "kept"])
-            let result = try ChildProcess.run(
-                "/bin/bash",
-                [
-                    "-c",
-                    #""$V" --dir "$D" prefs import ui "$D/big.json" --from json >/dev/null 2>&1 & p=$!; sleep "$S"; kill -9 $p 2>/dev/null; wait $p; echo $?"#,
-                ],
-                environment: [
-                    "V": PrefsSandbox.vaultctl, "D": sandbox.directory,
-                    "S": String(format: "%.3f", Double((round * 137) % 1200) / 1000),
-                ])
-            let export = try sandbox.succeed(["--json", "prefs", "export", "ui"]).standardOutput
-            let entries = try #require(try jsonObject(export)["entries"] as? [[String: Any]], "\(result)")
-            let values = Dictionary(
-                uniqueKeysWithValues: entries.map { ($0["key"] as! String, $0["value"] as? String) })
-            #expect(values["own"] == "kept", "round \(round): the store's own key was lost")
-            let imported = keys.filter { values[$0] != nil }
-            #expect(
-                imported.isEmpty || imported.count == keys.count,
-                "round \(round): \(imported.count) of \(keys.count) keys")
-            #expect(imported.allSatisfy { values[$0] == "v-\($0)" }, "round \(round): a value the file does not hold")
-            outcomes[imported.isEmpty ? "old store" : "whole import", default: 0] += 1
-        }
+        let outcomes = try sandbox.killImports("big.json --from json", keys: keys)
         print("prefs import kills: \(outcomes.sorted { $0.key < $1.key })")
     }
 }

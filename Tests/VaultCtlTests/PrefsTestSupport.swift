@@ -97,6 +97,47 @@ final class PrefsSandbox {
         try succeed(["prefs", "set", id, "sidebar", "true", "--type", "bool"])
     }
 
+    /// 20 SIGKILLs spread over the first 1.2 s of `vaultctl prefs import ui <arguments>` (paths relative to the
+    /// sandbox) into a store that holds a key of its own; after each, the store holds its key and either none of
+    /// `keys` or all of them, each with the value `v-<key>`, and `after(round)` checks anything else (the source
+    /// unchanged). Returns how many rounds ended with the old store and with the whole import.
+    func killImports(
+        _ arguments: String, keys: [String], after: (Int) throws -> Void = { _ in },
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> [String: Int] {
+        var outcomes: [String: Int] = [:]
+        for round in 0..<20 {
+            _ = try? FileManager.default.removeItem(atPath: path("ui.prefs"))
+            try succeed(["prefs", "set", "ui", "own", "kept"])
+            let result = try ChildProcess.run(
+                "/bin/bash",
+                [
+                    "-c",
+                    #"cd "$D" && "$V" --dir "$D" prefs import ui $A >/dev/null 2>&1 & p=$!; sleep "$S"; kill -9 $p 2>/dev/null; wait $p; echo $?"#,
+                ],
+                environment: [
+                    "V": Self.vaultctl, "D": directory, "A": arguments,
+                    "S": String(format: "%.3f", Double((round * 137) % 1200) / 1000),
+                ])
+            let export = try succeed(["--json", "prefs", "export", "ui"]).standardOutput
+            let entries = try #require(
+                try jsonObject(export)["entries"] as? [[String: Any]], "\(result)", sourceLocation: sourceLocation)
+            let values = Dictionary(
+                uniqueKeysWithValues: entries.map { ($0["key"] as! String, $0["value"] as? String) })
+            #expect(values["own"] == "kept", "round \(round): the store's own key was lost", sourceLocation: sourceLocation)
+            let imported = keys.filter { values[$0] != nil }
+            #expect(
+                imported.isEmpty || imported.count == keys.count,
+                "round \(round): \(imported.count) of \(keys.count) keys", sourceLocation: sourceLocation)
+            #expect(
+                imported.allSatisfy { values[$0] == "v-\($0)" }, "round \(round): a value the file does not hold",
+                sourceLocation: sourceLocation)
+            try after(round)
+            outcomes[imported.isEmpty ? "old store" : "whole import", default: 0] += 1
+        }
+        return outcomes
+    }
+
     /// `makeStore`, then one flipped bit in the value of `theme`: that record fails its checksum.
     func makeDamagedStore(_ id: String = "ui") throws {
         try makeStore(id)
