@@ -9,6 +9,8 @@
 #                 with persisted index tables every TORTURE_INDEX_TAIL records, then the multi-threaded and
 #                 multi-process tests under ThreadSanitizer; writes torture-report.txt
 #   make fuzz     the libFuzzer targets under AddressSanitizer for FUZZ_SECONDS each (default 120)
+#   make flake-loop  FLAKE_RUNS (default 20) fresh clones of HEAD through `make test`, one after the other, with
+#                 both cores kept busy beside them; writes /tmp/flake-loop/summary.txt (scripts/flake-loop.sh)
 # And to install vaultctl (release build) with its man page and shell completions:
 #   make release && make install PREFIX=$HOME/.local   (or `sudo make install PREFIX=/usr/local` after the
 #                     release build, made as yourself): bin/vaultctl, share/man/man1/vaultctl.1 (generated from
@@ -41,7 +43,7 @@ BENCH := Benchmarks
 CLIENT := Examples/ClientApp
 BENCH_FLAGS := $(if $(filter-out 0,$(BENCH_QUICK)),--quick,)
 
-.PHONY: all bootstrap build demo doctor test torture fuzz fuzz-corpus bench bench-quick bench-curves bench-check \
+.PHONY: all bootstrap build demo doctor test torture flake-loop fuzz fuzz-corpus bench bench-quick bench-curves bench-check \
 	bench-check-update bench-curves-run audit-first-open ct-check format clean install release man docs api-check
 
 all: build
@@ -112,6 +114,10 @@ torture: bootstrap
 		TORTURE_AGREEMENT_ROUNDS=$(TORTURE_AGREEMENT_ROUNDS) $(KEYRING) $(SWIFT) test --skip-build --filter '$(TORTURE_INDEX_FILTER)'
 	PREFSKV_TORTURE=long $(SWIFT) test --sanitize=thread --scratch-path .build-tsan --filter '$(TSAN_FILTER)'
 	@echo; cat torture-report.txt
+
+FLAKE_RUNS ?= 20
+flake-loop:
+	@scripts/flake-loop.sh $(FLAKE_RUNS)
 
 FUZZ_SECONDS ?= 120
 # `-Xswiftc -sanitize=fuzzer` instruments every module for coverage: `--sanitize=fuzzer` alone instruments only the
