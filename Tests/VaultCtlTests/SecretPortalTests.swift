@@ -87,7 +87,7 @@ import Testing
             printf 'token' | A vault set --service notes session; echo "set $?"
             LOCK
             A vault get --reveal --service notes session; echo "locked $?"
-            A doctor >/dev/null; echo "doctor $?"
+            A doctor | grep '^secret portal'; echo "doctor ${PIPESTATUS[0]}"
             UNLOCK
             A vault get --reveal --service notes session; s=$?; echo; echo "unlocked $s"
             """)
@@ -95,6 +95,10 @@ import Testing
         #expect(result.lines.contains("locked 75"), "\(result)")
         #expect(result.standardError.contains("locked: reading the master key of vault 'notes'"), "\(result)")
         #expect(result.lines.contains("doctor 75"), "\(result)")
+        #expect(
+            result.lines.contains(
+                "secret portal    refused: locked (its backend, the host's keyring, is not visible from the sandbox)"),
+            "\(result)")
         #expect(result.lines.contains("unlocked 0") && result.lines.contains("token"), "\(result)")
     }
 
@@ -144,6 +148,10 @@ import Testing
         #expect(
             result.lines.contains("sandbox          Flatpak app org.example.Notes (default key store: secret-portal)"))
         #expect(result.lines.contains("recommended      --key-store secret-portal"), "\(result)")
+        #expect(
+            result.lines.contains(
+                "secret portal    answered with the app's secret (its backend, the host's keyring, is not visible "
+                    + "from the sandbox)"), "\(result)")
         #expect(result.lines.contains { $0.hasPrefix("Ready: inside the Flatpak sandbox of org.example.Notes") })
         #expect(result.lines.contains("doctor 0"), "\(result)")
     }

@@ -330,6 +330,13 @@ struct DoctorReport {
         lines.append("libsodium        \(libsodium)")
         lines.append("libsecret        \(libsecret)")
         if let sandbox { lines.append("sandbox          Flatpak app \(sandbox) (default key store: secret-portal)") }
+        if let secretPortal {
+            // The portal does not say which keyring keeps the secret: xdg-desktop-portal on the host picks the
+            // backend (gnome-keyring on GNOME, KWallet on KDE), and the sandbox sees only the portal.
+            let answer = secretPortal.error.map { "refused: \($0.code)" } ?? "answered with the app's secret"
+            lines.append(
+                "secret portal    \(answer) (its backend, the host's keyring, is not visible from the sandbox)")
+        }
         let busState = failure?.kind == .noSessionBus ? "unreachable" : "reachable"
         lines.append(
             "session bus      \(busState)\(busAddress.map { " (\($0))" } ?? " (DBUS_SESSION_BUS_ADDRESS unset)")")
