@@ -132,6 +132,39 @@ import Testing
         #expect(try sandbox.run(["prefs", "get", "ui", "theme"]).status == 66)
     }
 
+    /// Issue 40, point 8: repair names a key as lost only when its value is gone. `prefs import` writes theme and
+    /// accent in one transaction, a later `prefs set` writes theme again, and one flipped bit in the import's commit
+    /// record drops both of its writes: accent is lost, theme holds its newest value (it was named lost before).
+    @Test func repairNamesOnlyTheKeysWhoseValueIsGone() throws {
+        func damagedStore() throws -> PrefsSandbox {
+            let sandbox = try PrefsSandbox()
+            try sandbox.succeed(["prefs", "set", "ui", "width", "240", "--type", "int"])
+            try sandbox.succeed(
+                ["prefs", "import", "ui", "-", "--from", "json", "--replace"],
+                input: Data(#"{"theme": "dark", "accent": "blue", "width": 300}"#.utf8))
+            try sandbox.succeed(["prefs", "set", "ui", "theme", "light"])
+            var data = try sandbox.bytes("ui.prefs")
+            let commit = try #require(VaultSandbox.records(data).last { $0.kind == 4 })
+            data[commit.offset + 32] ^= 0x01
+            try sandbox.write(data, to: "ui.prefs")
+            return sandbox
+        }
+        let sandbox = try damagedStore()
+        let result = try sandbox.succeed(["--json", "prefs", "repair", "ui"])
+        let report = try jsonObject(result.standardOutput)
+        #expect(report["lostKeys"] as? [String] == ["accent"], "\(result)")
+        #expect(report["revertedKeys"] as? [String] == ["width"], "\(result)")
+        #expect(try sandbox.succeed(["prefs", "get", "ui", "theme"]).standardOutput == "light\n")
+        #expect(try sandbox.succeed(["prefs", "get", "ui", "width"]).standardOutput == "240\n")
+        #expect(try sandbox.run(["prefs", "get", "ui", "accent"]).status == 66)
+
+        let plain = try damagedStore().succeed(["prefs", "repair", "ui"])
+        #expect(
+            plain.lines.first?.hasSuffix(
+                "(keys: accent; reverted to an older value: width; replaced by a later write: theme)") == true,
+            "\(plain)")
+    }
+
     @Test func repairReportsKeptAndLostInPlainText() throws {
         let sandbox = try PrefsSandbox()
         try sandbox.makeDamagedStore()

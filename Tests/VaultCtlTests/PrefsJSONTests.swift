@@ -36,7 +36,9 @@ import Testing
             keys: ["store", "path", "clean", "sealed", "recordsVerified", "damage"]),
         Case(
             arguments: ["repair", "bad"], status: 0,
-            keys: ["store", "path", "clean", "repaired", "kept", "lost", "lostKeys", "quarantine", "damage"]),
+            keys: [
+                "store", "path", "clean", "repaired", "kept", "lost", "lostKeys", "revertedKeys", "quarantine", "damage",
+            ]),
         Case(
             arguments: ["compact", "ui"], status: 0,
             keys: [

@@ -127,28 +127,9 @@ extension Recovery {
         let damagedHeader = log.header
         var report = Recovery.report(path: paths.data, damage: damage, recordsKept: recordsKept)
         report.quarantinePath = try quarantine(damaged, paths: paths)
-        // The records of the damaged file that verify, in log order (to its log end when that word still reads,
-        // else to the free space after the last record, as the scan that found the damage read it).
-        var records: [RecordHeader] = []
-        damaged.withBytes { bytes in
-            let size = damaged.mappedLength & ~7
-            var limit = size
-            var freeSpaceEndsLog = true
-            if let end = Format.decodeLogEnd(damaged.logEndWord), end >= Format.logStart, end & 7 == 0, end <= size {
-                limit = end
-                freeSpaceEndsLog = false
-            }
-            _ = LogScanner.scan(
-                bytes, from: Format.logStart, to: limit, freeSpaceEndsLog: freeSpaceEndsLog,
-                plainKeys: !damagedHeader.isEncrypted, seed: damagedHeader.recordSeed,
-                auth: RecordAuth(header: damagedHeader, sealer: log.sealer)
-            ) { record, _ in
-                switch record.kind {
-                case .set, .delete, .removeAll: records.append(record)
-                case .commit, .header, .index: break
-                }
-            }
-        }
+        // The records of the damaged file that verify, in log order.
+        let records = committedRecords(of: damaged, header: damagedHeader, sealer: log.sealer)
+        let touched = touches(of: records, in: damaged, damage: damage)
         // The base, read whole.
         let fd = try Sys.open(paths.previous, .readOnlyNonBlocking).orThrow(
             "open", "cannot open the store's base image", path: paths.previous)
@@ -197,6 +178,8 @@ extension Recovery {
             if !copied || damaged.hasFaulted { throw log.changedUnderneath() }
         }
         try log.install(image, header: newHeader)
+        let index = log.index
+        nameCost(&report, touches: touched, isPresent: { index[$0] != nil }, presentKeys: { index.map(\.key) })
         return (report, baseRecovery)
     }
 }

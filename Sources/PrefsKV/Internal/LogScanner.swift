@@ -374,12 +374,17 @@ enum LogScanner {
             guard pendingTotal > 0 else { return }
             func report(_ start: Int, _ end: Int, _ count: Int, _ reason: String) -> PrefsDamage {
                 var keys: [String] = []
+                var dropped: [PrefsDamage.DroppedWrite] = []
                 if plainKeys {
                     forEach(run: start, count: count) {
-                        if let name = LogScanner.keyName(bytes, $0) { keys.append(name) }
+                        let name = LogScanner.keyName(bytes, $0)
+                        if let name { keys.append(name) }
+                        if let write = PrefsDamage.DroppedWrite($0, key: name) { dropped.append(write) }
                     }
                 }
-                return PrefsDamage(range: start..<end, records: count, keys: keys, reason: reason)
+                var damage = PrefsDamage(range: start..<end, records: count, keys: keys, reason: reason)
+                damage.droppedWrites = dropped
+                return damage
             }
             result.recordsKept -= pendingTotal
             if pendingCount > 0 { result.damage.append(report(pendingStart, end, pendingCount, reason)) }
@@ -447,7 +452,7 @@ enum LogScanner {
         return damage
     }
 
-    fileprivate static func keyName(_ bytes: UnsafeRawBufferPointer, _ record: RecordHeader) -> String? {
+    static func keyName(_ bytes: UnsafeRawBufferPointer, _ record: RecordHeader) -> String? {
         guard record.keyLength > 0 else { return nil }
         return String(validating: record.key(in: bytes), as: UTF8.self)
     }

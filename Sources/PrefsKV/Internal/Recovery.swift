@@ -92,6 +92,14 @@ enum Recovery {
     ) throws(PrefsError) -> PrefsRecoveryReport {
         let paths = log.paths
         var report = Recovery.report(path: paths.data, damage: damage, recordsKept: recordsKept)
+        if damage.contains(where: { !$0.droppedWrites.isEmpty }) {
+            // What survives is what the log's index holds now (compaction keeps exactly that).
+            let records = committedRecords(of: log.file, header: log.header, sealer: log.sealer)
+            let index = log.index
+            nameCost(
+                &report, touches: touches(of: records, in: log.file, damage: damage),
+                isPresent: { index[$0] != nil }, presentKeys: { index.map(\.key) })
+        }
         if policy == .fail && damage.contains(where: \.isTampering) {
             throw PrefsError(
                 .tampered,

@@ -16,9 +16,11 @@ extension Prefs {
                 (kept 0). Repair always ends in a store that opens; a sealed store needs its key (78).
 
                 JSON: {"store": "ui", "path": "...", "clean": false, "repaired": true, "kept": 4, "lost": 1, \
-                "lostKeys": ["theme"], "quarantine": ".../ui.prefs.corrupt-20260101T000000Z", "damage": [...]}; \
-                for a clean store clean is true, repaired false, kept the records verified, lost 0 and \
-                quarantine null.
+                "lostKeys": ["theme"], "revertedKeys": ["sidebar"], "quarantine": \
+                ".../ui.prefs.corrupt-20260101T000000Z", "damage": [...]}; for a clean store clean is true, \
+                repaired false, kept the records verified, lost 0 and quarantine null. lostKeys are the keys whose \
+                value is gone; revertedKeys those that kept an older value (their newest write was lost); a lost \
+                write a later one replaced costs its key nothing and is named in neither.
                 """)
 
         @OptionGroup var options: GlobalOptions
@@ -50,15 +52,15 @@ extension Prefs {
                     message: "store \"\(store)\" (\(target.dataPath)) cannot be repaired: its directory is "
                         + "read-only, so nothing was written", exitCode: ExitStatus.ioError)
             }
-            let keys = recovery.lostKeys.isEmpty ? "" : " (keys: \(recovery.lostKeys.joined(separator: ", ")))"
             return Answer(
                 json: Report(
                     store: store, path: target.dataPath, clean: false, repaired: true, kept: recovery.recordsKept,
-                    lost: recovery.recordsLost, lostKeys: recovery.lostKeys, quarantine: quarantine,
+                    lost: recovery.recordsLost, lostKeys: recovery.lostKeys, revertedKeys: recovery.revertedKeys,
+                    quarantine: quarantine,
                     damage: recovery.damage.map(DamageReport.init)),
                 human: """
                     repaired store \(store) (\(target.dataPath)): kept \(plural(recovery.recordsKept, "record")), \
-                    lost \(recovery.recordsLost)\(keys)
+                    lost \(recovery.recordsLost)\(recovery.keyCosts)
                     damaged original kept at \(quarantine)
                     \(damageTable(recovery.damage))
                     """)
@@ -67,7 +69,7 @@ extension Prefs {
         private func cleanReport(_ target: StoreTarget, kept: Int) -> Report {
             Report(
                 store: store, path: target.dataPath, clean: true, repaired: false, kept: kept, lost: 0, lostKeys: [],
-                quarantine: nil, damage: [])
+                revertedKeys: [], quarantine: nil, damage: [])
         }
 
         /// The `--json` answer.
@@ -79,6 +81,7 @@ extension Prefs {
             var kept: Int
             var lost: Int
             var lostKeys: [String]
+            var revertedKeys: [String]
             @Nullable var quarantine: String?
             var damage: [DamageReport]
         }
