@@ -220,6 +220,8 @@ enum Damage: String, CaseIterable {
         var byKind: [String: Int] = [:]
         var keysExact = 0
         var keysHitLost = 0
+        var namedLost = 0
+        var namedReverted = 0
         var keysHitOlder = 0
         var keysHitLatest = 0
         var keysBetweenSwapped = 0
@@ -382,6 +384,16 @@ enum Damage: String, CaseIterable {
                 let quarantine = try #require(report.quarantinePath, "\(context)")
                 #expect(try readBytes(quarantine) == damaged, "\(context): the quarantine copy differs")
                 #expect(fileMode(quarantine) == 0o400)
+                // The report's names hold of the store (issue 40, point 8): a key named lost reads absent, one named
+                // reverted reads a value.
+                for key in report.lostKeys {
+                    #expect(found[key] == nil, "\(context): \(key) is named lost but reads a value: \(report)")
+                }
+                for key in report.revertedKeys {
+                    #expect(found[key] != nil, "\(context): \(key) is named reverted but reads absent: \(report)")
+                }
+                namedLost += report.lostKeys.count
+                namedReverted += report.revertedKeys.count
                 outcomes["log damage: recovered, quarantined", default: 0] += 1
             } else {
                 #expect(!logDamaged, "\(context): damage to the log went unreported")
@@ -407,6 +419,8 @@ enum Damage: String, CaseIterable {
                 + "(at most 1), and \(commitFlips) in a transaction's commit record (the transaction goes whole). "
                 + "Both header copies hit: \(repairs) repaired (\(repairedKeys) records kept from their bodies), "
                 + "\(unopenableAfterRepair) stores left unopenable after repair (must be 0), \(sealedRefusedRepairs) "
-                + "sealed stores with no identity left refused by repair (file byte-identical)")
+                + "sealed stores with no identity left refused by repair (file byte-identical). Recovery reports "
+                + "named \(namedLost) keys lost (each read absent) and \(namedReverted) reverted to an older value "
+                + "(each read a value)")
     }
 }

@@ -162,4 +162,92 @@ import Testing
         #expect(capture.errors.first?.contains("(keys: accent; replaced by a later write: theme)") == true)
         #expect(store.lastRecovery?.lostKeys == ["accent"])
     }
+
+    /// A key whose only older value has expired reads absent: lost, not reverted (found in review).
+    @Test func anOlderValueThatExpiredIsNoValue() throws {
+        let dir = try TempDir("report-expired", memory: true)
+        var end = 0
+        do {
+            let store = try openStore(dir)
+            try store.set("blue", forKey: "theme", expiresAfter: .nanoseconds(1))
+            try store.write { tx in
+                try tx.set("dark", forKey: "theme")
+                try tx.set(1, forKey: "count")
+            }
+            end = try Self.logEnd(store)
+            try store.set(2, forKey: "other")
+        }
+        _ = try Self.dropTransaction(endingBefore: end, in: dir.file("ui.prefs"))
+        let (store, report) = try Self.recover(dir, LogCapture())
+        #expect(try store.string(forKey: "theme") == nil)
+        #expect(report.lostKeys == ["theme", "count"], "\(report)")
+        #expect(report.revertedKeys == [], "\(report)")
+    }
+
+    /// Two dropped `removeAll`s with a committed write between them: the key written between would have been
+    /// removed by the second, so it is reverted; a key whose dropped set a later dropped `removeAll` would have
+    /// removed anyway costs nothing (found in review).
+    @Test func theLastDroppedRemoveAllDecides() throws {
+        let dir = try TempDir("report-clears", memory: true)
+        var ends: [Int] = []
+        do {
+            let store = try openStore(dir)
+            try store.set("blue", forKey: "theme")
+            try store.write { tx in
+                tx.removeAll()
+                try tx.set(1, forKey: "first")
+            }
+            ends.append(try Self.logEnd(store))
+            try store.set(2, forKey: "between")
+            try store.write { tx in
+                try tx.set(3, forKey: "doomed")
+                try tx.set(4, forKey: "also")
+            }
+            ends.append(try Self.logEnd(store))
+            try store.write { tx in
+                tx.removeAll()
+                try tx.set(5, forKey: "second")
+            }
+            ends.append(try Self.logEnd(store))
+            try store.set(6, forKey: "after")
+        }
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let commits = Self.commitOffsets(bytes)
+        for end in [ends[0], ends[2]] {
+            let commit = try #require(commits.last { $0 < end })
+            bytes[commit + 32] ^= 0x01
+        }
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        let (store, report) = try Self.recover(dir, LogCapture())
+        #expect(try store.int(forKey: "between") == 2 && store.string(forKey: "theme") == "blue")
+        #expect(try store.int(forKey: "doomed") == 3, "a committed transaction")
+        #expect(try store.int(forKey: "first") == nil && store.int(forKey: "after") == 6)
+        #expect(report.lostKeys == ["second"], "first: the second removeAll would have removed it: \(report)")
+        #expect(report.revertedKeys == ["also", "between", "doomed", "theme"], "\(report)")
+    }
+
+    /// A handle that catches up with a file another handle replaced, under `.fail`, names what the new file's
+    /// damage costs by that file, not by the one it had (found in review).
+    @Test func aRefusalWhileCatchingUpWeighsTheNewFile() throws {
+        let dir = try TempDir("report-catch-up", memory: true)
+        let reader = try openStore(dir) { $0.recovery = .fail }
+        #expect(try reader.string(forKey: "theme") == nil)
+        var end = 0
+        do {
+            let writer = try openStore(dir)
+            try writer.set("old", forKey: "seed")
+            try writer.compact()
+            try writer.write { tx in
+                try tx.set("dark", forKey: "theme")
+                try tx.set("blue", forKey: "accent")
+            }
+            end = try Self.logEnd(writer)
+            try writer.set("light", forKey: "theme")
+        }
+        _ = try Self.dropTransaction(endingBefore: end, in: dir.file("ui.prefs"))
+        let error = expectError(.corrupted) { try reader.string(forKey: "theme") }
+        #expect(
+            error?.message.contains("(keys: accent; replaced by a later write: theme)") == true,
+            "\(String(describing: error))")
+    }
 }

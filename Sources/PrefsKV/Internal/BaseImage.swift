@@ -178,8 +178,25 @@ extension Recovery {
             if !copied || damaged.hasFaulted { throw log.changedUnderneath() }
         }
         try log.install(image, header: newHeader)
-        let index = log.index
-        nameCost(&report, touches: touched, isPresent: { index[$0] != nil }, presentKeys: { index.map(\.key) })
+        nameCost(&report, touches: touched, index: log.index)
+        if var recovered = baseRecovery, recovered.damage.contains(where: { !$0.droppedWrites.isEmpty }) {
+            // The base's dropped writes, weighed against the base's committed records and then every record of the
+            // damaged file, all applied after them.
+            var touches = touches(of: committedRecords(of: base.file, header: base.header, sealer: log.sealer),
+                in: base.file, damage: recovered.damage)
+            let after = Int.max
+            damaged.withBytes { bytes in
+                for record in records {
+                    if record.kind == .removeAll {
+                        touches.lastClear = after
+                    } else if record.keyLength > 0 {
+                        touches.last[Array(record.key(in: bytes))] = after
+                    }
+                }
+            }
+            nameCost(&recovered, touches: touches, index: log.index)
+            baseRecovery = recovered
+        }
         return (report, baseRecovery)
     }
 }

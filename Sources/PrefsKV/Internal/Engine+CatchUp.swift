@@ -116,7 +116,8 @@ extension Engine {
         // would serve older values of the keys the damage hit, and a table written from them would hide it).
         if !snapshot.damage.isEmpty && configuration.recovery == .fail {
             _ = try Recovery.recover(
-                log, damage: snapshot.damage, recordsKept: snapshot.recordCount, policy: .fail, watched: false)
+                log, damage: snapshot.damage, recordsKept: snapshot.recordCount, policy: .fail, watched: false,
+                scanned: snapshot)
         }
         let old = (file: log.file, index: log.index)
         log.adopt(snapshot)

@@ -87,19 +87,19 @@ enum Recovery {
     /// Acts on damage found by a scan of the file `log` holds (already adopted, holding what verified): throws
     /// under `.fail`; otherwise, when the file is writable, quarantines it and compacts what verified into a new
     /// image. Returns the report.
+    ///
+    /// `scanned`: the snapshot the damage was found in, when the log has not adopted it (a refusal under `.fail`
+    /// while catching up): what the report names is weighed against it, not against the log's older state.
     static func recover(
-        _ log: StoreLog, damage: [PrefsDamage], recordsKept: Int, policy: PrefsStore.RecoveryPolicy, watched: Bool
+        _ log: StoreLog, damage: [PrefsDamage], recordsKept: Int, policy: PrefsStore.RecoveryPolicy, watched: Bool,
+        scanned: Snapshot? = nil
     ) throws(PrefsError) -> PrefsRecoveryReport {
         let paths = log.paths
         var report = Recovery.report(path: paths.data, damage: damage, recordsKept: recordsKept)
-        if damage.contains(where: { !$0.droppedWrites.isEmpty }) {
-            // What survives is what the log's index holds now (compaction keeps exactly that).
-            let records = committedRecords(of: log.file, header: log.header, sealer: log.sealer)
-            let index = log.index
-            nameCost(
-                &report, touches: touches(of: records, in: log.file, damage: damage),
-                isPresent: { index[$0] != nil }, presentKeys: { index.map(\.key) })
-        }
+        // What survives is what the scan's index holds (compaction keeps exactly its live entries).
+        nameCost(
+            &report, file: scanned?.file ?? log.file, header: scanned?.header ?? log.header, sealer: log.sealer,
+            index: scanned?.index ?? log.index)
         if policy == .fail && damage.contains(where: \.isTampering) {
             throw PrefsError(
                 .tampered,

@@ -2,6 +2,8 @@
 // write costs its key nothing when a later committed write replaced it, its newest value when an older one
 // survived, and its value when none did. Only the report changes here: what is kept was decided by the scan.
 
+import SystemLayer
+
 extension Recovery {
     /// The committed writes of a damaged file, by key: where each key was last written (set or removed) and where
     /// every key was last removed (`removeAll`). Read only for the keys dropped writes name, after damage.
@@ -68,11 +70,33 @@ extension Recovery {
         return touches
     }
 
-    /// Names in `report` what its dropped writes cost each key, given what the recovered store holds (`isPresent`,
-    /// `presentKeys`; the keys a dropped `removeAll` would have removed) and the file's committed writes: a key
-    /// whose every dropped write a later one replaced costs nothing (`supersededKeys`); otherwise a key the store
-    /// still holds kept an older value (`revertedKeys`), and a key it does not hold lost its value (`lostKeys`)
-    /// unless its dropped write removed it anyway.
+    /// Names in `report` what the dropped writes of its damage cost each key, the damage found by a scan of `file`
+    /// (under `header`) and `index` what survives of it (what the recovered store holds). Nothing to do, and nothing
+    /// read, when the damage dropped no write that names a key (a sealed store's never does).
+    static func nameCost(
+        _ report: inout PrefsRecoveryReport, file: MappedFile, header: Header, sealer: (any PrefsSealer)?,
+        index: KeyIndex
+    ) {
+        guard report.damage.contains(where: { !$0.droppedWrites.isEmpty }) else { return }
+        let records = committedRecords(of: file, header: header, sealer: sealer)
+        nameCost(&report, touches: touches(of: records, in: file, damage: report.damage), index: index)
+    }
+
+    /// `nameCost` against what `index` holds: its keys whose value has not expired.
+    static func nameCost(_ report: inout PrefsRecoveryReport, touches: Touches, index: KeyIndex) {
+        let now = Sys.nowMilliseconds()
+        nameCost(
+            &report, touches: touches, isPresent: { index[$0].map { !$0.isExpired(now: now) } ?? false },
+            presentKeys: { index.compactMap { $0.value.isExpired(now: now) ? nil : $0.key } })
+    }
+
+    /// Names in `report` what its dropped writes cost each key, given what the recovered store holds (`isPresent`: a
+    /// live, unexpired value; `presentKeys`: the keys a dropped `removeAll` would have removed) and the file's
+    /// committed writes (`touches`). A key is judged by the last write of it, committed or dropped, a `removeAll`
+    /// writing every key: a committed one means it is as it should be (a key whose dropped writes it replaced is
+    /// `supersededKeys`); a dropped set means the value it set is missing: `revertedKeys` when the store holds an
+    /// older one, else `lostKeys`; a dropped delete or `removeAll` means it should be absent: `revertedKeys` when the
+    /// store holds a value (it came back), else nothing.
     static func nameCost(
         _ report: inout PrefsRecoveryReport, touches: Touches, isPresent: (String) -> Bool,
         presentKeys: () -> [String]
@@ -86,31 +110,39 @@ extension Recovery {
         func note(_ key: String, _ list: inout [String]) {
             if seen.insert(Array(key.utf8)).inserted { list.append(key) }
         }
-        // A key whose newest dropped write was not replaced decides by that write; the others are superseded.
+        // The newest dropped write of each key it names, and the newest dropped removeAll.
         var newest: [[UInt8]: PrefsDamage.DroppedWrite] = [:]
-        var clears: [Int] = []
+        var clear = -1
         for write in writes {
             if let key = write.key {
-                if (newest[Array(key.utf8)]?.offset ?? -1) < write.offset { newest[Array(key.utf8)] = write }
-            } else if !touches.replaced(nil, after: write.offset) {
-                clears.append(write.offset)
+                let bytes = Array(key.utf8)
+                if (newest[bytes]?.offset ?? -1) < write.offset { newest[bytes] = write }
+            } else {
+                clear = max(clear, write.offset)
+            }
+        }
+        /// The cost to `key` of its last dropped write, at `offset`, that `sets` it (else removes it).
+        func judge(_ key: String, droppedAt offset: Int, sets: Bool) {
+            if touches.replaced(key, after: offset) { return }
+            if isPresent(key) {
+                note(key, &reverted)
+            } else if sets {
+                note(key, &lost)
             }
         }
         let byOffset = newest.values.sorted { $0.offset < $1.offset }
         for write in byOffset {
             guard let key = write.key else { continue }
-            if touches.replaced(key, after: write.offset) {
-                continue
-            } else if isPresent(key) {
-                note(key, &reverted)
-            } else if write.effect == .set {
-                note(key, &lost)
+            if clear > write.offset {
+                judge(key, droppedAt: clear, sets: false)
+            } else {
+                judge(key, droppedAt: write.offset, sets: write.effect == .set)
             }
         }
-        // A dropped removeAll: every key the store holds that no committed write after it touched kept its value.
-        if let clear = clears.min() {
-            for key in presentKeys().sorted() where (touches.last[Array(key.utf8)] ?? -1) < clear {
-                note(key, &reverted)
+        // The keys a dropped removeAll would have removed and no dropped write of their own names.
+        if clear >= 0 {
+            for key in presentKeys().sorted() where newest[Array(key.utf8)] == nil {
+                judge(key, droppedAt: clear, sets: false)
             }
         }
         for write in byOffset { if let key = write.key { note(key, &superseded) } }
