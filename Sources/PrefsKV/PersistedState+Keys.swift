@@ -14,6 +14,10 @@ extension PersistedState where Value: Codable {
     /// read and written as that type: the state and `store[key]` see the same value, and such a key has no
     /// versions (giving it a version or a migration is a compile-time warning, and traps).
     ///
+    /// A key's lifetime (`expiresAfter`) holds for the state's writes too: each write starts it again, so setting
+    /// an equal value of such a key does write. A value that expires reads as the defaults from the next
+    /// ``rehydrate()`` on (an expiry is not a change an observer hears).
+    ///
     /// ```swift
     /// let theme = PersistedState(PrefsKeys.theme, store: ui)                  // reads what store[.theme] wrote
     /// let width = PersistedState(PrefsKeys.sidebarWidth, store: ui)           // an Int key: stored as an int
@@ -37,14 +41,14 @@ extension PersistedState where Value: Codable {
         if !key.storedAsState {
             precondition(
                 version == 0 && migrate == nil,
-                "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is stored as that type and "
-                    + "has no versions; drop the version and migration, or declare the key with a Codable type of the "
-                    + "app's")
+                "PersistedState(\(key.name)): a key of the store's own type (Int, String...) is stored as that type "
+                    + "and has no versions; drop the version and migration, or declare the key with a Codable type of "
+                    + "the app's")
             native = NativeValue(read: key.read, write: key.write, expiresAfter: key.expiresAfter)
         }
         self.init(
             name: key.name, version: version, defaults: key.defaultValue, store: store, logger: logger,
-            migrate: migrate, native: native)
+            migrate: migrate, native: native, lifetime: key.expiresAfter)
     }
 }
 
@@ -180,5 +184,117 @@ extension PersistedState where Value == [String] {
         migrate: (@Sendable (_ stored: StoredState) throws -> Value)? = nil
     ) {
         self.init(stateOf: key, version: version, store: store, logger: logger, migrate: migrate)
+    }
+}
+
+extension PersistedState where Value == Bool {
+    /// Deprecated, to warn at compile time: a `PrefsKey<Bool>` is stored as that type and has no versions to migrate
+    /// from. Without `migrate`, the state reads and writes the key's value.
+    @available(
+        *, deprecated,
+        message:
+            "a PrefsKey of the store's own type is stored as that type and has no versions: drop the migration, and the state reads and writes the key's value"
+    )
+    public convenience init(
+        _ key: PrefsKey<Bool>, store: PrefsStore?, logger: Logger? = nil,
+        migrate: @escaping @Sendable (_ stored: StoredState) throws -> Value
+    ) {
+        self.init(stateOf: key, version: 0, store: store, logger: logger, migrate: migrate)
+    }
+}
+
+extension PersistedState where Value == Int {
+    /// Deprecated, to warn at compile time: a `PrefsKey<Int>` is stored as that type and has no versions to migrate
+    /// from. Without `migrate`, the state reads and writes the key's value.
+    @available(
+        *, deprecated,
+        message:
+            "a PrefsKey of the store's own type is stored as that type and has no versions: drop the migration, and the state reads and writes the key's value"
+    )
+    public convenience init(
+        _ key: PrefsKey<Int>, store: PrefsStore?, logger: Logger? = nil,
+        migrate: @escaping @Sendable (_ stored: StoredState) throws -> Value
+    ) {
+        self.init(stateOf: key, version: 0, store: store, logger: logger, migrate: migrate)
+    }
+}
+
+extension PersistedState where Value == Int64 {
+    /// Deprecated, to warn at compile time: a `PrefsKey<Int64>` is stored as that type and has no versions to migrate
+    /// from. Without `migrate`, the state reads and writes the key's value.
+    @available(
+        *, deprecated,
+        message:
+            "a PrefsKey of the store's own type is stored as that type and has no versions: drop the migration, and the state reads and writes the key's value"
+    )
+    public convenience init(
+        _ key: PrefsKey<Int64>, store: PrefsStore?, logger: Logger? = nil,
+        migrate: @escaping @Sendable (_ stored: StoredState) throws -> Value
+    ) {
+        self.init(stateOf: key, version: 0, store: store, logger: logger, migrate: migrate)
+    }
+}
+
+extension PersistedState where Value == Double {
+    /// Deprecated, to warn at compile time: a `PrefsKey<Double>` is stored as that type and has no versions to migrate
+    /// from. Without `migrate`, the state reads and writes the key's value.
+    @available(
+        *, deprecated,
+        message:
+            "a PrefsKey of the store's own type is stored as that type and has no versions: drop the migration, and the state reads and writes the key's value"
+    )
+    public convenience init(
+        _ key: PrefsKey<Double>, store: PrefsStore?, logger: Logger? = nil,
+        migrate: @escaping @Sendable (_ stored: StoredState) throws -> Value
+    ) {
+        self.init(stateOf: key, version: 0, store: store, logger: logger, migrate: migrate)
+    }
+}
+
+extension PersistedState where Value == String {
+    /// Deprecated, to warn at compile time: a `PrefsKey<String>` is stored as that type and has no versions to migrate
+    /// from. Without `migrate`, the state reads and writes the key's value.
+    @available(
+        *, deprecated,
+        message:
+            "a PrefsKey of the store's own type is stored as that type and has no versions: drop the migration, and the state reads and writes the key's value"
+    )
+    public convenience init(
+        _ key: PrefsKey<String>, store: PrefsStore?, logger: Logger? = nil,
+        migrate: @escaping @Sendable (_ stored: StoredState) throws -> Value
+    ) {
+        self.init(stateOf: key, version: 0, store: store, logger: logger, migrate: migrate)
+    }
+}
+
+extension PersistedState where Value == Data {
+    /// Deprecated, to warn at compile time: a `PrefsKey<Data>` is stored as that type and has no versions to migrate
+    /// from. Without `migrate`, the state reads and writes the key's value.
+    @available(
+        *, deprecated,
+        message:
+            "a PrefsKey of the store's own type is stored as that type and has no versions: drop the migration, and the state reads and writes the key's value"
+    )
+    public convenience init(
+        _ key: PrefsKey<Data>, store: PrefsStore?, logger: Logger? = nil,
+        migrate: @escaping @Sendable (_ stored: StoredState) throws -> Value
+    ) {
+        self.init(stateOf: key, version: 0, store: store, logger: logger, migrate: migrate)
+    }
+}
+
+extension PersistedState where Value == [String] {
+    /// Deprecated, to warn at compile time: a `PrefsKey<[String]>` is stored as that type and has no versions to migrate
+    /// from. Without `migrate`, the state reads and writes the key's value.
+    @available(
+        *, deprecated,
+        message:
+            "a PrefsKey of the store's own type is stored as that type and has no versions: drop the migration, and the state reads and writes the key's value"
+    )
+    public convenience init(
+        _ key: PrefsKey<[String]>, store: PrefsStore?, logger: Logger? = nil,
+        migrate: @escaping @Sendable (_ stored: StoredState) throws -> Value
+    ) {
+        self.init(stateOf: key, version: 0, store: store, logger: logger, migrate: migrate)
     }
 }

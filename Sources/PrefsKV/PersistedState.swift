@@ -57,6 +57,8 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     /// The key of the store's own type (`PrefsKey<Int>`...) the state was made from: read and written as that
     /// type, never as a state (PersistedState+Keys.swift); nil for a state.
     private let native: NativeValue<Value>?
+    /// How long a written state lives (a Codable key's lifetime: PersistedState+Keys.swift); nil: until replaced.
+    private let lifetime: Duration?
     private let current: SanitizedMutex<(value: Value, hydration: Hydration)>
     /// Serializes the changes of a state without a store, as the store's writer lock serializes the others:
     /// an update's transform runs under it, never under `current`, so it may read ``value``.
@@ -85,15 +87,17 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
     ) {
         self.init(
             name: name, version: version, defaults: defaults, store: store, logger: logger, migrate: migrate,
-            native: nil)
+            native: nil, lifetime: nil)
     }
 
     init(
         name: String, version: Int, defaults: Value, store: PrefsStore?, logger: Logger?,
-        migrate: (@Sendable (_ stored: StoredState) throws -> Value)?, native: NativeValue<Value>?
+        migrate: (@Sendable (_ stored: StoredState) throws -> Value)?, native: NativeValue<Value>?,
+        lifetime: Duration?
     ) {
         precondition(!name.isEmpty, "PersistedState: the name (its key in the store) must not be empty")
         self.native = native
+        self.lifetime = lifetime
         self.name = name
         self.version = version
         self.defaults = defaults
@@ -133,11 +137,16 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
             return
         }
         let envelope = native == nil ? try encoded(newValue) : []
+        if let native {
+            // A value the store refuses (too long, a bad name) is refused before anything changes, as a state's is.
+            var check = PrefsTransaction(store: store)
+            try native.write(&check, newValue, name, native.expiresAfter)
+        }
         do {
             try store.write { tx in
                 // Under the store's writer lock: concurrent sets reach memory and disk in the same order.
-                current.withLock { $0.value = newValue }
                 try write(newValue, envelope: envelope, to: &tx)
+                current.withLock { $0.value = newValue }
             }
         } catch {
             current.withLock { $0.value = newValue }
@@ -183,8 +192,8 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
             try transform(&next)
             let envelope = native == nil ? try encoded(next) : []
             // Under the store's writer lock, as in `set`: memory and disk take the updates in the same order.
-            current.withLock { $0.value = next }
             try write(next, envelope: envelope, to: &tx)
+            current.withLock { $0.value = next }
             return next
         }
     }
@@ -334,7 +343,8 @@ public final class PersistedState<Value: Codable & Sendable>: Sendable {
         if let native {
             try native.write(&tx, state, name, native.expiresAfter)
         } else {
-            tx.operations.append(.set(name: name, type: .json, value: envelope, expiresAt: 0))
+            tx.operations.append(
+                .set(name: name, type: .json, value: envelope, expiresAt: ValueCodec.expiresAt(lifetime)))
         }
     }
 

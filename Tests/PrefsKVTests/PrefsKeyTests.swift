@@ -205,6 +205,26 @@ extension PrefsKeys {
         #expect(try store.string(forKey: "fontSize") == nil && width.value == 13)
     }
 
+    /// A key's lifetime holds for a state made from it, a Codable key's too (it was dropped: the state wrote
+    /// values that never expired); a value the store refuses leaves the state as it was (found in review).
+    @Test func aStateOfAKeyKeepsItsLifetimeAndRefusesBadValuesFirst() throws {
+        let dir = try TempDir("keys-state-lifetime")
+        let store = try openStore(dir)
+        let brief = PrefsKey<KeyLayout>(
+            "briefLayout", default: KeyLayout(columns: 1, width: 1), expiresAfter: .nanoseconds(1))
+        try PersistedState(brief, store: store).set(KeyLayout(columns: 3, width: 300))
+        #expect(store[brief] == KeyLayout(columns: 1, width: 1), "expired at once, as store.set(_:for:) would")
+        try PersistedState(PrefsKeys.hint, store: store).set("gone")
+        #expect(store[.hint] == "")
+
+        let blob = PersistedState(PrefsKeys.blob, store: store)
+        try blob.set(Data([1]))
+        #expect(throws: PrefsError.self) { try blob.set(Data(count: (64 << 20) + 1)) }
+        #expect(blob.value == Data([1]), "a refused value is not the state")
+        #expect(throws: PrefsError.self) { try blob.update { $0 = Data(count: (64 << 20) + 1) } }
+        #expect(blob.value == Data([1]) && store[.blob] == Data([1]))
+    }
+
     /// A version or migration given with such a key is a programmer error: it traps, in generic code too.
     @Test func aVersionGivenWithAKeyOfTheStoresOwnTypeTraps() async {
         await #expect(processExitsWith: .failure) {
@@ -227,6 +247,7 @@ extension PrefsKeys {
                 _ = PersistedState(PrefsKeys.width, version: 1, store: ui)
                 _ = PersistedState(PrefsKeys.layout, version: 1, store: ui)
                 _ = PersistedState(PrefsKeys.width, store: ui)
+                _ = PersistedState(PrefsKeys.width, store: ui) { _ in 1 }
             }
             """.utf8
         ).write(to: URL(fileURLWithPath: source))
@@ -240,9 +261,11 @@ extension PrefsKeys {
         let result = try ChildProcess.run("/bin/sh", ["-c", script, "sh", bin, source])
         #expect(result.status == 0, "\(result)")
         let warnings = result.standardOutput.split(separator: "\n").filter { $0.contains(": warning: ") }
-        #expect(warnings.count == 1, "\(result)")
-        #expect(warnings.first?.contains("app.swift:6:") == true, "the versioned Int key alone: \(result)")
-        #expect(warnings.first?.contains("is stored as that type and has no versions") == true, "\(result)")
+        #expect(warnings.count == 2, "\(result)")
+        #expect(warnings.first?.contains("app.swift:6:") == true, "the versioned Int key: \(result)")
+        #expect(warnings.last?.contains("app.swift:9:") == true, "the Int key with a migration: \(result)")
+        #expect(
+            warnings.allSatisfy { $0.contains("is stored as that type and has no versions") }, "\(result)")
     }
 }
 
