@@ -11,6 +11,10 @@ extension Vault {
     func openStore(create: Bool) throws(VaultError) -> PrefsStore? {
         if configuration.accessibility == .whenUnlocked { try keys.checkUnlocked() }
         if let open = opened.withLock({ $0 }) { return open.store }
+        // The portal's connection is made while the file is opened (a connection, not a request: none is abandoned).
+        let portal =
+            configuration.keyStore.kind == .secretPortal && SecretPortal.connectAhead(deadline: configuration.deadline)
+        defer { if portal { SecretPortal.endConnectingAhead() } }
 
         let createdDirectory = try checkDirectory(create: create)
         if hasPendingIntents {

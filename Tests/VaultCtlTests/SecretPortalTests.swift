@@ -124,6 +124,32 @@ import Testing
         #expect(result.lines.contains("restarted 0") && result.lines.contains("token"), "\(result)")
     }
 
+    /// A bus that accepts the connection and never answers (a hung proxy): the vault's connecting is cancelled at
+    /// its deadline, a `timeout` (75), never a hang; the vault answers again once the bus does.
+    @Test func aBusThatNeverAnswersIsATimeoutWithinTheDeadline() throws {
+        let result = try run(
+            """
+            printf 'token' | A vault set --service notes session; echo "set $?"
+            python3 -c '
+            import socket, sys, time
+            s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(8); print("listening", flush=True)
+            held = []
+            while True:
+                c, _ = s.accept(); held.append(c)
+            ' "$D/silent" > "$D/silent.out" &
+            silent=$!
+            until grep -q listening "$D/silent.out" 2>/dev/null; do sleep 0.05; done
+            SANDBOX org.example.Notes /usr/bin/env "DBUS_SESSION_BUS_ADDRESS=unix:path=$D/silent" \
+              "$VAULTCTL" --dir "$D" vault get --reveal --service notes session; echo "silent $?"
+            kill "$silent"
+            A vault get --reveal --service notes session; s=$?; echo; echo "answering $s"
+            """)
+        #expect(result.lines.contains("set 0"), "\(result)")
+        #expect(result.lines.contains("silent 75"), "\(result)")
+        #expect(result.standardError.contains("timeout: reading the master key of vault 'notes'"), "\(result)")
+        #expect(result.lines.contains("answering 0") && result.lines.contains("token"), "\(result)")
+    }
+
     /// The sandbox bug of issue 36: libsecret's password calls switch to a file keyring of their own inside a
     /// sandbox, so `vault set` stored the master key there and `vault get` answered keyMissing (78). Store and
     /// lookup now take one path. Without the talk-name the Secret Service is `unavailable` (69; it was `io`, 74)

@@ -1,4 +1,5 @@
 internal import CSecret
+import Synchronization
 import SystemLayer
 
 /// The Secret portal (`org.freedesktop.portal.Secret`): a secret of the calling sandboxed app's own, kept by the
@@ -40,6 +41,69 @@ enum SecretPortal {
             }
             throw VaultError(failure, operation: operation)
         }
+    }
+
+    /// Starts connecting to the session bus on a thread of its own, inside a sandbox, so that a vault's open (its
+    /// file, locks, header) and the connection overlap: the key's request then starts on a connection that is
+    /// ready. A connection is not a request: nothing is asked of the portal or its backend until the key is needed
+    /// and its answer will be awaited (see the type's comment on abandoned requests). The connection is the
+    /// process's shared one (`g_bus_get_sync`): the request gets the same one, waiting for it if it is still being
+    /// made. It is held only until the open that asked for it calls `endConnectingAhead()` (held for longer, the
+    /// shared connection's exit-on-close would end the app when the bus goes away while nothing uses it). Returns
+    /// whether it counted this open (inside a sandbox), which must then call `endConnectingAhead()`.
+    static func connectAhead(deadline: Duration) -> Bool {
+        guard FlatpakSandbox.current != nil else { return false }
+        let start = ahead.withLock { state in
+            state.users += 1
+            guard !state.connecting, state.connection == nil else { return false }
+            state.connecting = true
+            return true
+        }
+        guard start else { return true }
+        let started = Sys.detachThread {
+            // Cancelled at the deadline as the request's own connecting would be: the request waits for this
+            // connection when it is still being made, and must not wait longer than its deadline.
+            let timer = DeadlineTimer(after: deadline)
+            defer { timer.disarm() }
+            var error: UnsafeMutablePointer<GError>?
+            // A failure here is the request's to report: it connects again, and says why.
+            let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, timer.cancellable, &error).map(HeldConnection.init)
+            if let error { g_error_free(error) }
+            let unused = ahead.withLock { state -> HeldConnection? in
+                state.connecting = false
+                guard state.users > 0 else { return connection }
+                state.connection = connection
+                return nil
+            }
+            if let unused { g_object_unref(UnsafeMutableRawPointer(unused.pointer)) }
+        }
+        if !started { ahead.withLock { $0.connecting = false } }
+        return true
+    }
+
+    /// Ends one `connectAhead(deadline:)` that returned true: when no open waits for it any more, the connection
+    /// made ahead is released (the request, if one ran, held its own reference meanwhile).
+    static func endConnectingAhead() {
+        let released = ahead.withLock { state -> HeldConnection? in
+            state.users = max(0, state.users - 1)
+            guard state.users == 0 else { return nil }
+            defer { state.connection = nil }
+            return state.connection
+        }
+        if let released { g_object_unref(UnsafeMutableRawPointer(released.pointer)) }
+    }
+
+    /// Opens that asked for a connection ahead and have not ended; whether a thread is making it; the connection.
+    private struct Ahead: Sendable {
+        var users = 0
+        var connecting = false
+        var connection: HeldConnection?
+    }
+    private static let ahead = Mutex(Ahead())
+
+    /// A reference to the shared connection (GLib's connections are thread-safe).
+    private struct HeldConnection: @unchecked Sendable {
+        let pointer: OpaquePointer
     }
 
     /// What went wrong, and the GError behind it (made into a `VaultError` in VaultError+SecretService.swift).
