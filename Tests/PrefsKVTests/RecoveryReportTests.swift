@@ -250,4 +250,30 @@ import Testing
             error?.message.contains("(keys: accent; replaced by a later write: theme)") == true,
             "\(String(describing: error))")
     }
+
+    /// A file cut off inside a transaction's members (its commit gone with the end of the file): the range the
+    /// scan found and the one past the end of the file are one damage, which still names what the members cost
+    /// (found by `make torture`: the merge dropped the members' writes, and the report named every one lost).
+    @Test func aFileCutInsideATransactionNamesWhatItsMembersCost() throws {
+        let dir = try TempDir("report-cut", memory: true)
+        var end = 0
+        do {
+            let store = try openStore(dir)
+            try store.set("blue", forKey: "theme")
+            try store.write { tx in
+                try tx.set("dark", forKey: "theme")
+                try tx.set(1, forKey: "count")
+            }
+            end = try Self.logEnd(store)
+        }
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let commit = try #require(Self.commitOffsets(bytes).last { $0 < end })
+        bytes.removeLast(bytes.count - commit)
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        let (store, report) = try Self.recover(dir, LogCapture())
+        #expect(report.damage.count == 1 && report.damage.first?.reason == "the file ends before the log end")
+        #expect(try store.string(forKey: "theme") == "blue" && store.int(forKey: "count") == nil)
+        #expect(report.lostKeys == ["count"], "\(report)")
+        #expect(report.revertedKeys == ["theme"], "\(report)")
+    }
 }

@@ -427,11 +427,14 @@ extension StoreLog {
         snapshot.end = result.end
         snapshot.damage += result.damage
         if var extra = extraDamage {
-            // Merge with a damaged range running to the end of the file (the torn last record).
-            if let last = snapshot.damage.last, last.range.upperBound == size {
-                extra = PrefsDamage(
-                    range: last.range.lowerBound..<extra.range.upperBound, records: max(last.records, extra.records),
-                    keys: last.keys, reason: extra.reason)
+            // Merge with a damaged range running to the end of the file (the torn last record, or the members of a
+            // transaction whose commit was cut off): what that range says of its records (their keys and dropped
+            // writes, the names it hints at, tampering) is kept.
+            if var last = snapshot.damage.last, last.range.upperBound == size {
+                last.range = last.range.lowerBound..<extra.range.upperBound
+                last.records = max(last.records, extra.records)
+                last.reason = extra.reason
+                extra = last
                 snapshot.damage.removeLast()
             }
             snapshot.damage.append(extra)
