@@ -59,5 +59,5 @@ struct VaultCtl: ParsableCommand {
 }
 
 enum VaultCtlVersion {
-    static let string = "0.1.0"
+    static let string = "0.2.0"
 }

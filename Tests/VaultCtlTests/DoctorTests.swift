@@ -125,7 +125,7 @@ import TestSupport
     @Test func versionPrintsTheVersion() throws {
         let result = try ChildProcess.run(DoctorTests.vaultctl, ["--version"])
         #expect(result.status == 0)
-        #expect(result.lines == ["0.1.0"])
+        #expect(result.lines == ["0.2.0"])
     }
 
     @Test func unknownCommandIsBadUsage() throws {
