@@ -48,13 +48,17 @@ root+=(--proc /proc --dev-bind /dev /dev --ro-bind "$dir/flatpak-info" /.flatpak
 # flatpak does, it is given a pipe: it writes a byte once it listens, and stops when the other end is closed.
 mkdir "$dir/bus"
 mkfifo "$dir/ready"
+# This end is opened first, read-write, and kept until this script ends (and with it the proxy): then no open of the
+# pipe blocks. Opened after the fork, a SIGKILL of this script in between left the forked shell blocked for ever in
+# its open of the pipe for writing (no reader would come), under the writer's command line: VaultCrashTests(portal)
+# waited its 120 s for that "writer" to end in every later round. The proxy's side closes this end (4<&-), so that
+# it still sees the script go.
+exec 4<>"$dir/ready"
 bwrap "${root[@]}" --die-with-parent -- \
     xdg-dbus-proxy --fd=3 "$DBUS_SESSION_BUS_ADDRESS" "$dir/bus/socket" --filter \
     '--talk=org.freedesktop.portal.*' '--call=org.freedesktop.portal.*=*' \
-    '--broadcast=org.freedesktop.portal.*=@/org/freedesktop/portal/*' "${talk[@]}" 3>"$dir/ready" &
+    '--broadcast=org.freedesktop.portal.*=@/org/freedesktop/portal/*' "${talk[@]}" 3>"$dir/ready" 4<&- &
 proxy_pid=$!
-# Kept open until this script ends (and with it the proxy).
-exec 4<"$dir/ready"
 if ! read -r -n 1 -t 120 _ <&4; then
     echo "sandbox: xdg-dbus-proxy did not start" >&2
     exit 70
