@@ -350,6 +350,34 @@ public final class InMemoryKeys: Sendable {
     /// Forgets every key, as a keyring reset would.
     public func removeAll() { keys.withLock { $0.removeAll() } }
 
+    /// Failures a test injects into the next calls, as a key store whose D-Bus replies are lost would fail: each
+    /// counter is how many of the next calls fail.
+    package struct Faults: Sendable {
+        /// Saves fail after the key was kept (the reply of a call the key store completed never came).
+        package var savesKeptThenFailed = 0
+        /// Deletes fail, deleting nothing.
+        package var deletesFailed = 0
+
+        package init(savesKeptThenFailed: Int = 0, deletesFailed: Int = 0) {
+            self.savesKeptThenFailed = savesKeptThenFailed
+            self.deletesFailed = deletesFailed
+        }
+    }
+
+    private let faults = SanitizedMutex(Faults())
+
+    /// Makes the next calls fail as `faults` says (tests of the vault's error paths).
+    package func inject(_ faults: Faults) { self.faults.withLock { $0 = faults } }
+
+    /// Whether this call is one a test made fail (counting it).
+    func failing(_ counter: WritableKeyPath<Faults, Int>) -> Bool {
+        faults.withLock { faults in
+            guard faults[keyPath: counter] > 0 else { return false }
+            faults[keyPath: counter] -= 1
+            return true
+        }
+    }
+
     func load(_ name: String) -> SecretBytes? { keys.withLock { $0[name] } }
     func save(_ key: SecretBytes, as name: String) { keys.withLock { $0[name] = key } }
     @discardableResult

@@ -91,16 +91,14 @@ extension Vault {
             do throws(VaultError) {
                 masterKey = try targetKeys.create(&next)
             } catch {
-                _ = try? targetKeys.delete(next)  // whatever part of it was made
-                clearIntents()
+                settleFailedKeyChange()
                 throw error
             }
             let sealer = VaultSealer(masterKey: masterKey, identity: next, service: service)
             do throws(VaultError) {
                 try prefs { try store.rekey(to: sealer) }
             } catch {
-                _ = try? targetKeys.delete(next)
-                clearIntents()
+                settleFailedKeyChange()
                 throw error
             }
             forgetKey()
@@ -145,6 +143,15 @@ extension Vault {
             }
             return report
         }
+    }
+
+    /// After a re-key that failed part way, the journal decides as after a crash: whichever of the two keys the
+    /// file does not name is deleted, and a delete the key store cannot complete stays as a deferred line for the
+    /// next rotation or wipe. A failed call may still have made the new key (a D-Bus reply lost when the bus went:
+    /// the keyring made the item), so its line is dropped only once the key store confirms the key gone; and the
+    /// file is asked which key it uses rather than assumed to use the old one.
+    private func settleFailedKeyChange() {
+        _ = try? finishIntents(retryingDeferred: true)
     }
 
     /// Removes everything: the master key from the key store first (so nothing left on disk can ever be

@@ -147,6 +147,7 @@ struct MasterKeys: Sendable {
         case .inMemory(let keys):
             let key = SecretBytes.random(count: Self.keyLength)
             keys.save(key, as: name(identity))
+            if keys.failing(\.savesKeptThenFailed) { throw injectedFault("saving") }
             return key
         }
     }
@@ -212,8 +213,13 @@ struct MasterKeys: Sendable {
         case .keyFile, .systemdCredential, .secretPortal:
             return Deletion(removed: try fileKeys!.delete(identity))
         case .inMemory(let keys):
+            if keys.failing(\.deletesFailed) { throw injectedFault("deleting") }
             return Deletion(removed: keys.delete(name(identity)))
         }
+    }
+
+    private func injectedFault(_ verb: String) -> VaultError {
+        VaultError(code: .unavailable, message: "\(verb) \(operation): the in-memory key store failed (a test's fault)")
     }
 
     /// The wrapped keys of a key file, a systemd credential or the Secret portal; nil for other key stores.
