@@ -37,7 +37,7 @@ extension PrefsStore {
         /// Seals keys and values on disk. The default is `nil`: a plain store.
         public var sealer: (any PrefsSealer)? {
             get { references.sealer }
-            set { references = References(sealer: newValue, logger: references.logger) }
+            set { references = References(sealer: newValue, logger: references.logger, label: references.label) }
         }
         /// Compacts on its own after a write when garbage is at least half the log and the log has reached
         /// three quarters of this many bytes; `nil` turns automatic compaction off. A store with less live data
@@ -56,8 +56,13 @@ extension PrefsStore {
         /// Where recovery reports and compaction failures are logged. Values are never logged. The default
         /// is a logger labelled "prefskv".
         public var logger: Logger {
-            get { references.logger ?? Logger(label: "prefskv") }
-            set { references = References(sealer: references.sealer, logger: newValue) }
+            get { references.logger ?? Logger(label: references.label) }
+            set { references = References(sealer: references.sealer, logger: newValue, label: references.label) }
+        }
+        /// The label of the default logger (a store SecureVault opens logs under its own, "securevault").
+        package var defaultLoggerLabel: String {
+            get { references.label }
+            set { references = References(sealer: references.sealer, logger: references.logger, label: newValue) }
         }
         /// The sealer and the app's logger, if any, held by reference: a configuration is then a few plain
         /// words and one reference, copied with a retain. (Copying inline optional fields went through their
@@ -76,12 +81,14 @@ extension PrefsStore {
 
     /// A configuration's sealer and logger (immutable: a change makes a new one).
     final class References: Sendable {
-        static let none = References(sealer: nil, logger: nil)
+        static let none = References(sealer: nil, logger: nil, label: "prefskv")
         let sealer: (any PrefsSealer)?
         let logger: Logger?
-        init(sealer: (any PrefsSealer)?, logger: Logger?) {
+        let label: String
+        init(sealer: (any PrefsSealer)?, logger: Logger?, label: String) {
             self.sealer = sealer
             self.logger = logger
+            self.label = label
         }
     }
 

@@ -38,7 +38,14 @@ extension Vault {
         public var keyCache: KeyCache?
         /// Where failures are logged (once each, at error level, never with a value). The default logs under
         /// the label "securevault" through whatever backend the app bootstrapped.
-        public var logger: Logger = Logger(label: "securevault")
+        public var logger: Logger {
+            get { chosenLogger ?? Logger(label: "securevault") }
+            set { chosenLogger = newValue }
+        }
+        /// The logger the app chose, if any. The default one is made when something is logged, not with the
+        /// configuration: the first `Logger` of a process sets up swift-log's logging system, about a tenth of a
+        /// fresh process's first vault access (and a backend the app bootstraps later is then the one used).
+        package var chosenLogger: Logger?
 
         /// A configuration for vaults in `directory`.
         ///

@@ -24,7 +24,9 @@ extension Vault {
         throws(VaultError) -> R
     {
         let thread = Sys.threadID()
-        if Self.lockHolders.withLock({ $0[lockPath] == thread }) { return try body(false) }
+        if Self.lockHolders.withLock({ $0.contains(LockHolder(path: lockPath, thread: thread)) }) {
+            return try body(false)
+        }
         var locked: Int32?
         var createdDirectory = false
         while locked == nil {
@@ -56,14 +58,25 @@ extension Vault {
             }
         }
         let fd = locked!
-        Self.lockHolders.withLock { $0[lockPath] = thread }
+        let holder = LockHolder(path: lockPath, thread: thread)
+        Self.lockHolders.withLock { $0.append(holder) }
         defer {
-            Self.lockHolders.withLock { $0[lockPath] = nil }
+            Self.lockHolders.withLock { holders in
+                if let index = holders.firstIndex(of: holder) { holders.remove(at: index) }
+            }
             Sys.close(fd)
         }
         return try body(createdDirectory)
     }
 
-    /// Which thread of this process holds each vault lock file.
-    static let lockHolders = SanitizedMutex<[String: UInt]>([:])
+    /// Which thread of this process holds each vault lock file. A list, not a dictionary: a process holds a
+    /// few at most, and the first insert into a dictionary keyed by `String` costs a fresh process a search of
+    /// the runtime's conformance records (about a fifth of its first vault access; Performance.md, issue 39).
+    static let lockHolders = SanitizedMutex<[LockHolder]>([])
+}
+
+/// A vault lock file held by a thread of this process.
+struct LockHolder: Equatable {
+    let path: String
+    let thread: UInt
 }

@@ -320,7 +320,7 @@ extension Vault {
             storeConfiguration.sealer = VaultSealer(masterKey: masterKey, identity: identity, service: service)
             storeConfiguration.durability = .synchronous
             storeConfiguration.recovery = .salvage
-            storeConfiguration.logger = logger
+            storeConfiguration.useLogger(of: configuration)
             let store = try prefs {
                 try PrefsStore(id: service, directory: storeDirectory, configuration: storeConfiguration)
             }

@@ -11,9 +11,11 @@ extension Vault {
     func openStore(create: Bool) throws(VaultError) -> PrefsStore? {
         if configuration.accessibility == .whenUnlocked { try keys.checkUnlocked() }
         if let open = opened.withLock({ $0 }) { return open.store }
-        // The portal's connection is made while the file is opened (a connection, not a request: none is abandoned).
+        // The portal's connection is made while the file is opened (a connection, not a request: none is abandoned),
+        // when the open may ask for the key: not for a vault without a file, or whose key this process has read.
         let portal =
-            configuration.keyStore.kind == .secretPortal && SecretPortal.connectAhead(deadline: configuration.deadline)
+            configuration.keyStore.kind == .secretPortal && mayAskForTheKey(create: create)
+            && SecretPortal.connectAhead(deadline: configuration.deadline)
         defer { if portal { SecretPortal.endConnectingAhead() } }
 
         let createdDirectory = try checkDirectory(create: create)
@@ -42,6 +44,15 @@ extension Vault {
                 throw error
             }
         }
+    }
+
+    /// Whether an open may ask the key store for a key: to create the vault, or for a file whose key this process
+    /// has not read (a key read before that no longer checks, after another process rotated it, is asked for all
+    /// the same: only the connection made ahead is missed).
+    private func mayAskForTheKey(create: Bool) -> Bool {
+        let path = path
+        if Self.sealers.withLock({ cache in cache.contains { $0.key.path == path } }) { return false }
+        return create || Sys.exists(path)
     }
 
     /// Opens the vault file if there is one: reads which key it needs from its header, asks the key store.
@@ -93,7 +104,8 @@ extension Vault {
                     + "the \(keyring.rawValue) keyring; the file was left untouched", path: path)
         }
         let sealer: VaultSealer
-        if let cached = Self.sealers.withLock({ $0[SealerCacheKey(path: path, identity: identity)] }) {
+        let cacheKey = SealerCacheKey(path: path, identity: identity)
+        if let cached = Self.sealers.withLock({ $0.first { $0.key == cacheKey }?.sealer }) {
             sealer = cached
         } else if let fromCache = keys.cachedKey(identity).map({
             VaultSealer(masterKey: $0, identity: identity, service: service)
@@ -130,7 +142,7 @@ extension Vault {
         // A vault never salvages silently: a damaged item would read as absent ("no token"), which is the
         // one answer it must not give. Damage is reported as corrupted; `recover()` salvages on request.
         storeConfiguration.recovery = .fail
-        storeConfiguration.logger = logger
+        storeConfiguration.useLogger(of: configuration)
         let store = try prefs {
             try PrefsStore(id: service, directory: storeDirectory, configuration: storeConfiguration)
         }
@@ -146,19 +158,26 @@ extension Vault {
     package func forgetKey() {
         opened.withLock { $0 = nil }
         let path = path
-        Self.sealers.withLock { cache in
-            for key in cache.keys where key.path == path { cache.removeValue(forKey: key) }
-        }
+        Self.sealers.withLock { cache in cache.removeAll { $0.key.path == path } }
     }
 
     /// Keeps `sealer` as this process's key for the vault file, so that later opens skip the key store.
     func remember(_ sealer: VaultSealer) {
         let key = SealerCacheKey(path: path, identity: sealer.identity)
-        Self.sealers.withLock { $0[key] = sealer }
+        Self.sealers.withLock { cache in
+            if let index = cache.firstIndex(where: { $0.key == key }) {
+                cache[index].sealer = sealer
+            } else {
+                cache.append(CachedSealer(key: key, sealer: sealer))
+            }
+        }
     }
 
-    /// Master keys read in this process, by vault file and key id: read once per process.
-    static let sealers = SanitizedMutex<[SealerCacheKey: VaultSealer]>([:])
+    /// Master keys read in this process, by vault file and key id: read once per process. A list, not a
+    /// dictionary: one entry per vault file a process opened (the first insert into a dictionary with a `Hashable`
+    /// key costs a fresh process a search of the runtime's conformance records, about a fifth of its first vault
+    /// access; Performance.md, issue 39).
+    static let sealers = SanitizedMutex<[CachedSealer]>([])
 
     // MARK: Permissions
 
@@ -211,8 +230,14 @@ extension Vault {
     }
 }
 
+/// A master key read in this process, for one vault file and key.
+struct CachedSealer {
+    let key: SealerCacheKey
+    var sealer: VaultSealer
+}
+
 /// Which cached sealer: the vault file and the key its header names.
-struct SealerCacheKey: Hashable {
+struct SealerCacheKey: Equatable {
     var path: String
     var vaultIDHex: String
     var keyIDHex: String
@@ -221,5 +246,17 @@ struct SealerCacheKey: Hashable {
         self.path = path
         vaultIDHex = identity.vaultIDHex
         keyIDHex = identity.keyIDHex
+    }
+}
+
+extension PrefsStore.Configuration {
+    /// The vault file's store logs where its vault does: the app's logger, else a default one labelled
+    /// "securevault", made when something is logged.
+    mutating func useLogger(of configuration: Vault.Configuration) {
+        if let chosen = configuration.chosenLogger {
+            logger = chosen
+        } else {
+            defaultLoggerLabel = "securevault"
+        }
     }
 }

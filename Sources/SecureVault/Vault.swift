@@ -29,7 +29,8 @@ public final class Vault: Sendable {
     public let configuration: Configuration
 
     let keys: MasterKeys
-    let logger: Logger
+    /// Where this vault logs (a default logger is made for each message: only failures and notices are logged).
+    var logger: Logger { configuration.logger }
     /// The open store and its sealer, once the master key has been read.
     let opened = SanitizedMutex<OpenVault?>(nil)
     /// The private directory of a ``temporary(service:)`` vault, removed with this handle; nil otherwise.
@@ -65,7 +66,6 @@ public final class Vault: Sendable {
         self.temporaryDirectory = temporaryDirectory
         self.service = service
         self.configuration = configuration
-        self.logger = configuration.logger
         if case .systemdCredential(let name, _) = configuration.keyStore.storage {
             try Self.validate(name: name, what: "systemd credential name", as: .fileName)
         }
