@@ -6,6 +6,7 @@ import SystemLayer
 /// `vaultctl doctor`: is this machine able to keep secrets, and if not, what to do about it.
 struct Doctor: VaultCtlCommand {
     static let configuration = CommandConfiguration(
+        commandName: "doctor",
         abstract: "Check libraries, the session bus, the Secret Service, keyrings and store directories.",
         discussion: """
             Never prompts and works with a locked keyring. Lists the key stores that work here (the kernel \

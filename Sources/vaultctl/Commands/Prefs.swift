@@ -3,6 +3,7 @@ import ArgumentParser
 /// `vaultctl prefs ...`: PrefsKV stores, named by id, in the `--dir` directory.
 struct Prefs: ParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "prefs",
         abstract: "Inspect, verify, repair and edit preference stores.",
         discussion: """
             STORE is a store id: its data file is <dir>/<STORE>.prefs, where <dir> is --dir or the library's \
