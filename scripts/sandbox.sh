@@ -59,10 +59,16 @@ bwrap "${root[@]}" --die-with-parent -- \
     '--talk=org.freedesktop.portal.*' '--call=org.freedesktop.portal.*=*' \
     '--broadcast=org.freedesktop.portal.*=@/org/freedesktop/portal/*' "${talk[@]}" 3>"$dir/ready" 4<&- &
 proxy_pid=$!
-if ! read -r -n 1 -t 120 _ <&4; then
-    echo "sandbox: xdg-dbus-proxy did not start" >&2
-    exit 70
-fi
+# Waited for in steps of a second, the proxy checked at each: this end being also a writer, a proxy that failed
+# (no user namespaces, a bad bus address) would not end the read.
+waited=0
+until read -r -n 1 -t 1 _ <&4; do
+    waited=$((waited + 1))
+    if ! kill -0 "$proxy_pid" 2>/dev/null || [ "$waited" -ge 120 ]; then
+        echo "sandbox: xdg-dbus-proxy did not start" >&2
+        exit 70
+    fi
+done
 
 # The app: the session's runtime directory (and the real bus socket in it) hidden behind a private one that holds
 # only the proxy's socket; no network namespace of the host's (an abstract socket of another bus stays out). Unlike
