@@ -352,7 +352,7 @@ public final class InMemoryKeys: Sendable {
 
     /// Failures a test injects into the next calls, as a key store whose D-Bus replies are lost would fail: each
     /// counter is how many of the next calls fail.
-    package struct Faults: Sendable {
+    package struct Faults: Sendable, Equatable {
         /// Saves fail after the key was kept (the reply of a call the key store completed never came).
         package var savesKeptThenFailed = 0
         /// Deletes fail, deleting nothing.
@@ -368,6 +368,9 @@ public final class InMemoryKeys: Sendable {
 
     /// Makes the next calls fail as `faults` says (tests of the vault's error paths).
     package func inject(_ faults: Faults) { self.faults.withLock { $0 = faults } }
+
+    /// The injected failures not used yet.
+    package var remainingFaults: Faults { faults.withLock { $0 } }
 
     /// Whether this call is one a test made fail (counting it).
     func failing(_ counter: WritableKeyPath<Faults, Int>) -> Bool {

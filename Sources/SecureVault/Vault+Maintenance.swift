@@ -91,14 +91,14 @@ extension Vault {
             do throws(VaultError) {
                 masterKey = try targetKeys.create(&next)
             } catch {
-                settleFailedKeyChange()
+                settleFailedKeyChange(made: next, in: targetKeys)
                 throw error
             }
             let sealer = VaultSealer(masterKey: masterKey, identity: next, service: service)
             do throws(VaultError) {
                 try prefs { try store.rekey(to: sealer) }
             } catch {
-                settleFailedKeyChange()
+                settleFailedKeyChange(made: next, in: targetKeys)
                 throw error
             }
             forgetKey()
@@ -150,8 +150,10 @@ extension Vault {
     /// next rotation or wipe. A failed call may still have made the new key (a D-Bus reply lost when the bus went:
     /// the keyring made the item), so its line is dropped only once the key store confirms the key gone; and the
     /// file is asked which key it uses rather than assumed to use the old one.
-    private func settleFailedKeyChange() {
-        _ = try? finishIntents(retryingDeferred: true)
+    /// The deferred deletes of earlier calls are not retried again (the re-key did that first: on a dead bus each
+    /// costs a deadline), and no delete prompt is performed.
+    private func settleFailedKeyChange(made next: KeyIdentity, in targetKeys: MasterKeys) {
+        _ = try? finishIntents(made: (next, targetKeys))
     }
 
     /// Removes everything: the master key from the key store first (so nothing left on disk can ever be

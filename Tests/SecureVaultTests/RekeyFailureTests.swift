@@ -14,6 +14,18 @@ import Testing
         return text.split(separator: "\n").map(String.init)
     }
 
+    /// Runs `body`, which must fail with the in-memory key store's injected fault (not any other error).
+    static func expectInjectedFault(_ body: () throws -> Void) {
+        do {
+            try body()
+            Issue.record("no error")
+        } catch let error as VaultError {
+            #expect(error.code == .unavailable && error.message.contains("a test's fault"), "\(error)")
+        } catch {
+            Issue.record("\(error)")
+        }
+    }
+
     @Test(arguments: [false, true])
     func aKeyMadeByAFailedSaveIsDeletedOrJournaled(deleteFails: Bool) throws {
         let dir = try VaultDirectory()
@@ -21,27 +33,44 @@ import Testing
         try vault.set("one", for: "a")
         let before = try #require(try vault.existingIdentity())
         dir.keys.inject(.init(savesKeptThenFailed: 1, deletesFailed: deleteFails ? 1 : 0))
-        #expect(throws: VaultError.self) { try vault.rotateKey() }
+        Self.expectInjectedFault { try vault.rotateKey() }
+        #expect(dir.keys.remainingFaults == .init())  // the save failed, and the delete undoing it ran (and failed)
 
         // The file still uses its key, and reads back in a new process's handle.
         #expect(try vault.existingIdentity() == before)
         #expect(try dir.vault().string(for: "a") == "one")
+        let lines = Self.journal(dir)
         if deleteFails {
             // The key the failed save made is still there, and the journal names it for the next maintenance call.
             #expect(dir.keys.count == 2)
-            let lines = Self.journal(dir)
             #expect(
                 lines.count == 1 && lines[0].hasPrefix("drop \(before.vaultIDHex) ") && lines[0].hasSuffix(" deferred"))
             #expect(lines.first?.contains(before.keyIDHex) == false)
         } else {
             #expect(dir.keys.count == 1)
-            #expect(Self.journal(dir).isEmpty)
+            #expect(lines.isEmpty)
         }
 
         // An open leaves a deferred delete alone; the next rotation performs it: one key left, the data kept.
         #expect(try dir.vault().string(for: "a") == "one")
+        #expect(dir.keys.count == (deleteFails ? 2 : 1) && Self.journal(dir) == lines)
         try dir.vault().rotateKey()
         #expect(dir.keys.count == 1)
+        #expect(Self.journal(dir).isEmpty)
+        #expect(try dir.vault().string(for: "a") == "one")
+    }
+
+    /// The new key of a failed migration is deleted from the key store object that made it: the journal's spelling
+    /// of an in-memory key store names no object (it deleted from the vault's own store, and the target kept it).
+    @Test func aMigrationWhoseSaveFailsDeletesTheKeyItMadeFromItsTarget() throws {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        try vault.set("one", for: "a")
+        let target = InMemoryKeys()
+        target.inject(.init(savesKeptThenFailed: 1))
+        Self.expectInjectedFault { try vault.migrateKey(to: .inMemory(target)) }
+        #expect(target.remainingFaults == .init())
+        #expect(target.count == 0 && dir.keys.count == 1)
         #expect(Self.journal(dir).isEmpty)
         #expect(try dir.vault().string(for: "a") == "one")
     }
@@ -51,7 +80,7 @@ import Testing
         let vault = try dir.vault()
         try vault.set("one", for: "a")
         dir.keys.inject(.init(savesKeptThenFailed: 1, deletesFailed: 1))
-        #expect(throws: VaultError.self) { try vault.rotateKey() }
+        Self.expectInjectedFault { try vault.rotateKey() }
         #expect(dir.keys.count == 2)
         try dir.vault().wipe()
         #expect(dir.keys.count == 0)

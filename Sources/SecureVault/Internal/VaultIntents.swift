@@ -117,9 +117,14 @@ extension Vault {
     /// Finishes what a crashed wipe or rotation left, and, when `retryingDeferred` (a maintenance call),
     /// retries the deletes the key store could not complete before. Call with the vault lock held.
     ///
+    /// - Parameter made: a key this process just made and the key store object that holds it (a failed re-key
+    ///   settling its journal): its line is acted on with that object, not one parsed from the line's spelling
+    ///   (which cannot name an in-memory key store, nor tell two apart).
     /// - Returns: what each attempted delete did (empty when the journal held nothing to attempt).
     @discardableResult
-    func finishIntents(retryingDeferred: Bool = false) throws(VaultError) -> [MasterKeys.Deletion] {
+    func finishIntents(retryingDeferred: Bool = false, made: (identity: KeyIdentity, keys: MasterKeys)? = nil)
+        throws(VaultError) -> [MasterKeys.Deletion]
+    {
         let fd: Int32
         switch Sys.open(intentPath, .readOnly) {
         case .success(let opened): fd = opened
@@ -175,7 +180,9 @@ extension Vault {
         for intent in intents {
             // The key store the line names (a migration's other key store), else the configured one.
             var keys = self.keys
-            if let spelling = intent.store, spelling != keys.store.spelling {
+            if let made, intent.matches(made.identity) {
+                keys = made.keys
+            } else if let spelling = intent.store, spelling != keys.store.spelling {
                 guard let store = KeyStore(spelling: spelling) else {
                     if !kept.contains(intent) { kept.append(intent) }  // a key store only the app can name
                     continue
