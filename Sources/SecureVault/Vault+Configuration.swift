@@ -39,7 +39,7 @@ extension Vault {
         /// Where failures are logged (once each, at error level, never with a value). The default logs under
         /// the label "securevault" through whatever backend the app bootstrapped.
         public var logger: Logger {
-            get { chosenLogger ?? Logger(label: "securevault") }
+            get { chosenLogger ?? Logger(label: VaultDefaults.loggerLabel) }
             set { chosenLogger = newValue }
         }
         /// The logger the app chose, if any. The default one is made when something is logged, not with the

@@ -256,7 +256,7 @@ extension PrefsStore.Configuration {
         if let chosen = configuration.chosenLogger {
             logger = chosen
         } else {
-            defaultLoggerLabel = "securevault"
+            defaultLoggerLabel = VaultDefaults.loggerLabel
         }
     }
 }

@@ -8,4 +8,6 @@ package enum VaultDefaults {
 
     /// How long a Secret Service call may take before it is a `timeout`.
     package static let deadline: Duration = .seconds(2)
+    /// The label of a vault's default logger (and of its file's store's).
+    package static let loggerLabel = "securevault"
 }
