@@ -56,8 +56,8 @@ build: bootstrap
 
 # A release build: the demo prints the launch times it measures, and those are the figures that matter.
 demo: bootstrap
-	$(SWIFT) build -c release --product launch-demo
-	$(KEYRING) "$$($(SWIFT) build -c release --show-bin-path)/launch-demo"
+	$(SWIFT) build -c release --static-swift-stdlib --product launch-demo
+	$(KEYRING) "$$($(SWIFT) build -c release --static-swift-stdlib --show-bin-path)/launch-demo"
 
 doctor: bootstrap
 	$(SWIFT) build --product vaultctl
@@ -186,9 +186,13 @@ PREFIX ?= /usr/local
 CONFIG ?= release
 
 # vaultctl and the man page generator, built as yourself (before a `sudo make install`).
+# A release build links the Swift runtime and Foundation in (--static-swift-stdlib): an installed vaultctl needs no
+# Swift toolchain on the machine, and starts with about 30% fewer instructions (Performance.md, issue 39). A debug
+# build (scripts/check-install.sh's) keeps them shared, as its tests' build does.
+STATIC_STDLIB = $(if $(filter release,$(CONFIG)),--static-swift-stdlib)
 release: bootstrap
-	@scripts/build-checked.sh $(SWIFT) build -c $(CONFIG) --product vaultctl
-	@$(SWIFT) build -c $(CONFIG) --product generate-manual
+	@scripts/build-checked.sh $(SWIFT) build -c $(CONFIG) $(STATIC_STDLIB) --product vaultctl
+	@$(SWIFT) build -c $(CONFIG) $(STATIC_STDLIB) --product generate-manual
 
 # vaultctl, its man page and completions under $(DESTDIR)$(PREFIX), from what `make release` built (built first
 # when missing; never as root by `sudo make install`, whose root may have no swift on its PATH).
