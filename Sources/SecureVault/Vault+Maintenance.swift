@@ -99,6 +99,9 @@ extension Vault {
                 try prefs { try store.rekey(to: sealer) }
             } catch {
                 settleFailedKeyChange(made: next, in: targetKeys)
+                // A re-key that failed after its rename (the image changed under it) left the file under the new
+                // key: this handle forgets the old one and reads the file's header again at its next access.
+                forgetKey()
                 throw error
             }
             forgetKey()
