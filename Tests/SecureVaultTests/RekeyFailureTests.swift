@@ -14,6 +14,14 @@ import Testing
         return text.split(separator: "\n").map(String.init)
     }
 
+    /// A vault holding "a" = "one", and a fresh handle on it.
+    static func vaultWithOneItem() throws -> (VaultDirectory, Vault) {
+        let dir = try VaultDirectory()
+        let vault = try dir.vault()
+        try vault.set("one", for: "a")
+        return (dir, vault)
+    }
+
     /// Runs `body`, which must fail with the in-memory key store's injected fault (not any other error).
     static func expectInjectedFault(_ body: () throws -> Void) {
         do {
@@ -28,9 +36,7 @@ import Testing
 
     @Test(arguments: [false, true])
     func aKeyMadeByAFailedSaveIsDeletedOrJournaled(deleteFails: Bool) throws {
-        let dir = try VaultDirectory()
-        let vault = try dir.vault()
-        try vault.set("one", for: "a")
+        let (dir, vault) = try Self.vaultWithOneItem()
         let before = try #require(try vault.existingIdentity())
         dir.keys.inject(.init(savesKeptThenFailed: 1, deletesFailed: deleteFails ? 1 : 0))
         Self.expectInjectedFault { try vault.rotateKey() }
@@ -63,9 +69,7 @@ import Testing
     /// The new key of a failed migration is deleted from the key store object that made it: the journal's spelling
     /// of an in-memory key store names no object (it deleted from the vault's own store, and the target kept it).
     @Test func aMigrationWhoseSaveFailsDeletesTheKeyItMadeFromItsTarget() throws {
-        let dir = try VaultDirectory()
-        let vault = try dir.vault()
-        try vault.set("one", for: "a")
+        let (dir, vault) = try Self.vaultWithOneItem()
         let target = InMemoryKeys()
         target.inject(.init(savesKeptThenFailed: 1))
         Self.expectInjectedFault { try vault.migrateKey(to: .inMemory(target)) }
@@ -76,9 +80,7 @@ import Testing
     }
 
     @Test func aWipeAfterAFailedRotationDeletesBothKeys() throws {
-        let dir = try VaultDirectory()
-        let vault = try dir.vault()
-        try vault.set("one", for: "a")
+        let (dir, vault) = try Self.vaultWithOneItem()
         dir.keys.inject(.init(savesKeptThenFailed: 1, deletesFailed: 1))
         Self.expectInjectedFault { try vault.rotateKey() }
         #expect(dir.keys.count == 2)
