@@ -11,13 +11,6 @@ extension Vault {
     func openStore(create: Bool) throws(VaultError) -> PrefsStore? {
         if configuration.accessibility == .whenUnlocked { try keys.checkUnlocked() }
         if let open = opened.withLock({ $0 }) { return open.store }
-        // The portal's connection is made while the file is opened (a connection, not a request: none is abandoned),
-        // when the open may ask for the key: not for a vault without a file, or whose key this process has read.
-        let portal =
-            configuration.keyStore.kind == .secretPortal && mayAskForTheKey(create: create)
-            && SecretPortal.connectAhead(deadline: configuration.deadline)
-        defer { if portal { SecretPortal.endConnectingAhead() } }
-
         let createdDirectory = try checkDirectory(create: create)
         if hasPendingIntents {
             // Never retries a delete the key store could not complete: that is for maintenance calls.
@@ -44,15 +37,6 @@ extension Vault {
                 throw error
             }
         }
-    }
-
-    /// Whether an open may ask the key store for a key: to create the vault, or for a file whose key this process
-    /// has not read (a key read before that no longer checks, after another process rotated it, is asked for all
-    /// the same: only the connection made ahead is missed).
-    private func mayAskForTheKey(create: Bool) -> Bool {
-        let path = path
-        if Self.sealers.withLock({ cache in cache.contains { $0.key.path == path } }) { return false }
-        return create || Sys.exists(path)
     }
 
     /// Opens the vault file if there is one: reads which key it needs from its header, asks the key store.

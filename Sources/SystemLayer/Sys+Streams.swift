@@ -65,15 +65,38 @@ extension Sys {
         return .success((fds[0], fds[1]))
     }
 
-    /// Reads from `fd` into `buffer` until its writers close it, waiting at most until `deadline` for each piece
-    /// (so a writer that never closes cannot hang the caller): the count read, `.timedOut` when the deadline
-    /// passed first, `.messageTooLong` when more than `buffer.count` bytes come.
+    /// Reads from `fd` into `buffer`, after the `start` bytes already in it, until its writers close it, waiting at
+    /// most until `deadline` for each piece (so a writer that never closes cannot hang the caller): the count now in
+    /// `buffer`, `.timedOut` when the deadline passed first, `.messageTooLong` when more than `buffer.count` bytes
+    /// come.
     // See: man 2 poll
     package static func readToEnd(
-        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, deadline: ContinuousClock.Instant
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, after start: Int = 0, deadline: ContinuousClock.Instant
     ) -> Result<Int, Errno> {
-        var done = 0
-        while true {
+        switch read(fd, into: buffer, after: start, untilClosedBefore: deadline) {
+        case .success(let count) where count == buffer.count:
+            // Full: one byte more tells "exactly full" from "too long".
+            var spare: UInt8 = 0
+            return withUnsafeMutableBytes(of: &spare) { spare in
+                read(fd, into: spare, untilClosedBefore: deadline).flatMap {
+                    $0 == 0 ? .success(count) : .failure(.messageTooLong)
+                }
+            }
+        case let other:
+            return other
+        }
+    }
+
+    /// Reads from `fd` into `buffer`, after the `start` bytes already in it, until its writers close it or `buffer`
+    /// is full, waiting at most until `deadline` for each piece: the count now in `buffer` (all of it when full: the
+    /// writers may have more), `.timedOut` when the deadline passed first.
+    // See: man 2 poll
+    package static func read(
+        _ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, after start: Int = 0,
+        untilClosedBefore deadline: ContinuousClock.Instant
+    ) -> Result<Int, Errno> {
+        var done = start
+        while done < buffer.count {
             let left = ContinuousClock.now.duration(to: deadline)
             guard left > .zero else { return .failure(.timedOut) }
             let milliseconds = Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
@@ -83,18 +106,12 @@ extension Sys {
             case .success(0): return .failure(.timedOut)
             case .success: break
             }
-            // Room for one byte more than the buffer holds: that byte tells "exactly full" from "too long".
-            var spare: UInt8 = 0
-            let count: Result<Int, Errno> =
-                done < buffer.count
-                ? retrying(given: true, { Glibc.read(fd, buffer.baseAddress! + done, buffer.count - done) })
-                : retrying(given: true, { Glibc.read(fd, &spare, 1) })
-            switch count {
+            switch retrying(given: true, { Glibc.read(fd, buffer.baseAddress! + done, buffer.count - done) }) {
             case .failure(let e): return .failure(e)
             case .success(0): return .success(done)
-            case .success where done == buffer.count: return .failure(.messageTooLong)
             case .success(let n): done += n
             }
         }
+        return .success(done)
     }
 }

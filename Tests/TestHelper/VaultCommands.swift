@@ -381,9 +381,11 @@ enum VaultCommands {
         do {
             let secret = try SecretPortal.retrieveSecret(operation: "portal-secret", deadline: .seconds(60))
             let root = FileKeys.portalRootKey(from: secret, appID: FlatpakSandbox.current?.appID ?? "")
-            for key in [secret, root] {
-                print(key.withUnsafeBytes { bytes in bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined() })
+            let hex = { (bytes: UnsafeRawBufferPointer) in
+                bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
             }
+            print(secret.withUnsafeBytes(hex))
+            print(root.withUnsafeBytes(hex))
             return 0
         } catch {
             print("error \(error.code) \(error.message)")

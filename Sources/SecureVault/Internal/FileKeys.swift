@@ -216,8 +216,10 @@ struct FileKeys: Sendable {
     }
 
     /// The root key derived from the Secret portal's secret of `appID`.
-    static func portalRootKey(from secret: SecretBytes, appID: String) -> SecretBytes {
-        Sodium.hkdfSHA256(secret, salt: Array("securevault secret portal 1".utf8), info: Array(appID.utf8))
+    static func portalRootKey(from secret: SecretPortal.Secret, appID: String) -> SecretBytes {
+        secret.withUnsafeBytes { secret in
+            Sodium.hkdfSHA256(secret, salt: Array("securevault secret portal 1".utf8), info: Array(appID.utf8))
+        }
     }
 
     /// Who may have made a root secret's file.

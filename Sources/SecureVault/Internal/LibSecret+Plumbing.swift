@@ -1,7 +1,6 @@
 // The plumbing under every LibSecret call (LibSecret.swift): the bounded call, the service and collection
 // lookups, searches, property reads, GVariant decoding and GError classification.
 internal import CSecret
-import Dispatch
 import SystemLayer
 
 extension LibSecret {
@@ -378,65 +377,5 @@ extension SecretServiceFailure {
     /// D-Bus reports a vanished daemon by its unique name (":1.12"), which is how we tell it from "no service".
     package var isDeadProvider: Bool {
         domain == "g-dbus-error-quark" && message.contains("The name :")
-    }
-}
-
-/// A GCancellable cancelled by a timer at a deadline.
-///
-/// `@unchecked Sendable`: the state is immutable after `init`; the GCancellable it shares with the timer's
-/// closure is documented as safe to cancel and query from any thread.
-final class DeadlineTimer: @unchecked Sendable {
-    let cancellable: UnsafeMutablePointer<GCancellable>
-    private let timer: DispatchWorkItem
-    private let deadline: Duration
-
-    init(after deadline: Duration) {
-        self.deadline = deadline
-        let cancellable = g_cancellable_new()!
-        self.cancellable = cancellable
-        let box = CancellableBox(cancellable)
-        timer = DispatchWorkItem { box.cancel() }
-        let nanoseconds = deadline.components.seconds * 1_000_000_000 + deadline.components.attoseconds / 1_000_000_000
-        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(nanoseconds)), execute: timer)
-    }
-
-    func disarm() {
-        timer.cancel()
-    }
-
-    /// A cancellation we caused is the deadline passing.
-    func classify(_ failure: SecretServiceFailure) -> SecretServiceFailure {
-        let cancelledByTimer = g_cancellable_is_cancelled(cancellable) != 0
-        if cancelledByTimer || failure.kind == .timeout {
-            var timedOut = failure
-            timedOut.kind = .timeout
-            timedOut.message = "no answer from the Secret Service within \(deadline) (\(failure.message))"
-            return timedOut
-        }
-        return failure
-    }
-
-    deinit {
-        g_object_unref(cancellable)
-    }
-}
-
-/// Keeps the cancellable alive for as long as the timer's closure can still run.
-///
-/// `@unchecked Sendable`: `g_cancellable_cancel` may be called from any thread.
-private final class CancellableBox: @unchecked Sendable {
-    private let cancellable: UnsafeMutablePointer<GCancellable>
-
-    init(_ cancellable: UnsafeMutablePointer<GCancellable>) {
-        self.cancellable = cancellable
-        g_object_ref(cancellable)
-    }
-
-    func cancel() {
-        g_cancellable_cancel(cancellable)
-    }
-
-    deinit {
-        g_object_unref(cancellable)
     }
 }

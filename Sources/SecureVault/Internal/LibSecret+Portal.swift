@@ -1,5 +1,4 @@
 internal import CSecret
-import Synchronization
 import SystemLayer
 
 /// The Secret portal (`org.freedesktop.portal.Secret`): a secret of the calling sandboxed app's own, kept by the
@@ -14,11 +13,13 @@ import SystemLayer
 enum SecretPortal {
     /// The most a portal secret may hold: gnome-keyring's is 64 bytes; the vault assumes no length.
     static let maximumLength = 64 * 1024
+    /// What the first read of the secret takes: one page.
+    static let firstReadLength = 4096
 
     /// The app's portal secret. Throws `unavailable` on the host (never calling the portal), without a session
     /// bus, portal or Secret backend; `locked` when the portal refuses (a locked keyring); `timeout` past
     /// `deadline`.
-    static func retrieveSecret(operation: String, deadline: Duration) throws(VaultError) -> SecretBytes {
+    static func retrieveSecret(operation: String, deadline: Duration) throws(VaultError) -> Secret {
         guard let sandbox = FlatpakSandbox.current else {
             throw VaultError(
                 code: .unavailable,
@@ -33,7 +34,7 @@ enum SecretPortal {
             return try retrieve(appID: sandbox.appID, cancellable: timer.cancellable, end: end)
         } catch {
             var failure = error
-            if g_cancellable_is_cancelled(timer.cancellable) != 0 || error.kind == .timeout {
+            if timer.expired || error.kind == .timeout {
                 failure.code = .timeout
                 failure.message =
                     "the Secret portal did not answer within \(deadline) (\(error.message)); a stopped "
@@ -43,67 +44,22 @@ enum SecretPortal {
         }
     }
 
-    /// Starts connecting to the session bus on a thread of its own, inside a sandbox, so that a vault's open (its
-    /// file, locks, header) and the connection overlap: the key's request then starts on a connection that is
-    /// ready. A connection is not a request: nothing is asked of the portal or its backend until the key is needed
-    /// and its answer will be awaited (see the type's comment on abandoned requests). The connection is the
-    /// process's shared one (`g_bus_get_sync`): the request gets the same one, waiting for it if it is still being
-    /// made. It is held only until the open that asked for it calls `endConnectingAhead()` (held for longer, the
-    /// shared connection's exit-on-close would end the app when the bus goes away while nothing uses it). Returns
-    /// whether it counted this open (inside a sandbox), which must then call `endConnectingAhead()`.
-    static func connectAhead(deadline: Duration) -> Bool {
-        guard FlatpakSandbox.current != nil else { return false }
-        let start = ahead.withLock { state in
-            state.users += 1
-            guard !state.connecting, state.connection == nil else { return false }
-            state.connecting = true
-            return true
-        }
-        guard start else { return true }
-        let started = Sys.detachThread {
-            // Cancelled at the deadline as the request's own connecting would be: the request waits for this
-            // connection when it is still being made, and must not wait longer than its deadline.
-            let timer = DeadlineTimer(after: deadline)
-            defer { timer.disarm() }
-            var error: UnsafeMutablePointer<GError>?
-            // A failure here is the request's to report: it connects again, and says why.
-            let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, timer.cancellable, &error).map(HeldConnection.init)
-            if let error { g_error_free(error) }
-            let unused = ahead.withLock { state -> HeldConnection? in
-                state.connecting = false
-                guard state.users > 0 else { return connection }
-                state.connection = connection
-                return nil
-            }
-            if let unused { g_object_unref(UnsafeMutableRawPointer(unused.pointer)) }
-        }
-        if !started { ahead.withLock { $0.connecting = false } }
-        return true
-    }
+    /// The portal's secret: the start of a guarded buffer (read there, not copied to one of its own length: a
+    /// guarded allocation costs more than the key derivation that reads it).
+    struct Secret {
+        private let buffer: SecretBytes
+        /// Its length in bytes (at least 1).
+        let count: Int
 
-    /// Ends one `connectAhead(deadline:)` that returned true: when no open waits for it any more, the connection
-    /// made ahead is released (the request, if one ran, held its own reference meanwhile).
-    static func endConnectingAhead() {
-        let released = ahead.withLock { state -> HeldConnection? in
-            state.users = max(0, state.users - 1)
-            guard state.users == 0 else { return nil }
-            defer { state.connection = nil }
-            return state.connection
+        fileprivate init(buffer: SecretBytes, count: Int) {
+            precondition(count > 0 && count <= buffer.count)
+            self.buffer = buffer
+            self.count = count
         }
-        if let released { g_object_unref(UnsafeMutableRawPointer(released.pointer)) }
-    }
 
-    /// Opens that asked for a connection ahead and have not ended; whether a thread is making it; the connection.
-    private struct Ahead: Sendable {
-        var users = 0
-        var connecting = false
-        var connection: HeldConnection?
-    }
-    private static let ahead = Mutex(Ahead())
-
-    /// A reference to the shared connection (GLib's connections are thread-safe).
-    private struct HeldConnection: @unchecked Sendable {
-        let pointer: OpaquePointer
+        func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+            try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
     }
 
     /// What went wrong, and the GError behind it (made into a `VaultError` in VaultError+SecretService.swift).
@@ -121,7 +77,7 @@ enum SecretPortal {
 
     private static func retrieve(
         appID: String, cancellable: UnsafeMutablePointer<GCancellable>, end: ContinuousClock.Instant
-    ) throws(PortalFailure) -> SecretBytes {
+    ) throws(PortalFailure) -> Secret {
         // The process's shared connection, got before this call's own context is pushed: a connection made now
         // keeps the context it was made in for its own signals (closed), which must be the app's, not this call's.
         // Connecting is cancelled at the deadline; GLib's Hello that follows is not (its own 25 s bound), as for
@@ -146,9 +102,8 @@ enum SecretPortal {
         }
         // The Request's path is fixed by the sender's name and the token: subscribe before calling, so that a
         // Response sent before the call returns is not missed.
-        let token = "securevault_" + Sodium.randomBytes(count: 8).map { String($0, radix: 16) }.joined()
-        let sender = String(cString: unique).dropFirst().replacing(".", with: "_")
-        let requestPath = "/org/freedesktop/portal/desktop/request/\(sender)/\(token)"
+        let token = requestToken()
+        let requestPath = "/org/freedesktop/portal/desktop/request/\(requestSender(unique))/\(token)"
         let response = ResponseBox()
         var subscriptions = [subscribe(connection, path: requestPath, response: response)]
         defer { for id in subscriptions { g_dbus_connection_signal_unsubscribe(connection, id) } }
@@ -219,13 +174,31 @@ enum SecretPortal {
                     + "backend is broken (restart the keyring daemon: `gnome-keyring-daemon --replace --unlock`) "
                     + "or there is none for this desktop (xdg-desktop-portal's portals.conf)")
         }
+        return try readSecret(from: readEnd, appID: appID, end: end)
+    }
+
+    /// The secret the portal's backend writes into the pipe `fd`, read until the backend closes it. Read into one
+    /// guarded page first (gnome-keyring's secret is 64 bytes): a secret that fills it goes on into a buffer of
+    /// `maximumLength`. A fresh process asks once, and a guarded buffer's cost grows with its pages.
+    static func readSecret(
+        from fd: Int32, appID: String, end: ContinuousClock.Instant
+    ) throws(PortalFailure) -> Secret {
         var readFailure: Errno?
         var count = 0
-        let buffer = SecretBytes(count: maximumLength) { buffer in
-            buffer.initializeMemory(as: UInt8.self, repeating: 0)
-            switch Sys.readToEnd(readEnd, into: buffer, deadline: end) {
+        let page = SecretBytes(count: firstReadLength) { buffer in
+            switch Sys.read(fd, into: buffer, untilClosedBefore: end) {
             case .success(let read): count = read
             case .failure(let errno): readFailure = errno
+            }
+        }
+        var buffer = page
+        if readFailure == nil, count == firstReadLength {
+            buffer = SecretBytes(count: maximumLength) { buffer in
+                page.withUnsafeBytes { buffer.copyMemory(from: $0) }
+                switch Sys.readToEnd(fd, into: buffer, after: count, deadline: end) {
+                case .success(let read): count = read
+                case .failure(let errno): readFailure = errno
+                }
             }
         }
         if let readFailure {
@@ -240,9 +213,27 @@ enum SecretPortal {
         guard count > 0 else {
             throw PortalFailure(code: .io, message: "the Secret portal answered with an empty secret for app \(appID)")
         }
-        return SecretBytes(count: count) { out in
-            buffer.withUnsafeBytes { out.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        return Secret(buffer: buffer, count: count)
+    }
+
+    /// A fresh `handle_token`: "securevault_" and 16 random hex digits (the portal accepts letters, digits and
+    /// underscores). Built from bytes: this runs once in a fresh process, where generic string algorithms cost
+    /// more than the rest of the request's preparation.
+    private static func requestToken() -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var text = Array("securevault_".utf8)
+        for byte in Sodium.randomBytes(count: 8) {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0xF)])
         }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The sender's part of a Request path: the connection's unique name without its ':' and with '_' for each
+    /// '.' (":1.42" is "1_42").
+    private static func requestSender(_ unique: UnsafePointer<CChar>) -> String {
+        let name = String(cString: unique).utf8.dropFirst()
+        return String(decoding: name.map { $0 == UInt8(ascii: ".") ? UInt8(ascii: "_") : $0 }, as: UTF8.self)
     }
 
     /// `(h fd, a{sv} {"handle_token": <token>})`, built without the variadic `g_variant_new`.

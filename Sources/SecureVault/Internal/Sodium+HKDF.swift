@@ -5,19 +5,25 @@ extension Sodium {
     /// Built from libsodium's HMAC-SHA256 (libsodium 1.0.18, Debian 12's, has no HKDF of its own); the states are
     /// wiped. For a root secret whose length the vault does not choose (the Secret portal's).
     static func hkdfSHA256(_ secret: SecretBytes, salt: [UInt8], info: [UInt8]) -> SecretBytes {
+        secret.withUnsafeBytes { hkdfSHA256($0, salt: salt, info: info) }
+    }
+
+    /// ``hkdfSHA256(_:salt:info:)`` of the secret in `secret` (guarded memory the caller owns).
+    static func hkdfSHA256(_ secret: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8]) -> SecretBytes {
         ensureInitialized()
         let length = Int(crypto_auth_hmacsha256_BYTES)
-        // Extract: PRK = HMAC(salt, secret).
-        let prk = SecretBytes(count: length) { out in
-            secret.withUnsafeBytes { ikm in
-                salt.withUnsafeBytes { key in hmacSHA256(key: key, parts: [ikm], into: out) }
-            }
-        }
-        // Expand, one block: OKM = HMAC(PRK, info || 0x01).
-        return SecretBytes(count: length) { out in
-            prk.withUnsafeBytes { key in
+        // Extract: PRK = HMAC(salt, secret), on the stack and wiped after use, as the HMAC states are (each state
+        // holds as much as its key): a guarded allocation for a value that lives for two calls costs more than the
+        // derivation (Performance.md, "Costs the code's comments rest on").
+        var prk = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        defer { withUnsafeMutableBytes(of: &prk) { zero($0) } }
+        return withUnsafeMutableBytes(of: &prk) { prk in
+            precondition(prk.count == length)
+            salt.withUnsafeBytes { key in hmacSHA256(key: key, parts: [secret], into: prk) }
+            // Expand, one block: OKM = HMAC(PRK, info || 0x01).
+            return SecretBytes(count: length) { out in
                 (info + [1]).withUnsafeBytes { message in
-                    hmacSHA256(key: key, parts: [message], into: out)
+                    hmacSHA256(key: UnsafeRawBufferPointer(prk), parts: [message], into: out)
                 }
             }
         }

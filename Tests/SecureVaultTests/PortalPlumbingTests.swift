@@ -1,0 +1,147 @@
+import Glibc
+import SystemLayer
+import Testing
+
+@testable import SecureVault
+
+/// The pieces under the Secret portal's request that need no portal: the secret's read from its pipe, the
+/// sandbox's `/.flatpak-info`, and the deadline timer every libsecret and GDBus call is bounded by. The request
+/// itself runs for real in a sandbox: Tests/VaultCtlTests/SecretPortalTests.swift.
+@Suite struct PortalPlumbingTests {
+    // MARK: The secret's pipe
+
+    /// Every length around the first read's page and the maximum comes back byte for byte, from a writer that
+    /// writes it in pieces (as a backend may) and closes.
+    @Test(arguments: [1, 64, 4095, 4096, 4097, 8192 + 13, SecretPortal.maximumLength])
+    func aSecretOfAnyLengthUpToTheMaximumIsReadWhole(length: Int) throws {
+        let secret = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) }
+        let read = try readThroughPipe(secret)
+        #expect(read.count == length)
+        #expect(read.withUnsafeBytes { Array($0) } == secret)
+    }
+
+    @Test func aSecretLongerThanTheMaximumIsAnErrorNotATruncatedKey() {
+        let secret = [UInt8](repeating: 0x5A, count: SecretPortal.maximumLength + 1)
+        #expect {
+            _ = try readThroughPipe(secret)
+        } throws: { error in
+            let failure = error as? SecretPortal.PortalFailure
+            return failure?.code == .io && failure?.errno == .messageTooLong
+        }
+    }
+
+    @Test func anEmptySecretIsAnError() {
+        #expect {
+            _ = try readThroughPipe([])
+        } throws: { error in
+            let failure = error as? SecretPortal.PortalFailure
+            return failure?.code == .io && failure?.message.contains("empty secret") == true
+        }
+    }
+
+    /// A backend that writes part of the secret and never closes the pipe: a timeout at the deadline, never a hang
+    /// and never the part as the secret.
+    @Test func aPipeNeverClosedIsATimeout() throws {
+        let (readEnd, writeEnd) = try Sys.pipe().get()
+        defer {
+            Sys.close(readEnd)
+            Sys.close(writeEnd)
+        }
+        #expect(Glibc.write(writeEnd, [1, 2, 3], 3) == 3)
+        #expect {
+            _ = try SecretPortal.readSecret(
+                from: readEnd, appID: "org.example.Test", end: ContinuousClock.now + .milliseconds(200))
+        } throws: { error in
+            (error as? SecretPortal.PortalFailure)?.kind == .timeout
+        }
+    }
+
+    /// Writes `secret` into a pipe from a thread of its own, in pieces of 1000 bytes, and closes it; reads it as the
+    /// portal's secret is read.
+    private func readThroughPipe(_ secret: [UInt8]) throws -> SecretPortal.Secret {
+        let (readEnd, writeEnd) = try Sys.pipe().get()
+        defer { Sys.close(readEnd) }
+        let started = Sys.detachThread {
+            var offset = 0
+            while offset < secret.count {
+                let piece = min(1000, secret.count - offset)
+                let written = secret[offset..<(offset + piece)].withUnsafeBytes { Sys.write(writeEnd, $0) }
+                guard case .success = written else { break }
+                offset += piece
+            }
+            Sys.close(writeEnd)
+        }
+        try #require(started)
+        return try SecretPortal.readSecret(from: readEnd, appID: "org.example.Test", end: .now + .seconds(60))
+    }
+
+    // MARK: /.flatpak-info
+
+    @Test func theAppIDIsTheApplicationSectionsName() {
+        let info = """
+            [Application]
+            name = ignored-with-spaces-before-the-equals
+            name=\t org.example.Notes \t\r
+            runtime=runtime/org.gnome.Platform/x86_64/46
+
+            [Instance]
+            name=org.example.Wrong
+            """
+        #expect(FlatpakSandbox(info: Array(info.utf8))?.appID == "org.example.Notes")
+    }
+
+    @Test func noApplicationSectionOrAnEmptyNameIsNoSandbox() {
+        #expect(FlatpakSandbox(info: Array("[Instance]\nname=org.example.Wrong\n".utf8)) == nil)
+        #expect(FlatpakSandbox(info: Array("[Application]\nname=  \n".utf8)) == nil)
+        #expect(FlatpakSandbox(info: []) == nil)
+        #expect(FlatpakSandbox(info: Array("name=org.example.BeforeAnySection\n[Application]\n".utf8)) == nil)
+    }
+
+    // MARK: The deadline timer
+
+    @Test func aTimerCancelsItsCancellableAtItsDeadline() {
+        let timer = DeadlineTimer(after: .milliseconds(20))
+        defer { timer.disarm() }
+        #expect(waitUntil { timer.expired })
+    }
+
+    /// A timer disarmed before its deadline never fires: a later timer's firing proves the deadline thread went past
+    /// the first one's deadline (it fires its sources in the order of their deadlines).
+    @Test func aDisarmedTimerNeverFires() {
+        let disarmed = DeadlineTimer(after: .milliseconds(30))
+        disarmed.disarm()
+        let later = DeadlineTimer(after: .milliseconds(120))
+        defer { later.disarm() }
+        #expect(waitUntil { later.expired })
+        #expect(!disarmed.expired)
+    }
+
+    /// Timers armed and disarmed from many threads at once, some firing as they are disarmed, some released without
+    /// a disarm: every one that was left to its deadline fires, none crashes (the sources hold their cancellables).
+    @Test func timersFromManyThreadsAtOnce() async {
+        let fired = await withTaskGroup(of: Bool.self) { group in
+            for index in 0..<64 {
+                group.addTask {
+                    let timer = DeadlineTimer(after: .milliseconds(index % 8))
+                    if index % 3 == 0 {
+                        timer.disarm()
+                        return true
+                    }
+                    return waitUntil { timer.expired }
+                }
+            }
+            return await group.reduce(true) { $0 && $1 }
+        }
+        #expect(fired)
+    }
+}
+
+/// Polls `condition` every millisecond for at most a minute (an event's bound, not a timing: it returns as soon as
+/// the condition holds).
+private func waitUntil(_ condition: () -> Bool) -> Bool {
+    for _ in 0..<60_000 {
+        if condition() { return true }
+        usleep(1000)
+    }
+    return condition()
+}
