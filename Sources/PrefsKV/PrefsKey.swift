@@ -175,7 +175,12 @@ extension PrefsStore {
         } catch {
             // Once per key and handle (a render loop reads it every frame), and the code only: a decoding
             // error's text can quote the stored value.
-            if loggedUnreadableKeys.withLock({ $0.insert(key.name).inserted }) {
+            let first = loggedUnreadableKeys.withLock { logged in
+                guard !logged.contains(key.name) else { return false }
+                logged.append(key.name)
+                return true
+            }
+            if first {
                 let code = (error as? PrefsError)?.code.description ?? "decoding failed"
                 configuration.logger.error(
                     "store \(path): key \"\(key.name)\" cannot be read (\(code)), so its default is used",

@@ -37,8 +37,11 @@ public final class PrefsStore: Sendable {
     /// programmer error that would deadlock on `gate`; it traps with a message instead.
     let transactionThread = Atomic<UInt>(0)
     let observers = SanitizedMutex(ObserverRegistry())
-    /// The typed keys whose unreadable value this handle has logged (once each: `store[key]`).
-    let loggedUnreadableKeys = SanitizedMutex<Set<String>>([])
+    /// The typed keys whose unreadable value this handle has logged (once each: `store[key]`). A list, not a
+    /// `Set<String>`: a handle's release destroys it, and the first `Set<String>` a process destroys makes the
+    /// runtime resolve its metadata by searching the conformance records for `String: Hashable`, about 100 µs of a
+    /// vault's first read (Performance.md, issue 36); a handle logs a few keys at most.
+    let loggedUnreadableKeys = SanitizedMutex<[String]>([])
     /// The private directory of a ``temporary(id:configuration:)`` store, removed with this handle; nil otherwise.
     let temporaryDirectory: TemporaryDirectory?
 
