@@ -16,6 +16,10 @@
 /// long-lived secrets in one value rather than creating one per operation.
 public struct SecretBytes: Sendable {
     let storage: GuardedBuffer
+    /// Where the bytes start in `storage` (0 but for secrets allocated together).
+    private let offset: Int
+    /// The number of secret bytes.
+    public let count: Int
 
     /// Copies `bytes` into guarded memory. The source is not zeroed: prefer producing secrets directly into a
     /// `SecretBytes` where you can.
@@ -47,14 +51,41 @@ public struct SecretBytes: Sendable {
     /// Allocates `count` bytes and lets `body` write every one of them.
     package init(count: Int, initializingWith body: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
         storage = try GuardedBuffer(count: count, initializingWith: body)
+        offset = 0
+        self.count = count
     }
 
-    /// The number of secret bytes.
-    public var count: Int { storage.count }
+    private init(storage: GuardedBuffer, offset: Int, count: Int) {
+        self.storage = storage
+        self.offset = offset
+        self.count = count
+    }
+
+    /// Secrets of `counts` bytes made together in one guarded region, which `body` fills (one buffer per secret,
+    /// in order): one allocation instead of one each, for keys an owner derives and keeps together (a sealer's
+    /// subkeys). The region is fenced by guard pages at its ends, read-only once filled, and zeroed when the last
+    /// of the secrets is released.
+    package static func allocatedTogether(
+        _ counts: [Int], initializingWith body: ([UnsafeMutableRawBufferPointer]) -> Void
+    ) -> [SecretBytes] {
+        precondition(counts.allSatisfy { $0 > 0 }, "a secret allocated with others has at least one byte")
+        let storage = GuardedBuffer(count: counts.reduce(0, +)) { region in
+            var start = 0
+            body(counts.map { count in
+                defer { start += count }
+                return UnsafeMutableRawBufferPointer(rebasing: region[start..<(start + count)])
+            })
+        }
+        var start = 0
+        return counts.map { count in
+            defer { start += count }
+            return SecretBytes(storage: storage, offset: start, count: count)
+        }
+    }
 
     /// Calls `body` with the secret bytes. Do not let the pointer escape the closure.
     public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-        try body(UnsafeRawBufferPointer(start: storage.pointer, count: storage.count))
+        try body(UnsafeRawBufferPointer(start: storage.pointer + offset, count: count))
     }
 }
 

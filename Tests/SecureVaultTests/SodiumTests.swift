@@ -136,6 +136,27 @@ import Testing
         #expect(SecretBytes.random(count: 32) != SecretBytes.random(count: 32))
         #expect(SecretBytes.random(count: 32).count == 32)
     }
+
+    /// Secrets made in one region are each exactly their own bytes, and one kept alone keeps the region alive.
+    @Test func secretsAllocatedTogetherAreEachTheirOwnBytes() {
+        let counts = [32, 16, 1, 64]
+        var parts = SecretBytes.allocatedTogether(counts) { buffers in
+            for (index, buffer) in buffers.enumerated() {
+                for offset in buffer.indices { buffer[offset] = UInt8(truncatingIfNeeded: index * 100 + offset) }
+            }
+        }
+        #expect(parts.map(\.count) == counts)
+        for (index, part) in parts.enumerated() {
+            #expect(
+                part.withUnsafeBytes { Array($0) }
+                    == (0..<counts[index]).map { UInt8(truncatingIfNeeded: index * 100 + $0) })
+        }
+        #expect(parts[1] == SecretBytes((0..<16).map { UInt8(100 + $0) }))
+        #expect(parts[0] != parts[2])
+        let last = parts[3]
+        parts.removeAll()
+        #expect(last.withUnsafeBytes { Array($0) } == (0..<64).map { UInt8(truncatingIfNeeded: 300 + $0) })
+    }
 }
 
 func hex(_ text: String) -> [UInt8] {

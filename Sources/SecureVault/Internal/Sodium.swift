@@ -397,19 +397,28 @@ package enum Sodium {
         precondition(key.count == Int(crypto_kdf_KEYBYTES), "crypto_kdf needs a \(crypto_kdf_KEYBYTES)-byte key")
         precondition(context.utf8CodeUnitCount == Int(crypto_kdf_CONTEXTBYTES), "a kdf context is 8 bytes")
         precondition((Int(crypto_kdf_BYTES_MIN)...Int(crypto_kdf_BYTES_MAX)).contains(length))
+        return SecretBytes(count: length) { deriveSubkey(from: key, id: id, context: context, into: $0) }
+    }
+
+    /// ``deriveSubkey(from:id:context:length:)`` into `output` (guarded memory the caller fills; its length is the
+    /// subkey's, 16...64).
+    static func deriveSubkey(
+        from key: SecretBytes, id: UInt64, context: StaticString, into output: UnsafeMutableRawBufferPointer
+    ) {
+        precondition(key.count == Int(crypto_kdf_KEYBYTES), "crypto_kdf needs a \(crypto_kdf_KEYBYTES)-byte key")
+        precondition(context.utf8CodeUnitCount == Int(crypto_kdf_CONTEXTBYTES), "a kdf context is 8 bytes")
+        precondition((Int(crypto_kdf_BYTES_MIN)...Int(crypto_kdf_BYTES_MAX)).contains(output.count))
         ensureInitialized()
-        return SecretBytes(count: length) { output in
-            let status = key.withUnsafeBytes { k in
-                context.withUTF8Buffer { ctx in
-                    ctx.withMemoryRebound(to: CChar.self) { c in
-                        crypto_kdf_derive_from_key(
-                            output.baseAddress!.assumingMemoryBound(to: UInt8.self), length, id, c.baseAddress!,
-                            k.baseAddress!.assumingMemoryBound(to: UInt8.self))
-                    }
+        let status = key.withUnsafeBytes { k in
+            context.withUTF8Buffer { ctx in
+                ctx.withMemoryRebound(to: CChar.self) { c in
+                    crypto_kdf_derive_from_key(
+                        output.baseAddress!.assumingMemoryBound(to: UInt8.self), output.count, id, c.baseAddress!,
+                        k.baseAddress!.assumingMemoryBound(to: UInt8.self))
                 }
             }
-            precondition(status == 0, "crypto_kdf_derive_from_key failed for in-range arguments")
         }
+        precondition(status == 0, "crypto_kdf_derive_from_key failed for in-range arguments")
     }
 
     /// Keyed BLAKE2b of `message`, `length` bytes long (16...64).
