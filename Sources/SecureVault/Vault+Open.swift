@@ -30,10 +30,7 @@ extension Vault {
             } catch {
                 // A first write that failed (no key store, say) leaves nothing behind: not the directory it made.
                 // Still holding the lock: a waiter finds the lock file gone and locks a new one (withVaultLock).
-                if createdDirectory || madeDirectory, !Sys.exists(path) {
-                    _ = Sys.removeIfPresent(lockPath)
-                    _ = Sys.removeDirectoryIfEmpty(storeDirectory)
-                }
+                if createdDirectory || madeDirectory, !Sys.exists(path) { removeFirstWriteLeftovers() }
                 throw error
             }
         }

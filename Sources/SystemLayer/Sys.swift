@@ -271,6 +271,11 @@ public enum Sys {
         retrying { flock(fd, LOCK_EX) }.map { _ in () }
     }
 
+    // See: man 2 flock. A shared lock (a vault's directory while its lock file is opened or made).
+    package static func lockShared(_ fd: Int32) -> Result<Void, Errno> {
+        retrying { flock(fd, LOCK_SH) }.map { _ in () }
+    }
+
     // See: man 2 flock
     package static func unlock(_ fd: Int32) {
         _ = retrying { flock(fd, LOCK_UN) }

@@ -101,4 +101,30 @@ extension NothingLeftBehindTests {
             #expect(line == "69 69  unavailable unavailable ", "each fails for want of a key store, and nothing is left: \(line)")
         }
     }
+
+    /// Six first writes of one vault at once, all failing, 250 times: a waiter could make a new lock file between
+    /// the failed write's removal of its lock file and of its directory, and then, not having made the directory,
+    /// leave both behind (about one round in a hundred before the directory's own lock; none in 700 after).
+    @Test func manyFirstWritesThatFailAtOnceLeaveNothing() throws {
+        let root = try Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let result = try ChildProcess.run(
+            "/bin/bash",
+            [
+                "-c",
+                """
+                left=0; statuses=""
+                for r in $(seq 1 250); do
+                  for p in 1 2 3 4 5 6; do "$V" --dir "$R/vault" vault set --service app s <<< tok > /dev/null 2>&1 & done
+                  for p in $(jobs -p); do wait $p; statuses="$statuses $?"; done
+                  if [ -e "$R/vault" ]; then left=$((left+1)); rm -rf "$R/vault"; fi
+                done
+                echo "left $left"
+                echo "$statuses" | tr ' ' '\\n' | grep -v '^$' | grep -v '^69$' | sort | uniq -c
+                """,
+            ],
+            environment: ["V": Self.vaultctl, "R": root, "DBUS_SESSION_BUS_ADDRESS": nil])
+        #expect(result.lines.first == "left 0", "rounds that left the vault's directory behind: \(result)")
+        #expect(result.lines.count == 1, "every write fails 69 (no key store); other statuses: \(result)")
+    }
 }
