@@ -139,7 +139,7 @@ import Testing
 
     /// Secrets made in one region are each exactly their own bytes, and one kept alone keeps the region alive.
     @Test func secretsAllocatedTogetherAreEachTheirOwnBytes() {
-        let counts = [32, 16, 1, 64]
+        let counts = [32, 16, 32, 1, 64]
         var parts = SecretBytes.allocatedTogether(counts) { buffers in
             for (index, buffer) in buffers.enumerated() {
                 for offset in buffer.indices { buffer[offset] = UInt8(truncatingIfNeeded: index * 100 + offset) }
@@ -152,10 +152,10 @@ import Testing
                     == (0..<counts[index]).map { UInt8(truncatingIfNeeded: index * 100 + $0) })
         }
         #expect(parts[1] == SecretBytes((0..<16).map { UInt8(100 + $0) }))
-        #expect(parts[0] != parts[2])
-        let last = parts[3]
+        #expect(parts[0] != parts[2])  // equal lengths, other bytes
+        let last = parts[4]
         parts.removeAll()
-        #expect(last.withUnsafeBytes { Array($0) } == (0..<64).map { UInt8(truncatingIfNeeded: 300 + $0) })
+        #expect(last.withUnsafeBytes { Array($0) } == (0..<64).map { UInt8(truncatingIfNeeded: 400 + $0) })
     }
 }
 

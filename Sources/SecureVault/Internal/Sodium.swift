@@ -423,18 +423,23 @@ package enum Sodium {
 
     /// Keyed BLAKE2b of `message`, `length` bytes long (16...64).
     static func keyedHash(_ message: UnsafeRawBufferPointer, key: SecretBytes, length: Int = 32) -> [UInt8] {
+        key.withUnsafeBytes { keyedHash(message, keyBytes: $0, length: length) }
+    }
+
+    /// ``keyedHash(_:key:length:)`` under the key in `key` (memory the caller owns and wipes: a subkey used once).
+    static func keyedHash(_ message: UnsafeRawBufferPointer, keyBytes k: UnsafeRawBufferPointer, length: Int = 32)
+        -> [UInt8]
+    {
         precondition((Int(crypto_generichash_BYTES_MIN)...Int(crypto_generichash_BYTES_MAX)).contains(length))
         precondition(
-            (Int(crypto_generichash_KEYBYTES_MIN)...Int(crypto_generichash_KEYBYTES_MAX)).contains(key.count),
+            (Int(crypto_generichash_KEYBYTES_MIN)...Int(crypto_generichash_KEYBYTES_MAX)).contains(k.count),
             "a BLAKE2b key is \(crypto_generichash_KEYBYTES_MIN)...\(crypto_generichash_KEYBYTES_MAX) bytes")
         ensureInitialized()
         return [UInt8](unsafeUninitializedCapacity: length) { out, initialized in
-            let status = key.withUnsafeBytes { k in
-                crypto_generichash(
-                    out.baseAddress!, length,
-                    message.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(message.count),
-                    k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count)
-            }
+            let status = crypto_generichash(
+                out.baseAddress!, length,
+                message.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(message.count),
+                k.baseAddress!.assumingMemoryBound(to: UInt8.self), k.count)
             precondition(status == 0, "crypto_generichash failed for in-range arguments")
             initialized = length
         }

@@ -46,32 +46,41 @@ final class VaultSealer: PrefsSealer {
     private let sealRecord = Atomic<UInt>(0)
 
     /// Derives the subkeys of `masterKey` (32 bytes) for `identity` of the vault (or encrypted store) named
-    /// `service`, which a format-2 identity binds into the key check and the associated data. The four subkeys
-    /// share one guarded allocation (about 20 µs; they took one each): build one sealer per key and keep it.
+    /// `service`, which a format-2 identity binds into the key check and the associated data. The three subkeys it
+    /// keeps share one guarded allocation (about 20 µs; they took one each; guard pages at the region's ends, all
+    /// three read-only), and the key check's subkey is on the stack, wiped once used: build one sealer per key and
+    /// keep it.
     init(masterKey: SecretBytes, identity: KeyIdentity, service: String) {
         precondition(masterKey.count == 32, "a master key is 32 bytes")
         self.identity = identity
         let shortTags = identity.format >= 3
         self.shortTags = shortTags
-        let subkeys = SecretBytes.allocatedTogether([32, shortTags ? 16 : 32, 32, 32]) { out in
+        let subkeys = SecretBytes.allocatedTogether([32, shortTags ? 16 : 32, 32]) { out in
             Sodium.deriveSubkey(from: masterKey, id: 1, context: "SVLTdata", into: out[0])
             Sodium.deriveSubkey(from: masterKey, id: 2, context: shortTags ? "SVLTntag" : "SVLTname", into: out[1])
-            Sodium.deriveSubkey(from: masterKey, id: 3, context: "SVLTkchk", into: out[2])
-            Sodium.deriveSubkey(from: masterKey, id: 4, context: "SVLTrmac", into: out[3])
+            Sodium.deriveSubkey(from: masterKey, id: 4, context: "SVLTrmac", into: out[2])
         }
         dataKey = subkeys[0]
         tagKey = subkeys[1]
-        let checkKey = subkeys[2]
-        recordKey = subkeys[3]
+        recordKey = subkeys[2]
         let body = identity.body
         let name = Array(service.utf8)
         // Service names are at most 128 bytes (Vault's naming rule) and store ids 120: a u16 length holds them.
         precondition(name.count <= Int(UInt16.max), "a service name fits a 16-bit length")
+        // The key check's subkey, used once here: on the stack, wiped.
+        var checkKey = (UInt64(0), UInt64(0), UInt64(0), UInt64(0))
+        let check = withUnsafeMutableBytes(of: &checkKey) { checkKey in
+            defer { Sodium.zero(checkKey) }
+            Sodium.deriveSubkey(from: masterKey, id: 3, context: "SVLTkchk", into: checkKey)
+            let checked = identity.format < 2 ? body : body + name
+            return checked.withUnsafeBytes {
+                Sodium.keyedHash($0, keyBytes: UnsafeRawBufferPointer(checkKey), length: 16)
+            }
+        }
+        keyCheck = body + check
         if identity.format < 2 {
-            keyCheck = body + Sodium.keyedHash(body, key: checkKey, length: 16)
             associatedPrefix = ConstantBytes(Array("SVLT".utf8) + [1] + identity.vaultID + identity.keyID)
         } else {
-            keyCheck = body + Sodium.keyedHash(body + name, key: checkKey, length: 16)
             associatedPrefix = ConstantBytes(
                 Array("SVLT".utf8) + [identity.format] + identity.vaultID + identity.keyID
                     + [UInt8(name.count & 0xFF), UInt8(name.count >> 8)] + name)
