@@ -381,11 +381,8 @@ enum VaultCommands {
         do {
             let secret = try SecretPortal.retrieveSecret(operation: "portal-secret", deadline: .seconds(60))
             let root = FileKeys.portalRootKey(from: secret, appID: FlatpakSandbox.current?.appID ?? "")
-            let hex = { (bytes: UnsafeRawBufferPointer) in
-                bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined()
-            }
-            print(secret.withUnsafeBytes(hex))
-            print(root.withUnsafeBytes(hex))
+            print(secret.withUnsafeBytes { hex($0) })
+            print(root.withUnsafeBytes { hex($0) })
             return 0
         } catch {
             print("error \(error.code) \(error.message)")

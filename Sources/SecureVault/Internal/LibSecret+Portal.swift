@@ -217,16 +217,9 @@ enum SecretPortal {
     }
 
     /// A fresh `handle_token`: "securevault_" and 16 random hex digits (the portal accepts letters, digits and
-    /// underscores). Built from bytes: this runs once in a fresh process, where generic string algorithms cost
-    /// more than the rest of the request's preparation.
+    /// underscores).
     private static func requestToken() -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var text = Array("securevault_".utf8)
-        for byte in Sodium.randomBytes(count: 8) {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0xF)])
-        }
-        return String(decoding: text, as: UTF8.self)
+        "securevault_" + hex(Sodium.randomBytes(count: 8))
     }
 
     /// The sender's part of a Request path: the connection's unique name without its ':' and with '_' for each
