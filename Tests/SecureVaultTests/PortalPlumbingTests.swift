@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import SystemLayer
 import Testing
 
@@ -135,6 +136,34 @@ import Testing
         }
         #expect(fired)
     }
+
+    /// Work handed to the deadline thread (a portal request's clean-up) runs there, each piece once, whichever
+    /// thread handed it over: the count stays at 64 once a piece handed over after them all has run too.
+    @Test func workHandedOverRunsOnceOnTheDeadlineThread() async {
+        let ran = Tally()
+        let callers = await withTaskGroup(of: pthread_t.self) { group in
+            for _ in 0..<64 {
+                group.addTask {
+                    DeadlineTimer.afterward { ran.state.withLock { $0.count += 1; $0.threads.append(pthread_self()) } }
+                    return pthread_self()
+                }
+            }
+            return await group.reduce(into: [pthread_t]()) { $0.append($1) }
+        }
+        #expect(waitUntil { ran.state.withLock { $0.count } == 64 })
+        let fence = Tally()
+        DeadlineTimer.afterward { fence.state.withLock { $0.count = 1 } }
+        #expect(waitUntil { fence.state.withLock { $0.count } == 1 })
+        let (count, threads) = ran.state.withLock { ($0.count, $0.threads) }
+        #expect(count == 64)
+        #expect(Set(threads).count == 1)
+        #expect(!callers.contains { pthread_equal($0, threads[0]) != 0 })
+    }
+}
+
+/// What ran on the deadline thread, and where.
+private final class Tally: Sendable {
+    let state = Mutex<(count: Int, threads: [pthread_t])>((0, []))
 }
 
 /// Polls `condition` every millisecond for at most a minute (an event's bound, not a timing: it returns as soon as

@@ -50,15 +50,19 @@ if setting {
         fail("vault-token-read --set: \(error)", 1)
     }
 }
+// Timed to the answer, as the bare calls are (each stops its clock once it holds the secret, before its clean-up):
+// the vault is released after the clock stops, as an app keeps it.
 let start = now()
 let state: SessionTokenState
+let elapsed: UInt64
 do {
     let vault = try Vault(service: operands[2], configuration: configuration)
     state = vault.sessionToken()
+    elapsed = now() - start
+    withExtendedLifetime(vault) {}
 } catch {
     fail("vault-token-read: \(error)", 1)
 }
-let elapsed = now() - start
 switch state {
 case .valid: print("\(elapsed) valid")
 case .expired: print("\(elapsed) expired")

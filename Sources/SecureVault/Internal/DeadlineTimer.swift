@@ -63,6 +63,26 @@ final class DeadlineTimer: @unchecked Sendable {
         g_object_unref(cancellable)
     }
 
+    /// Runs `work` once on the deadline thread, soon after: a request's clean-up, off its caller's path. The thread
+    /// is the one a timer armed for that request started.
+    static func afterward(_ work: @escaping @Sendable () -> Void) {
+        let source = g_idle_source_new()!
+        g_source_set_callback(
+            source,
+            { box in
+                Unmanaged<Work>.fromOpaque(box!).takeUnretainedValue().body()
+                return 0  // G_SOURCE_REMOVE
+            }, Unmanaged.passRetained(Work(work)).toOpaque(),
+            { box in Unmanaged<Work>.fromOpaque(box!).release() })
+        g_source_attach(source, deadlineThread.pointer)
+        g_source_unref(source)
+    }
+
+    private final class Work: Sendable {
+        let body: @Sendable () -> Void
+        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    }
+
     /// The deadline thread's main context, the thread started by the first use. A process that cannot start a
     /// thread traps here, as libdispatch does: no call could then be bounded, and none may run unbounded.
     private static let deadlineThread: SharedContext = {
