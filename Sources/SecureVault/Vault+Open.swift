@@ -11,10 +11,16 @@ extension Vault {
     func openStore(create: Bool) throws(VaultError) -> PrefsStore? {
         if configuration.accessibility == .whenUnlocked { try keys.checkUnlocked() }
         if let open = opened.withLock({ $0 }) { return open.store }
-        let createdDirectory = try checkDirectory(create: create)
+        var createdDirectory = try checkDirectory(create: create)
         if hasPendingIntents {
-            // Never retries a delete the key store could not complete: that is for maintenance calls.
-            _ = try withVaultLock { () throws(VaultError) in try finishIntents(retryingDeferred: false) }
+            // Never retries a delete the key store could not complete: that is for maintenance calls. The journal
+            // may be a failing first write's, in another process: its failure removes the directory, which the lock
+            // then makes again, and a first write of ours that fails too must not leave it.
+            let made = try withVaultLockNotingDirectory { (made: Bool) throws(VaultError) -> Bool in
+                try finishIntents(retryingDeferred: false)
+                return made
+            }
+            createdDirectory = createdDirectory || made
         }
         if let existing = try openExisting() { return existing }
         guard create else { return nil }
@@ -23,17 +29,45 @@ extension Vault {
             // Another process may have created it while we waited for the lock.
             if let existing = try openExisting() { return existing }
             do throws(VaultError) {
-                var identity = KeyIdentity.random(kind: configuration.keyStore.kind)
-                let masterKey = try keys.create(&identity)
-                let sealer = VaultSealer(masterKey: masterKey, identity: identity, service: service)
-                return try adopt(sealer: sealer)
+                return try createFirstKey()
             } catch {
-                // A first write that failed (no key store, say) leaves nothing behind: not the directory it made.
-                // Still holding the lock: a waiter finds the lock file gone and locks a new one (withVaultLock).
+                // A first write that failed (no key store, say) leaves nothing behind: not the directory it made
+                // (unless it holds a journal naming a key the failure may have made). Still holding the lock: a
+                // waiter finds the lock file gone and locks a new one (withVaultLock).
                 if createdDirectory || madeDirectory, !Sys.exists(path) { removeFirstWriteLeftovers() }
                 throw error
             }
         }
+    }
+
+    /// Makes the vault's master key and its file, the key journaled first: a kill (or a key store reply lost)
+    /// between the key's creation and the file's would otherwise leave a key no file names, and a second first
+    /// write a second key. The journal's `drop` line names the new key before it is made; the next open deletes
+    /// it unless the file turned out to use it (`finishIntents`). Call with the vault lock held.
+    ///
+    /// A creation that failed with an unknown outcome (a timeout, an I/O error: the key store may have made the
+    /// key) keeps the line for the next open, which tries the delete once (not now: a second deadline on the same
+    /// call); one the key store refused (unavailable, locked) made nothing and clears it. A file that could not be
+    /// made after the key was has its key deleted at once.
+    private func createFirstKey() throws(VaultError) -> PrefsStore {
+        var identity = KeyIdentity.random(kind: configuration.keyStore.kind)
+        try recordIntents([VaultIntent(.drop, identity)])
+        let masterKey: SecretBytes
+        do throws(VaultError) {
+            masterKey = try keys.create(&identity)
+        } catch {
+            if !error.code.outcomeUnknown { clearIntents() }
+            throw error
+        }
+        let store: PrefsStore
+        do throws(VaultError) {
+            store = try adopt(sealer: VaultSealer(masterKey: masterKey, identity: identity, service: service))
+        } catch {
+            _ = try? finishIntents(made: (identity, keys))
+            throw error
+        }
+        clearIntents()
+        return store
     }
 
     /// Opens the vault file if there is one: reads which key it needs from its header, asks the key store.
@@ -240,4 +274,11 @@ extension PrefsStore.Configuration {
             defaultLoggerLabel = VaultDefaults.loggerLabel
         }
     }
+}
+
+extension VaultError.Code {
+    /// Whether a key store call that failed this way may still have done what it was asked (a reply lost to a
+    /// timeout or a broken connection, a file written whose directory could not be flushed): its outcome is unknown.
+    /// A refusal (unavailable, locked, not approved, no space) changed nothing.
+    var outcomeUnknown: Bool { self == .timeout || self == .io }
 }

@@ -5,7 +5,7 @@ import TestSupport
 /// Vault writers SIGKILLed at random instants while they set items, rotate the master key and wipe the vault,
 /// against the real gnome-keyring and the real kernel keyring (`KeyStore.kernelKeyring(.user)`). After every kill a fresh process dumps the vault, which must hold exactly
 /// the acknowledged state, or that state plus the one operation in flight: nothing lost, nothing resurrected,
-/// never a vault left without its key.
+/// never a vault left without its key, and no key left that the vault file does not use.
 ///
 /// Rounds: `VAULT_CRASH_ROUNDS` (default 40; `make torture` runs thousands).
 @Suite struct VaultCrashTests {
@@ -85,13 +85,16 @@ import TestSupport
               echo v0 | $H vault-set $SVC k0 > /dev/null
             fi
             left() {
-              # The third figure: deletes of unused keys the journal keeps for the next maintenance call (deferred).
+              # Wrapped key files; keyring items or live kernel keys of the vault; deletes of unused keys the journal
+              # keeps for the next maintenance call (deferred); whether the vault file exists.
               deferred=$(cat \(work)/vaults/$SVC.vault.intent 2>/dev/null | grep -c '^drop .* deferred')
-              if \(portal); then
-                echo "$(ls \(work)/vaults/$SVC.*.vaultkey 2>/dev/null | wc -l) $(secret-tool search --all service $SVC 2>&1 | grep -c '^\\[/') $deferred"
+              if \(portal || keyStore == "secretService"); then
+                stored=$(secret-tool search --all service $SVC 2>&1 | grep -c '^\\[/')
               else
-                echo "$(ls \(work)/vaults/$SVC.*.vaultkey 2>/dev/null | wc -l) $(grep " securevault:$SVC:" /proc/keys | awk '$2 !~ /[iRD]/' | wc -l) $deferred"
+                stored=$(grep " securevault:$SVC:" /proc/keys | awk '$2 !~ /[iRD]/' | wc -l)
               fi
+              file=0; [ -e \(work)/vaults/$SVC.prefs ] && file=1
+              echo "$(ls \(work)/vaults/$SVC.*.vaultkey 2>/dev/null | wc -l) $stored $deferred $file"
             }
             for r in $(seq 1 \(rounds)); do
               # The acks file exists before the writer starts: on a loaded machine the kill can come before the
@@ -174,6 +177,18 @@ import TestSupport
                 Issue.record(
                     "round \(round), killed in \(inFlight.phase) after ack \(last): found \(found), acknowledged \(state)")
             }
+            let left = try String(contentsOfFile: "\(work)/left.\(round)", encoding: .utf8)
+                .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
+            if !migrating, left.count == 4 {
+                // One key store: the key the file uses, and no other (a first write's key is journaled before it is
+                // made: a kill before its file leaves a line the next open finishes); no key without a file.
+                let keys = left[0] + left[1]
+                if keys != left[3] || left[2] != 0 {
+                    leftKeys += 1
+                    let what = "keys left (files, keyring or kernel, deferred deletes, vault file) \(left)"
+                    Issue.record("round \(round), killed in \(inFlight.phase): \(what)")
+                }
+            }
             if migrating {
                 // Wrapped key files and live kernel keys (keyring items) of the vault: exactly one, in the store the
                 // file names, besides unused keys whose delete the journal keeps as deferred. A delete is
@@ -181,8 +196,6 @@ import TestSupport
                 // wipe does): here only in the portal case, when a writer's D-Bus call failed as its proxy went (a
                 // rotation or migration that had made its new key, then could not delete the old one; the kill
                 // ends the proxy a moment before the writer, which may die before it reports the failure).
-                let left = try String(contentsOfFile: "\(work)/left.\(round)", encoding: .utf8)
-                    .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
                 let keys = left.prefix(2).reduce(0, +)
                 let deferred = left.count > 2 ? left[2] : 0
                 // A deferred line may also name a key already gone (deleted since, by the journal's next pass): at
@@ -201,7 +214,9 @@ import TestSupport
                 + "\(acknowledged) acknowledged operations, in flight at the kill: \(killedIn.sorted { $0.key < $1.key }); "
                 + "vaults that did not open: \(unopened), states neither acknowledged nor acknowledged plus the "
                 + "operation in flight (a lost or resurrected write): \(wrong)"
-                + (migrating ? "; rounds leaving other than exactly one key across both key stores: \(leftKeys)" : "")
+                + (migrating
+                    ? "; rounds leaving other than exactly one key across both key stores: \(leftKeys)"
+                    : "; rounds leaving a key no vault file uses, or a file without its key: \(leftKeys)")
                 + (portal ? "; writers stopped by a failed D-Bus call: \(busLost.count) \(busLost.prefix(3))" : "")
                 + (migrating ? "; rounds ending with an unused key's delete deferred: \(deferredRounds)" : ""))
     }

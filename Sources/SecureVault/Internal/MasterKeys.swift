@@ -147,7 +147,8 @@ struct MasterKeys: Sendable {
         case .inMemory(let keys):
             let key = SecretBytes.random(count: Self.keyLength)
             keys.save(key, as: name(identity))
-            if keys.failing(\.savesKeptThenFailed) { throw injectedFault("saving") }
+            // A save that made the key and then failed is a reply lost: a timeout.
+            if keys.failing(\.savesKeptThenFailed) { throw injectedFault("saving", code: .timeout) }
             return key
         }
     }
@@ -218,8 +219,8 @@ struct MasterKeys: Sendable {
         }
     }
 
-    private func injectedFault(_ verb: String) -> VaultError {
-        VaultError(code: .unavailable, message: "\(verb) \(operation): the in-memory key store failed (a test's fault)")
+    private func injectedFault(_ verb: String, code: VaultError.Code = .unavailable) -> VaultError {
+        VaultError(code: code, message: "\(verb) \(operation): the in-memory key store failed (a test's fault)")
     }
 
     /// The wrapped keys of a key file, a systemd credential or the Secret portal; nil for other key stores.
