@@ -357,10 +357,13 @@ public final class InMemoryKeys: Sendable {
         package var savesKeptThenFailed = 0
         /// Deletes fail, deleting nothing.
         package var deletesFailed = 0
+        /// Deletes fail after the key was deleted (the reply of a call the key store completed never came).
+        package var deletesDoneThenFailed = 0
 
-        package init(savesKeptThenFailed: Int = 0, deletesFailed: Int = 0) {
+        package init(savesKeptThenFailed: Int = 0, deletesFailed: Int = 0, deletesDoneThenFailed: Int = 0) {
             self.savesKeptThenFailed = savesKeptThenFailed
             self.deletesFailed = deletesFailed
+            self.deletesDoneThenFailed = deletesDoneThenFailed
         }
     }
 

@@ -177,7 +177,8 @@ extension Vault {
     /// within the deadline) does not stop the wipe: the file is removed, the report says the key was left and
     /// why, and the next `wipe()` or `rotateKey()` of this service retries (a wipe with no file left does
     /// only that). The report also says when the key store may keep a copy of a deleted key (KeePassXC's
-    /// Recycle Bin and entry History).
+    /// Recycle Bin and entry History). A delete whose outcome is unknown (a `timeout` or `io` error: the key may
+    /// already be overwritten) throws, and the vault's next open or `wipe()` finishes the wipe.
     ///
     /// - Returns: what happened to the master key.
     @discardableResult
@@ -213,10 +214,19 @@ extension Vault {
                         do throws(VaultError) {
                             deletion = try keys.delete(identity)
                         } catch {
-                            // An error means nothing changed (MasterKeys.delete): the vault is intact and the caller
-                            // learns why.
-                            clearIntents()
-                            throw error
+                            // A refusal changed nothing (MasterKeys.delete): the vault is intact and the caller
+                            // learns why. A call whose outcome is unknown (a reply lost: the key may already hold
+                            // random bytes) keeps the wipe line, so that the next open or wipe finishes the wipe
+                            // instead of leaving a file its key may no longer open.
+                            guard error.code.outcomeUnknown else {
+                                clearIntents()
+                                throw error
+                            }
+                            throw VaultError(
+                                code: error.code,
+                                message: error.message + "; the wipe may have begun (the master key may already be "
+                                    + "overwritten): the vault's next open, or wipe, finishes it",
+                                path: error.path, cause: error.cause)
                         }
                         report.removedKey = deletion.removed
                         report.remainingCopy = deletion.keptCopy

@@ -173,7 +173,8 @@ struct MasterKeys: Sendable {
     /// that it is gone. Once the key was overwritten every problem is an answer (``Deletion/leftReason``: a
     /// delete prompt skipped (`deletePrompt: .skip`, what an open uses) or not confirmed in time, a delete
     /// that failed), never an error: the caller's data may already depend on it. An error means nothing
-    /// changed.
+    /// changed, unless its outcome is unknown (`timeout`, `io`: the overwrite's reply lost, the key may already
+    /// hold random bytes; `VaultError.Code.outcomeUnknown`).
     ///
     /// Call it only for a key the vault proved it owns (``ownership(of:keyCheck:file:)``) or created itself.
     @discardableResult
@@ -215,7 +216,9 @@ struct MasterKeys: Sendable {
             return Deletion(removed: try fileKeys!.delete(identity))
         case .inMemory(let keys):
             if keys.failing(\.deletesFailed) { throw injectedFault("deleting") }
-            return Deletion(removed: keys.delete(name(identity)))
+            let removed = keys.delete(name(identity))
+            if keys.failing(\.deletesDoneThenFailed) { throw injectedFault("deleting", code: .timeout) }
+            return Deletion(removed: removed)
         }
     }
 
