@@ -119,22 +119,36 @@ import Testing
     }
 
     /// Timers armed and disarmed from many threads at once, some firing as they are disarmed, some released without
-    /// a disarm: every one that was left to its deadline fires, none crashes (the sources hold their cancellables).
+    /// a disarm: every one that was left to its deadline fires, none crashes (the sources hold their cancellables),
+    /// and none disarmed well before its deadline ever fires (a later timer's firing proves the deadline passed).
     @Test func timersFromManyThreadsAtOnce() async {
-        let fired = await withTaskGroup(of: Bool.self) { group in
-            for index in 0..<64 {
+        let results = await withTaskGroup(of: (fired: Bool, disarmedEarly: DeadlineTimer?).self) { group in
+            for index in 0..<96 {
                 group.addTask {
-                    let timer = DeadlineTimer(after: .milliseconds(index % 8))
-                    if index % 3 == 0 {
+                    switch index % 3 {
+                    case 0:
+                        // Disarmed as it may fire: either is right.
+                        DeadlineTimer(after: .milliseconds(index % 8)).disarm()
+                        return (true, nil)
+                    case 1:
+                        let timer = DeadlineTimer(after: .seconds(2))
                         timer.disarm()
-                        return true
+                        return (true, timer)
+                    default:
+                        let timer = DeadlineTimer(after: .milliseconds(index % 8))
+                        return (waitUntil { timer.expired }, nil)
                     }
-                    return waitUntil { timer.expired }
                 }
             }
-            return await group.reduce(true) { $0 && $1 }
+            return await group.reduce(into: [(fired: Bool, disarmedEarly: DeadlineTimer?)]()) { $0.append($1) }
         }
-        #expect(fired)
+        #expect(results.allSatisfy { $0.fired })
+        let fence = DeadlineTimer(after: .milliseconds(2200))
+        defer { fence.disarm() }
+        #expect(waitUntil { fence.expired })
+        let disarmed = results.compactMap(\.disarmedEarly)
+        #expect(disarmed.count == 32)
+        #expect(disarmed.allSatisfy { !$0.expired })
     }
 
     /// Work handed to the deadline thread (a portal request's clean-up) runs there, each piece once, whichever
