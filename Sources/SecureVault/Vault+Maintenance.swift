@@ -177,8 +177,8 @@ extension Vault {
     /// within the deadline) does not stop the wipe: the file is removed, the report says the key was left and
     /// why, and the next `wipe()` or `rotateKey()` of this service retries (a wipe with no file left does
     /// only that). The report also says when the key store may keep a copy of a deleted key (KeePassXC's
-    /// Recycle Bin and entry History). A delete whose outcome is unknown (a `timeout` or `io` error: the key may
-    /// already be overwritten) throws, and the vault's next open or `wipe()` finishes the wipe.
+    /// Recycle Bin and entry History). A delete whose answer was lost (a timeout, an I/O error: the key may be
+    /// overwritten, or not) is one of those: the file is removed and the report says the key may be left.
     ///
     /// - Returns: what happened to the master key.
     @discardableResult
@@ -215,18 +215,17 @@ extension Vault {
                             deletion = try keys.delete(identity)
                         } catch {
                             // A refusal changed nothing (MasterKeys.delete): the vault is intact and the caller
-                            // learns why. A call whose outcome is unknown (a reply lost: the key may already hold
-                            // random bytes) keeps the wipe line, so that the next open or wipe finishes the wipe
-                            // instead of leaving a file its key may no longer open.
-                            guard error.code.outcomeUnknown else {
+                            // learns why. A delete whose outcome is unknown (its reply lost: the key may already
+                            // hold random bytes, and the file may no longer open) is a delete that could not be
+                            // confirmed: the wipe goes on, as for a delete left undone below.
+                            guard keys.outcomeUnknown(failingWith: error) else {
                                 clearIntents()
                                 throw error
                             }
-                            throw VaultError(
-                                code: error.code,
-                                message: error.message + "; the wipe may have begun (the master key may already be "
-                                    + "overwritten): the vault's next open, or wipe, finishes it",
-                                path: error.path, cause: error.cause)
+                            deletion = MasterKeys.Deletion(
+                                removed: false,
+                                leftReason: "the key store's answer to the delete was lost (\(error.message)): the key "
+                                    + "may be left; the next wipe or rotation retries")
                         }
                         report.removedKey = deletion.removed
                         report.remainingCopy = deletion.keptCopy

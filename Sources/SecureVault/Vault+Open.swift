@@ -16,8 +16,14 @@ extension Vault {
             // Never retries a delete the key store could not complete: that is for maintenance calls. The journal
             // may be a failing first write's, in another process: its failure removes the directory, which the lock
             // then makes again, and a first write of ours that fails too must not leave it.
+            // A read waits here for a first write, rotation or wipe under way in another process (bounded by its
+            // deadline), and finds what it made; one that made the directory again leaves nothing of it.
             let made = try withVaultLockNotingDirectory { (made: Bool) throws(VaultError) -> Bool in
                 try finishIntents(retryingDeferred: false)
+                if made, !create, !Sys.exists(path), !hasPendingIntents {
+                    removeFirstWriteLeftovers()
+                    return false
+                }
                 return made
             }
             createdDirectory = createdDirectory || made
@@ -26,7 +32,9 @@ extension Vault {
         guard create else { return nil }
 
         return try withVaultLockNotingDirectory { (madeDirectory: Bool) throws(VaultError) -> PrefsStore in
-            // Another process may have created it while we waited for the lock.
+            // Another process may have created it while we waited for the lock, or failed to and left its key
+            // journaled: that line is settled before ours replaces the journal.
+            if hasPendingIntents { try finishIntents(retryingDeferred: false) }
             if let existing = try openExisting() { return existing }
             do throws(VaultError) {
                 return try createFirstKey()
@@ -45,28 +53,30 @@ extension Vault {
     /// write a second key. The journal's `drop` line names the new key before it is made; the next open deletes
     /// it unless the file turned out to use it (`finishIntents`). Call with the vault lock held.
     ///
-    /// A creation that failed with an unknown outcome (a timeout, an I/O error: the key store may have made the
-    /// key) keeps the line for the next open, which tries the delete once (not now: a second deadline on the same
-    /// call); one the key store refused (unavailable, locked) made nothing and clears it. A file that could not be
-    /// made after the key was has its key deleted at once.
+    /// A creation that failed with an unknown outcome (the key store may have made the key:
+    /// `MasterKeys.outcomeUnknown(failingWith:)`) keeps the line for the next open, which tries the delete once (not
+    /// now: a second deadline on the same call); one the key store refused (unavailable, locked) made nothing and
+    /// clears it. A file that could not be made after the key was has its key deleted at once. A passphrase
+    /// stores nothing: no line.
     private func createFirstKey() throws(VaultError) -> PrefsStore {
         var identity = KeyIdentity.random(kind: configuration.keyStore.kind)
-        try recordIntents([VaultIntent(.drop, identity)])
+        let journaled = keys.storesKeys
+        if journaled { try recordIntents([VaultIntent(.drop, identity)]) }
         let masterKey: SecretBytes
         do throws(VaultError) {
             masterKey = try keys.create(&identity)
         } catch {
-            if !error.code.outcomeUnknown { clearIntents() }
+            if journaled, !keys.outcomeUnknown(failingWith: error) { clearIntents() }
             throw error
         }
         let store: PrefsStore
         do throws(VaultError) {
             store = try adopt(sealer: VaultSealer(masterKey: masterKey, identity: identity, service: service))
         } catch {
-            _ = try? finishIntents(made: (identity, keys))
+            if journaled { _ = try? finishIntents(made: (identity, keys)) }
             throw error
         }
-        clearIntents()
+        if journaled { clearIntents() }
         return store
     }
 
@@ -274,11 +284,4 @@ extension PrefsStore.Configuration {
             defaultLoggerLabel = VaultDefaults.loggerLabel
         }
     }
-}
-
-extension VaultError.Code {
-    /// Whether a key store call that failed this way may still have done what it was asked (a reply lost to a
-    /// timeout or a broken connection, a file written whose directory could not be flushed): its outcome is unknown.
-    /// A refusal (unavailable, locked, not approved, no space) changed nothing.
-    var outcomeUnknown: Bool { self == .timeout || self == .io }
 }

@@ -179,7 +179,8 @@ import TestSupport
             }
             let left = try String(contentsOfFile: "\(work)/left.\(round)", encoding: .utf8)
                 .split(whereSeparator: \.isWhitespace).compactMap { Int($0) }
-            if !migrating, left.count == 4 {
+            try #require(left.count == 4, "round \(round): keys left \(left)")
+            if !migrating {
                 // One key store: the key the file uses, and no other (a first write's key is journaled before it is
                 // made: a kill before its file leaves a line the next open finishes); no key without a file.
                 let keys = left[0] + left[1]

@@ -1,8 +1,8 @@
 // A fresh process reading the vault's session token, as an app does at launch to route its first frame.
 //
 //   vault-token-read DIRECTORY SERVICE [KEYSTORE]   prints "<nanoseconds from before Vault(...) to the answer>
-//                                        <state>"; KEYSTORE: keyring:user, key-file:PATH, systemd-creds:NAME
-//                                        (the Secret Service without one)
+//                                        <state>"; KEYSTORE: secret-portal, keyring:user, key-file:PATH,
+//                                        systemd-creds:NAME (the Secret Service without one)
 //   vault-token-read --set DIRECTORY SERVICE KEYSTORE   stores a session token (set-up, not measured)
 //   vault-token-read --noop              exits at once: the cost of starting this process
 //   VAULT_TOKEN_READ_WARM="DIRECTORY SERVICE KEYSTORE" reads that vault's token first, untimed (below)

@@ -258,8 +258,9 @@ enum SecretPortal {
             { userData in if let userData { Unmanaged<ResponseBox>.fromOpaque(userData).release() } })
     }
 
-    /// The Response code, once it came. Touched only on the calling thread (the callbacks run in its context)
-    /// until the request is over; then by a late Response, if any, on the deadline thread, which nothing reads.
+    /// The Response code, once it came. Touched only on the calling thread (the callbacks run in its context); the
+    /// clean-up unsubscribes before it runs that context again, and GDBus drops what it queued for a removed
+    /// subscription.
     private final class ResponseBox {
         var code: UInt32?
     }

@@ -153,6 +153,25 @@ struct MasterKeys: Sendable {
         }
     }
 
+    /// Whether this key store keeps a key `create` makes (a passphrase's is derived again at every open).
+    var storesKeys: Bool {
+        if case .passphrase = store.storage { return false }
+        return true
+    }
+
+    /// Whether a `create` or `delete` that failed with `error` may still have done its work: its outcome is unknown.
+    /// A timeout or an I/O error of a key store call (a D-Bus reply lost to a timeout or a broken connection, a
+    /// kernel call cut short); for the wrapped keys of a key file, a credential or the portal, only an I/O error
+    /// (a file written whose directory could not be flushed: a timeout is the root secret's read, before anything
+    /// is written). A refusal (unavailable, locked, not approved, no space) changed nothing.
+    func outcomeUnknown(failingWith error: VaultError) -> Bool {
+        switch store.storage {
+        case .passphrase: return false
+        case .keyFile, .systemdCredential, .secretPortal: return error.code == .io
+        case .secretService, .kernelKeyring, .inMemory: return error.code == .timeout || error.code == .io
+        }
+    }
+
     /// What deleting a key did.
     struct Deletion: Equatable {
         /// The key store no longer holds the key (a fresh search finds no item).
@@ -173,8 +192,8 @@ struct MasterKeys: Sendable {
     /// that it is gone. Once the key was overwritten every problem is an answer (``Deletion/leftReason``: a
     /// delete prompt skipped (`deletePrompt: .skip`, what an open uses) or not confirmed in time, a delete
     /// that failed), never an error: the caller's data may already depend on it. An error means nothing
-    /// changed, unless its outcome is unknown (`timeout`, `io`: the overwrite's reply lost, the key may already
-    /// hold random bytes; `VaultError.Code.outcomeUnknown`).
+    /// changed, unless its outcome is unknown (`outcomeUnknown(failingWith:)`: the overwrite's reply lost, the key may
+    /// already hold random bytes).
     ///
     /// Call it only for a key the vault proved it owns (``ownership(of:keyCheck:file:)``) or created itself.
     @discardableResult
