@@ -55,7 +55,9 @@ import TestSupport
     func killedWritersLoseNoAcknowledgedWriteAndResurrectNothing(keyStore: String) throws {
         let portal = keyStore == "portal"
         let migrating = keyStore == "migrate" || portal
-        let service = migrating ? "mig-\(UUID().uuidString.prefix(8).lowercased())" : "app"
+        // A service of its own per case: the cases run at once, and the kernel keys a case counts are named by it
+        // (a user's keys are visible across session keyrings in /proc/keys).
+        let service = (migrating ? "mig-" : "app-") + UUID().uuidString.prefix(8).lowercased()
         // The portal's rounds restart the keyring each (about a second): `make torture`'s thousands are capped at 200.
         let requested = Int(ProcessInfo.processInfo.environment["VAULT_CRASH_ROUNDS"] ?? "") ?? 40
         let rounds = portal ? min(requested, 200) : requested
