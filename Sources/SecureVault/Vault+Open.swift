@@ -14,10 +14,9 @@ extension Vault {
         var createdDirectory = try checkDirectory(create: create)
         if hasPendingIntents {
             // Never retries a delete the key store could not complete: that is for maintenance calls. The journal
-            // may be a failing first write's, in another process: its failure removes the directory, which the lock
-            // then makes again, and a first write of ours that fails too must not leave it.
-            // A read waits here for a first write, rotation or wipe under way in another process (bounded by its
-            // deadline), and finds what it made; one that made the directory again leaves nothing of it.
+            // may be another process's first write, rotation or wipe under way: this waits for it (bounded by its
+            // deadline). A failing first write removes the directory, which the lock then makes again: a read
+            // removes it, and a first write of ours that fails too must not leave it.
             let made = try withVaultLockNotingDirectory { (made: Bool) throws(VaultError) -> Bool in
                 try finishIntents(retryingDeferred: false)
                 if made, !create, !Sys.exists(path), !hasPendingIntents {
