@@ -61,26 +61,29 @@ public struct SecretBytes: Sendable {
         self.count = count
     }
 
-    /// Secrets of `counts` bytes made together in one guarded region, which `body` fills (one buffer per secret,
-    /// in order): one allocation instead of one each, for keys an owner derives and keeps together (a sealer's
-    /// subkeys). The region is fenced by guard pages at its ends, read-only once filled, and zeroed when the last
-    /// of the secrets is released.
+    /// Three secrets of `first`, `second` and `third` bytes made together in one guarded region, which `body` fills
+    /// (one buffer per secret, in order): one allocation instead of three, for keys an owner derives and keeps
+    /// together (a sealer's subkeys). The region is fenced by guard pages at its ends, read-only once filled, and
+    /// zeroed when the last of the secrets is released. Three, as a tuple, not a list: a fresh process's first
+    /// array of a new element type costs it the runtime's instantiation of that type (Performance.md, issue 39).
     package static func allocatedTogether(
-        _ counts: [Int], initializingWith body: ([UnsafeMutableRawBufferPointer]) -> Void
-    ) -> [SecretBytes] {
-        precondition(counts.allSatisfy { $0 > 0 }, "a secret allocated with others has at least one byte")
-        let storage = GuardedBuffer(count: counts.reduce(0, +)) { region in
-            var start = 0
-            body(counts.map { count in
-                defer { start += count }
-                return UnsafeMutableRawBufferPointer(rebasing: region[start..<(start + count)])
-            })
+        _ first: Int, _ second: Int, _ third: Int,
+        initializingWith body: (
+            UnsafeMutableRawBufferPointer, UnsafeMutableRawBufferPointer, UnsafeMutableRawBufferPointer
+        ) -> Void
+    ) -> (SecretBytes, SecretBytes, SecretBytes) {
+        precondition(first > 0 && second > 0 && third > 0, "a secret allocated with others has at least one byte")
+        let storage = GuardedBuffer(count: first + second + third) { region in
+            body(
+                UnsafeMutableRawBufferPointer(rebasing: region[0..<first]),
+                UnsafeMutableRawBufferPointer(rebasing: region[first..<first + second]),
+                UnsafeMutableRawBufferPointer(rebasing: region[first + second..<first + second + third]))
         }
-        var start = 0
-        return counts.map { count in
-            defer { start += count }
-            return SecretBytes(storage: storage, offset: start, count: count)
-        }
+        return (
+            SecretBytes(storage: storage, offset: 0, count: first),
+            SecretBytes(storage: storage, offset: first, count: second),
+            SecretBytes(storage: storage, offset: first + second, count: third)
+        )
     }
 
     /// Calls `body` with the secret bytes. Do not let the pointer escape the closure.

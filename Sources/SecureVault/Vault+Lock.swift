@@ -24,7 +24,8 @@ extension Vault {
         throws(VaultError) -> R
     {
         let thread = Sys.threadID()
-        if Self.lockHolders.withLock({ $0.contains(LockHolder(path: lockPath, thread: thread)) }) {
+        let lockPath = lockPath
+        if Self.lockHolders.withLock({ $0?.contains(path: lockPath, thread: thread) ?? false }) {
             return try body(false)
         }
         var locked: Int32?
@@ -58,12 +59,13 @@ extension Vault {
             }
         }
         let fd = locked!
-        let holder = LockHolder(path: lockPath, thread: thread)
-        Self.lockHolders.withLock { $0.append(holder) }
+        let holder = Self.lockHolders.withLock { holders in
+            let holder = LockHolder(path: lockPath, thread: thread, next: holders)
+            holders = holder
+            return holder
+        }
         defer {
-            Self.lockHolders.withLock { holders in
-                if let index = holders.firstIndex(of: holder) { holders.remove(at: index) }
-            }
+            Self.lockHolders.withLock { holders in holders = holders?.removing(holder) }
             Sys.close(fd)
         }
         return try body(createdDirectory)
@@ -103,14 +105,41 @@ extension Vault {
         _ = Sys.removeDirectoryIfEmpty(storeDirectory)
     }
 
-    /// Which thread of this process holds each vault lock file. A list, not a dictionary: a process holds a
-    /// few at most, and the first insert into a dictionary keyed by `String` costs a fresh process a search of
-    /// the runtime's conformance records (about a fifth of its first vault access; Performance.md, issue 39).
-    static let lockHolders = SanitizedMutex<[LockHolder]>([])
+    /// Which thread of this process holds each vault lock file: a chain, newest first. Not a dictionary nor an
+    /// array: a process holds a few at most, and a fresh process's first dictionary of a new key type, or first
+    /// array of a new element type, costs it the runtime's instantiation of that type from its mangled name (a
+    /// fifth of its first vault access for the dictionary; Performance.md, issue 39).
+    static let lockHolders = SanitizedMutex<LockHolder?>(nil)
 }
 
-/// A vault lock file held by a thread of this process.
-struct LockHolder: Equatable {
+/// A vault lock file held by a thread of this process, and the holders recorded before it (`Vault.lockHolders`).
+/// A chain is never changed in place: a removal copies the nodes before the one it drops.
+final class LockHolder: Sendable {
     let path: String
     let thread: UInt
+    let next: LockHolder?
+
+    init(path: String, thread: UInt, next: LockHolder?) {
+        self.path = path
+        self.thread = thread
+        self.next = next
+    }
+
+    /// Whether this chain records `thread` holding the lock file `path`.
+    func contains(path: String, thread: UInt) -> Bool {
+        var node: LockHolder? = self
+        while let holder = node {
+            if holder.thread == thread && holder.path == path { return true }
+            node = holder.next
+        }
+        return false
+    }
+
+    /// This chain without the node `holder` (the same chain when it holds no such node).
+    func removing(_ holder: LockHolder) -> LockHolder? {
+        if self === holder { return next }
+        guard let next else { return self }
+        let rest = next.removing(holder)
+        return rest === next ? self : LockHolder(path: path, thread: thread, next: rest)
+    }
 }

@@ -129,7 +129,7 @@ extension Vault {
         }
         let sealer: VaultSealer
         let cacheKey = SealerCacheKey(path: path, identity: identity)
-        if let cached = Self.sealers.withLock({ $0.first { $0.key == cacheKey }?.sealer }) {
+        if let cached = Self.sealers.withLock({ $0?.sealer(for: cacheKey) }) {
             sealer = cached
         } else if let fromCache = keys.cachedKey(identity).map({
             VaultSealer(masterKey: $0, identity: identity, service: service)
@@ -182,26 +182,21 @@ extension Vault {
     package func forgetKey() {
         opened.withLock { $0 = nil }
         let path = path
-        Self.sealers.withLock { cache in cache.removeAll { $0.key.path == path } }
+        Self.sealers.withLock { cache in cache = cache?.removing(path: path) }
     }
 
     /// Keeps `sealer` as this process's key for the vault file, so that later opens skip the key store.
     func remember(_ sealer: VaultSealer) {
         let key = SealerCacheKey(path: path, identity: sealer.identity)
         Self.sealers.withLock { cache in
-            if let index = cache.firstIndex(where: { $0.key == key }) {
-                cache[index].sealer = sealer
-            } else {
-                cache.append(CachedSealer(key: key, sealer: sealer))
-            }
+            cache = CachedSealer(key: key, sealer: sealer, next: cache?.removing(key))
         }
     }
 
-    /// Master keys read in this process, by vault file and key id: read once per process. A list, not a
-    /// dictionary: one entry per vault file a process opened (the first insert into a dictionary with a `Hashable`
-    /// key costs a fresh process a search of the runtime's conformance records, about a fifth of its first vault
-    /// access; Performance.md, issue 39).
-    static let sealers = SanitizedMutex<[CachedSealer]>([])
+    /// Master keys read in this process, by vault file and key id: read once per process. A chain, newest first, as
+    /// `lockHolders` is (one entry per vault file a process opened; a dictionary's or array's first use costs a
+    /// fresh process the runtime's instantiation of its type; Performance.md, issue 39).
+    static let sealers = SanitizedMutex<CachedSealer?>(nil)
 
     // MARK: Permissions
 
@@ -254,10 +249,40 @@ extension Vault {
     }
 }
 
-/// A master key read in this process, for one vault file and key.
-struct CachedSealer {
+/// A sealer this process keeps for a vault file, and those cached before it (`Vault.sealers`). A chain is never
+/// changed in place: a removal copies the nodes before the ones it drops.
+final class CachedSealer: Sendable {
     let key: SealerCacheKey
-    var sealer: VaultSealer
+    let sealer: VaultSealer
+    let next: CachedSealer?
+
+    init(key: SealerCacheKey, sealer: VaultSealer, next: CachedSealer?) {
+        self.key = key
+        self.sealer = sealer
+        self.next = next
+    }
+
+    /// The sealer this chain keeps for `key`, if any.
+    func sealer(for key: SealerCacheKey) -> VaultSealer? {
+        var node: CachedSealer? = self
+        while let cached = node {
+            if cached.key == key { return cached.sealer }
+            node = cached.next
+        }
+        return nil
+    }
+
+    /// This chain without the sealers of `key`.
+    func removing(_ key: SealerCacheKey) -> CachedSealer? { removing { $0.key == key } }
+
+    /// This chain without the sealers of the vault file `path`.
+    func removing(path: String) -> CachedSealer? { removing { $0.key.path == path } }
+
+    private func removing(where dropped: (CachedSealer) -> Bool) -> CachedSealer? {
+        let rest = next?.removing(where: dropped)
+        if dropped(self) { return rest }
+        return rest === next ? self : CachedSealer(key: key, sealer: sealer, next: rest)
+    }
 }
 
 /// Which cached sealer: the vault file and the key its header names.

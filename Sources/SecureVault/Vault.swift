@@ -279,16 +279,21 @@ public final class Vault: Sendable {
         try Self.validate(name: key, what: "key name", as: .itemName)
         return try perform(operation()) { () throws(VaultError) -> R? in
             guard let store = try openStore(create: false) else { return nil }
-            let decoded: Decoded<R>? = try prefs {
-                try store.withBytes(forKey: key) { bytes -> Decoded<R> in
+            // What the item decoded to is kept here, and the read answers a non-generic `ItemRead`: the store's
+            // generic read of a new type (`Decoded<R>` before) cost a fresh process the runtime's instantiation of
+            // that type from its mangled name (Performance.md, issue 39).
+            var value: R?
+            let found: ItemRead? = try prefs {
+                try store.withBytes(forKey: key) { bytes -> ItemRead in
                     guard let (envelope, payload) = ItemEnvelope.decode(bytes) else {
                         if let version = bytes.first, version > ItemEnvelope.version { return .newer(version) }
                         return .notAnItem
                     }
-                    return .value(body(envelope, payload))
+                    value = body(envelope, payload)
+                    return .item
                 }
             }
-            switch decoded {
+            switch found {
             case .none: return nil
             case .notAnItem?:
                 throw VaultError(
@@ -300,14 +305,15 @@ public final class Vault: Sendable {
                     code: .unsupportedVersion,
                     message: "vault '\(service)': item '\(key)' was written by a newer SecureVault (item format "
                         + "\(version); this one reads \(ItemEnvelope.version)); it was left untouched", path: path)
-            case .value(let value)?: return value
+            case .item?: return value
             }
         }
     }
 
-    /// What a read found under a key: an item, bytes that are no item, or an item of a newer format.
-    private enum Decoded<R: Sendable>: Sendable {
-        case value(R)
+    /// What a read found under a key: an item (its value kept by the caller), bytes that are no item, or an item of a
+    /// newer format.
+    private enum ItemRead: Sendable {
+        case item
         case notAnItem
         case newer(UInt8)
     }

@@ -139,23 +139,20 @@ import Testing
 
     /// Secrets made in one region are each exactly their own bytes, and one kept alone keeps the region alive.
     @Test func secretsAllocatedTogetherAreEachTheirOwnBytes() {
-        let counts = [32, 16, 32, 1, 64]
-        var parts = SecretBytes.allocatedTogether(counts) { buffers in
-            for (index, buffer) in buffers.enumerated() {
-                for offset in buffer.indices { buffer[offset] = UInt8(truncatingIfNeeded: index * 100 + offset) }
+        let pattern = { (index: Int, count: Int) in (0..<count).map { UInt8(truncatingIfNeeded: index * 100 + $0) } }
+        let last: SecretBytes = {
+            let (first, second, third) = SecretBytes.allocatedTogether(32, 1, 64) { a, b, c in
+                for (index, buffer) in [a, b, c].enumerated() {
+                    for offset in buffer.indices { buffer[offset] = UInt8(truncatingIfNeeded: index * 100 + offset) }
+                }
             }
-        }
-        #expect(parts.map(\.count) == counts)
-        for (index, part) in parts.enumerated() {
-            #expect(
-                part.withUnsafeBytes { Array($0) }
-                    == (0..<counts[index]).map { UInt8(truncatingIfNeeded: index * 100 + $0) })
-        }
-        #expect(parts[1] == SecretBytes((0..<16).map { UInt8(100 + $0) }))
-        #expect(parts[0] != parts[2])  // equal lengths, other bytes
-        let last = parts[4]
-        parts.removeAll()
-        #expect(last.withUnsafeBytes { Array($0) } == (0..<64).map { UInt8(truncatingIfNeeded: 400 + $0) })
+            #expect([first.count, second.count, third.count] == [32, 1, 64])
+            #expect(first.withUnsafeBytes { Array($0) } == pattern(0, 32))
+            #expect(second == SecretBytes(pattern(1, 1)))
+            #expect(first != SecretBytes(pattern(2, 32)))  // its own bytes, not the next secret's
+            return third
+        }()
+        #expect(last.withUnsafeBytes { Array($0) } == pattern(2, 64))
     }
 }
 

@@ -55,14 +55,11 @@ final class VaultSealer: PrefsSealer {
         self.identity = identity
         let shortTags = identity.format >= 3
         self.shortTags = shortTags
-        let subkeys = SecretBytes.allocatedTogether([32, shortTags ? 16 : 32, 32]) { out in
-            Sodium.deriveSubkey(from: masterKey, id: 1, context: "SVLTdata", into: out[0])
-            Sodium.deriveSubkey(from: masterKey, id: 2, context: shortTags ? "SVLTntag" : "SVLTname", into: out[1])
-            Sodium.deriveSubkey(from: masterKey, id: 4, context: "SVLTrmac", into: out[2])
+        (dataKey, tagKey, recordKey) = SecretBytes.allocatedTogether(32, shortTags ? 16 : 32, 32) { data, tag, record in
+            Sodium.deriveSubkey(from: masterKey, id: 1, context: "SVLTdata", into: data)
+            Sodium.deriveSubkey(from: masterKey, id: 2, context: shortTags ? "SVLTntag" : "SVLTname", into: tag)
+            Sodium.deriveSubkey(from: masterKey, id: 4, context: "SVLTrmac", into: record)
         }
-        dataKey = subkeys[0]
-        tagKey = subkeys[1]
-        recordKey = subkeys[2]
         let body = identity.body
         let name = Array(service.utf8)
         // Service names are at most 128 bytes (Vault's naming rule) and store ids 120: a u16 length holds them.
