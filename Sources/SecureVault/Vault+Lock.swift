@@ -59,13 +59,9 @@ extension Vault {
             }
         }
         let fd = locked!
-        let holder = Self.lockHolders.withLock { holders in
-            let holder = LockHolder(path: lockPath, thread: thread, next: holders)
-            holders = holder
-            return holder
-        }
+        Self.lockHolders.withLock { holders in holders = LockHolder(path: lockPath, thread: thread, next: holders) }
         defer {
-            Self.lockHolders.withLock { holders in holders = holders?.removing(holder) }
+            Self.lockHolders.withLock { holders in holders = holders?.removing(path: lockPath, thread: thread) }
             Sys.close(fd)
         }
         return try body(createdDirectory)
@@ -135,11 +131,13 @@ final class LockHolder: Sendable {
         return false
     }
 
-    /// This chain without the node `holder` (the same chain when it holds no such node).
-    func removing(_ holder: LockHolder) -> LockHolder? {
-        if self === holder { return next }
+    /// This chain without the node of `thread` holding `path` (there is one at most: a thread that holds a lock file
+    /// takes it again without a node). By value, not by identity: the node recorded may since have been copied by
+    /// the removal of a node recorded after it.
+    func removing(path: String, thread: UInt) -> LockHolder? {
+        if self.thread == thread && self.path == path { return next }
         guard let next else { return self }
-        let rest = next.removing(holder)
-        return rest === next ? self : LockHolder(path: path, thread: thread, next: rest)
+        let rest = next.removing(path: path, thread: thread)
+        return rest === next ? self : LockHolder(path: self.path, thread: self.thread, next: rest)
     }
 }

@@ -289,6 +289,8 @@ public final class Vault: Sendable {
                         if let version = bytes.first, version > ItemEnvelope.version { return .newer(version) }
                         return .notAnItem
                     }
+                    // A read retried after the file changed underneath runs this again: `value` is then the
+                    // second run's, the one `found` describes (the first one's is released, and wiped if secret).
                     value = body(envelope, payload)
                     return .item
                 }

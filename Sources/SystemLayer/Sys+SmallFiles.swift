@@ -6,26 +6,26 @@ extension Sys {
     /// Creates `path` (and missing parents) as directories with mode 0700; the umask cannot narrow it, as the
     /// mode is set explicitly after creation. An existing directory is left as it is. One removed between its
     /// creation and its mode's (another process's clean-up of an empty directory: a vault's failed first write) is
-    /// made again; it was an `io` failure, the one a failing first write racing others could meet (issue 35's flake
-    /// loop: one `vaultctl vault set` in 2,000 exited 74 instead of 69).
+    /// made again, not reported as a failure of its own.
     // See: man 2 mkdir, man 2 chmod
     package static func makePrivateDirectory(_ path: String) -> Result<Void, Errno> {
-        switch mkdir(path, permissions: 0o700) {
-        case .success:
-            switch chmod(path, 0o700) {
-            case .failure(let error) where error == .noEntry: return makePrivateDirectory(path)
-            case let set: return set
+        while true {
+            switch mkdir(path, permissions: 0o700) {
+            case .success:
+                switch chmod(path, 0o700) {
+                case .failure(let error) where error == .noEntry: continue  // removed meanwhile: make it again
+                case let set: return set
+                }
+            case .failure(let error) where error == .noEntry:
+                guard let slash = path.lastIndex(of: "/"), slash > path.startIndex else { return .failure(error) }
+                if case .failure(let parentError) = makePrivateDirectory(String(path[..<slash])) {
+                    return .failure(parentError)
+                }
+            case .failure(let error) where error == .exists:
+                return .success(())
+            case .failure(let error):
+                return .failure(error)
             }
-        case .failure(let error) where error == .noEntry:
-            guard let slash = path.lastIndex(of: "/"), slash > path.startIndex else { return .failure(error) }
-            if case .failure(let parentError) = makePrivateDirectory(String(path[..<slash])) {
-                return .failure(parentError)
-            }
-            return makePrivateDirectory(path)
-        case .failure(let error) where error == .exists:
-            return .success(())
-        case .failure(let error):
-            return .failure(error)
         }
     }
 
