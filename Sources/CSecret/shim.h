@@ -6,4 +6,6 @@
 #include <libsecret/secret.h>
 // The Secret portal hands its secret over through a pipe passed as a D-Bus file descriptor (SecretPortal).
 #include <gio/gunixfdlist.h>
+// It connects to the session bus itself, through a socket whose timeout bounds connecting (SecretPortal.Bus).
+#include <gio/gunixsocketaddress.h>
 #endif

@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 import SystemLayer
 import Testing
 
@@ -151,33 +150,36 @@ import Testing
         #expect(disarmed.allSatisfy { !$0.expired })
     }
 
-    /// Work handed to the deadline thread (a portal request's clean-up) runs there, each piece once, whichever
-    /// thread handed it over: the count stays at 64 once a piece handed over after them all has run too.
-    @Test func workHandedOverRunsOnceOnTheDeadlineThread() async {
-        let ran = Tally()
-        let callers = await withTaskGroup(of: pthread_t.self) { group in
-            for _ in 0..<64 {
-                group.addTask {
-                    DeadlineTimer.afterward { ran.state.withLock { $0.count += 1; $0.threads.append(pthread_self()) } }
-                    return pthread_self()
-                }
-            }
-            return await group.reduce(into: [pthread_t]()) { $0.append($1) }
-        }
-        #expect(waitUntil { ran.state.withLock { $0.count } == 64 })
-        let fence = Tally()
-        DeadlineTimer.afterward { fence.state.withLock { $0.count = 1 } }
-        #expect(waitUntil { fence.state.withLock { $0.count } == 1 })
-        let (count, threads) = ran.state.withLock { ($0.count, $0.threads) }
-        #expect(count == 64)
-        #expect(Set(threads).count == 1)
-        #expect(!callers.contains { pthread_equal($0, threads[0]) != 0 })
-    }
-}
+    // MARK: The session bus's address
 
-/// What ran on the deadline thread, and where.
-private final class Tally: Sendable {
-    let state = Mutex<(count: Int, threads: [pthread_t])>((0, []))
+    /// The Unix sockets a session bus address names, as the portal's connection tries them: `unix:path=` and
+    /// `unix:abstract=` entries in order, `%XX` escapes decoded, other transports and malformed entries skipped;
+    /// without an address, `$XDG_RUNTIME_DIR/bus`.
+    @Test func theSessionBusAddressNamesItsUnixSockets() {
+        typealias Socket = SecretPortal.Bus.UnixSocket
+        func sockets(_ address: String?, _ runtime: String? = "/run/user/1000") -> [Socket] {
+            SecretPortal.Bus.unixSockets(address: address, runtimeDirectory: runtime)
+        }
+        #expect(sockets("unix:path=/run/flatpak/bus") == [Socket(path: "/run/flatpak/bus", abstract: false)])
+        #expect(
+            sockets("unix:abstract=/tmp/dbus-AbC,guid=0123456789abcdef")
+                == [Socket(path: "/tmp/dbus-AbC", abstract: true)])
+        #expect(
+            sockets("tcp:host=localhost,port=4;unix:guid=00,path=/x%20y%2cz;autolaunch:;unix:path=/second")
+                == [Socket(path: "/x y,z", abstract: false), Socket(path: "/second", abstract: false)])
+        // A malformed escape, a NUL, an empty path, a key without a value, bytes that are not UTF-8, a path longer
+        // than a socket address holds: that entry is skipped, not cut short or changed.
+        let long = String(repeating: "d", count: 107)
+        #expect(
+            sockets("unix:path=/bad%2;unix:path=/nul%00;unix:path=;unix:path;unix:path=/%ff;unix:path=/\(long)"
+                + ";unix:path=/good")
+                == [Socket(path: "/good", abstract: false)])
+        #expect(sockets("unix:path=\(long)") == [Socket(path: long, abstract: false)])
+        #expect(sockets("tcp:host=localhost,port=4").isEmpty)
+        #expect(sockets(nil) == [Socket(path: "/run/user/1000/bus", abstract: false)])
+        #expect(sockets("") == [Socket(path: "/run/user/1000/bus", abstract: false)])
+        #expect(sockets(nil, nil).isEmpty)
+    }
 }
 
 /// Polls `condition` every millisecond for at most a minute (an event's bound, not a timing: it returns as soon as

@@ -34,6 +34,9 @@
 //                                     returned: op i (from 1) is "rotate" when i % 20 == 7, "wipe" when
 //                                     i % 20 == 19, else "set k<i % 5> v<i>"; prints "<i> <op>" per ack
 //   vault-dump SERVICE                prints every item as "<key> <value>", sorted, or "error <code>"
+//   portal-secret                     (in a sandbox) prints the Secret portal's secret and its root key, in hex
+//   portal-requests COUNT THREADS     (in a sandbox) COUNT portal requests from THREADS threads, in two halves;
+//                                     prints "same yes|no" and "fds F1 F2" (open descriptors after each half)
 //
 // Environment: VAULT_TEST_DIR (vault directory), VAULT_TEST_DEADLINE_MS, VAULT_TEST_ACCESSIBILITY
 // (afterFirstUnlock | whenUnlocked), VAULT_TEST_PROMPT_MS (set: prompting allowed with that deadline),
@@ -42,8 +45,10 @@
 // Secret Service otherwise), VAULT_TEST_MIGRATE_TO (a second key store, spelled the same way: vault-dump opens
 // the vault with whichever the header names, and vault-crash-writer migrates between them), VAULT_TEST_CACHE (KEYRING:SECONDS: Configuration.keyCache). A failure prints "error <code> <elapsed-ms>" and exits 1; the message goes
 // to stderr.
+import Dispatch
 import FoundationEssentials
 import Glibc
+import Synchronization
 
 @testable import PrefsKV
 @testable import SecureVault
@@ -373,6 +378,47 @@ enum VaultCommands {
         case .absent: return "absent"
         case .unavailable(let reason): return "unavailable \(reason.rawValue)"
         }
+    }
+
+    /// `portal-requests COUNT THREADS`: COUNT Secret portal requests of this sandboxed process, from THREADS threads at
+    /// once, in two halves, each followed by one alone. Prints `same yes` when every request got the first one's
+    /// secret, and the process's open file descriptors after each half (`fds F1 F2`): each request's pipe is
+    /// closed, the connection is the process's one, used again, and what a request holds (its main context's
+    /// wake-up descriptor) is released by the next one.
+    static func portalRequests(_ arguments: [String]) -> Int32 {
+        guard arguments.count == 2, let count = Int(arguments[0]), let threads = Int(arguments[1]), threads > 0 else {
+            print("usage: portal-requests COUNT THREADS")
+            return 64
+        }
+        @Sendable func request() -> [UInt8]? {
+            (try? SecretPortal.retrieveSecret(operation: "portal-requests", deadline: .seconds(60)))?
+                .withUnsafeBytes { Array($0) }
+        }
+        func openDescriptors() -> Int {
+            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count ?? -1
+        }
+        guard let first = request() else {
+            print("error: the first request failed")
+            return 1
+        }
+        let different = Mutex(0)
+        // Half the requests from the threads, then one alone: it releases what the requests before it hold. The
+        // descriptors are counted then (libdispatch's own are open by then), and again after the other half and
+        // one more alone.
+        func round(_ share: Int) -> Int {
+            DispatchQueue.concurrentPerform(iterations: threads) { thread in
+                for _ in stride(from: thread, to: share, by: threads) where request() != first {
+                    different.withLock { $0 += 1 }
+                }
+            }
+            if request() != first { different.withLock { $0 += 1 } }
+            return openDescriptors()
+        }
+        let afterHalf = round(count / 2)
+        let afterAll = round(count - count / 2)
+        print("same \(different.withLock { $0 } == 0 ? "yes" : "no")")
+        print("fds \(afterHalf) \(afterAll)")
+        return 0
     }
 
     /// `portal-secret`: the Secret portal's secret of this sandboxed app and the root key the vault derives from it,

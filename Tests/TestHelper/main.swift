@@ -34,6 +34,7 @@ case "vault-set", "vault-get", "vault-token-set", "vault-token", "vault-read-loc
     exit(VaultCommands.run(arguments[0], rest))
 case "keyring-fill": exit(VaultCommands.fillKeyring(rest))
 case "portal-secret": exit(VaultCommands.portalSecret())
+case "portal-requests": exit(VaultCommands.portalRequests(rest))
 case "keyring-session": exit(VaultCommands.keyringSession(rest))
 case "launch-route", "launch-sign-in", "launch-logout", "prefs-damage", "file-flip":
     exit(LaunchCommands.run(arguments[0], rest))

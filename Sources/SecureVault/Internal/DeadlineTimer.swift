@@ -1,13 +1,14 @@
 internal import CSecret
 import SystemLayer
 
-/// A GCancellable cancelled at a deadline: what bounds every call into libsecret and GDBus (the Secret Service, the
-/// Secret portal), whose blocking calls take a cancellable and no deadline of their own.
+/// A GCancellable cancelled at a deadline: what bounds every call into libsecret (the Secret Service), whose blocking
+/// calls take a cancellable and no deadline of their own. (The Secret portal's requests are bounded without it:
+/// `SecretPortal.Bus`.)
 ///
 /// The deadlines are kept by one thread of the process, started at the first timer and never stopped: a GLib main
 /// context of its own, where each timer is a timeout source that cancels its cancellable. One thread, made once,
-/// instead of libdispatch's queues and their threads: a fresh process that asks the Secret portal for its key once
-/// pays the timer's start on that request's path (Performance.md, issue 36). Arming and disarming from any thread is
+/// instead of libdispatch's queues and their threads, whose start a fresh process paid on its first call
+/// (Performance.md, issue 36). Arming and disarming from any thread is
 /// GLib's documented use of a context (`g_source_attach` wakes it; `g_source_destroy` is thread-safe).
 ///
 /// `@unchecked Sendable`: the state is immutable after `init`; the GCancellable, shared with the deadline thread, is
@@ -61,26 +62,6 @@ final class DeadlineTimer: @unchecked Sendable {
         g_source_destroy(source)
         g_source_unref(source)
         g_object_unref(cancellable)
-    }
-
-    /// Runs `work` once on the deadline thread, soon after: a request's clean-up, off its caller's path. The thread
-    /// is the one a timer armed for that request started.
-    static func afterward(_ work: @escaping @Sendable () -> Void) {
-        let source = g_idle_source_new()!
-        g_source_set_callback(
-            source,
-            { box in
-                Unmanaged<Work>.fromOpaque(box!).takeUnretainedValue().body()
-                return 0  // G_SOURCE_REMOVE
-            }, Unmanaged.passRetained(Work(work)).toOpaque(),
-            { box in Unmanaged<Work>.fromOpaque(box!).release() })
-        g_source_attach(source, deadlineThread.pointer)
-        g_source_unref(source)
-    }
-
-    private final class Work: Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
     }
 
     /// The deadline thread's main context, the thread started by the first use. A process that cannot start a

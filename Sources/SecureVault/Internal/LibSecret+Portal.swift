@@ -28,13 +28,13 @@ enum SecretPortal {
                     + "Use secret-service (the keyring) or a key file on the host")
         }
         let end = ContinuousClock.now + deadline
-        let timer = DeadlineTimer(after: deadline)
-        defer { timer.disarm() }
         do throws(PortalFailure) {
-            return try retrieve(appID: sandbox.appID, cancellable: timer.cancellable, end: end)
+            return try retrieve(appID: sandbox.appID, end: end)
         } catch {
             var failure = error
-            if timer.expired || error.kind == .timeout {
+            // Past the deadline, whatever ended the request is the deadline's (a call cut short as its connection
+            // closed at the socket's timeout, say).
+            if error.kind == .timeout || ContinuousClock.now >= end {
                 failure.code = .timeout
                 failure.message =
                     "the Secret portal did not answer within \(deadline) (\(error.message)); a stopped "
@@ -75,25 +75,18 @@ enum SecretPortal {
     private static let busName = "org.freedesktop.portal.Desktop"
     private static let objectPath = "/org/freedesktop/portal/desktop"
 
-    private static func retrieve(
-        appID: String, cancellable: UnsafeMutablePointer<GCancellable>, end: ContinuousClock.Instant
-    ) throws(PortalFailure) -> Secret {
-        // The process's shared connection, got before this call's own context is pushed: a connection made now
-        // keeps the context it was made in for its own signals (closed), which must be the app's, not this call's.
-        // Connecting is cancelled at the deadline; GLib's Hello that follows is not (its own 25 s bound), as for
-        // every Secret Service call.
-        var error: UnsafeMutablePointer<GError>?
-        guard let connection = g_bus_get_sync(G_BUS_TYPE_SESSION, cancellable, &error) else {
-            throw failure(taking: error, doing: "connecting to the session bus", connecting: true)
-        }
+    private static func retrieve(appID: String, end: ContinuousClock.Instant) throws(PortalFailure) -> Secret {
+        // The process's connection of its own, got before this call's context is pushed (`Bus`: connecting is
+        // bounded by its socket's timeout).
+        let connection = try Bus.connection(until: end)
         // A main context of this call's own: the Response signal is dispatched in it, and nowhere else. What the
-        // request holds is released after the answer, on the deadline thread (`RequestHold`).
+        // request holds is released by the process's next request (`Bus.park`), off this one's path.
         let context = g_main_context_new()!
         g_main_context_push_thread_default(context)
         let hold = RequestHold(connection: connection, context: context)
         defer {
             g_main_context_pop_thread_default(context)
-            DeadlineTimer.afterward { hold.release() }
+            Bus.park(hold)
         }
         guard let unique = g_dbus_connection_get_unique_name(connection) else {
             throw PortalFailure(code: .unavailable, message: "the session bus gave this connection no name")
@@ -115,6 +108,7 @@ enum SecretPortal {
         defer { Sys.close(readEnd) }
         // The list holds a copy of the write end until it is freed: freed right after the call, so that the
         // pipe ends (EOF) once the backend has written and closed its copy.
+        var error: UnsafeMutablePointer<GError>?
         let fdList = g_unix_fd_list_new()!
         let index = g_unix_fd_list_append(fdList, writeEnd, &error)
         Sys.close(writeEnd)
@@ -125,9 +119,12 @@ enum SecretPortal {
         let reply = g_dbus_connection_call_with_unix_fd_list_sync(
             connection, busName, objectPath, "org.freedesktop.portal.Secret", "RetrieveSecret",
             parameters(fdIndex: index, token: token), nil, G_DBUS_CALL_FLAGS_NONE,
-            remainingMilliseconds(until: end), fdList, nil, cancellable, &error)
+            remainingMilliseconds(until: end), fdList, nil, nil, &error)
         g_object_unref(fdList)
-        guard let reply else { throw failure(taking: error, doing: "calling RetrieveSecret") }
+        guard let reply else {
+            Bus.discard(connection)
+            throw failure(taking: error, doing: "calling RetrieveSecret")
+        }
         // The portal says which Request answers: trust it (a portal older than handle_token makes up its own).
         guard String(cString: g_variant_get_type_string(reply)) == "(o)" else {
             g_variant_unref(reply)
@@ -140,13 +137,19 @@ enum SecretPortal {
         g_variant_unref(reply)
         if handle != requestPath { hold.subscriptions.append(subscribe(connection, path: handle, response: response)) }
 
-        // Waits for Response (or the deadline, which cancels the cancellable and wakes the loop). The request is
-        // never closed: see the type's comment.
-        let wake = g_cancellable_source_new(cancellable)!
-        g_source_set_callback(wake, { _ in 0 }, nil, nil)
-        g_source_attach(wake, context)
-        hold.wake = wake
-        while response.code == nil, g_cancellable_is_cancelled(cancellable) == 0 {
+        // Waits for Response, or for the deadline: a timeout source in the call's context ends the wait. The
+        // request is never closed: see the type's comment.
+        let timeout = g_timeout_source_new(UInt32(clamping: remainingMilliseconds(until: end)))!
+        g_source_set_callback(
+            timeout,
+            { box in
+                Unmanaged<ResponseBox>.fromOpaque(box!).takeUnretainedValue().expired = true
+                return 0  // G_SOURCE_REMOVE
+            }, Unmanaged.passRetained(response).toOpaque(),
+            { box in Unmanaged<ResponseBox>.fromOpaque(box!).release() })
+        g_source_attach(timeout, context)
+        hold.timeout = timeout
+        while response.code == nil, !response.expired {
             g_main_context_iteration(context, 1)
         }
         switch response.code {
@@ -263,33 +266,37 @@ enum SecretPortal {
     /// subscription.
     private final class ResponseBox {
         var code: UInt32?
+        /// The deadline passed (the call's timeout source fired).
+        var expired = false
     }
 
     /// What a request holds until it is over: a reference to the connection, the call's main context, the Response
-    /// subscriptions and the source that wakes the wait. Released after the answer (or the failure) on the
-    /// deadline thread, off the caller's path: the unsubscriptions (each a message to the bus) and the context's last
-    /// run (the subscriptions' destroy notifications, queued there, release their references) are about a tenth of
-    /// a millisecond of a fresh process's only request (Performance.md, issue 36).
+    /// subscriptions and the timeout source of the wait. Released by the process's next request (`Bus`), off this
+    /// one's path: the unsubscriptions (each a message to the bus) and the context's last run (the subscriptions'
+    /// destroy notifications, queued there, release their references) are about a tenth of a millisecond of a
+    /// fresh process's only request (Performance.md, issue 36).
     ///
-    /// `@unchecked Sendable`: filled by the calling thread, then handed to the deadline thread once (through the
-    /// main context's lock, which orders the two), and never touched again by the caller.
-    private final class RequestHold: @unchecked Sendable {
+    /// `@unchecked Sendable`: filled by the calling thread, then parked under `Bus`'s lock (which orders the two)
+    /// and never touched again by the caller; released once, by the thread that takes it from there.
+    final class RequestHold: @unchecked Sendable {
         let connection: OpaquePointer
         let context: OpaquePointer
         var subscriptions: [UInt32] = []
-        var wake: UnsafeMutablePointer<GSource>?
+        var timeout: UnsafeMutablePointer<GSource>?
+        /// The hold parked before this one (`Bus`).
+        var next: RequestHold?
 
         init(connection: OpaquePointer, context: OpaquePointer) {
             self.connection = connection
             self.context = context
         }
 
-        /// Runs on the deadline thread, the call's context popped by its caller (a context is run by one thread
-        /// at a time: the caller's last iteration is over).
+        /// Runs on the thread of a later request, the call's context popped by its caller (a context is run by one
+        /// thread at a time: the caller's last iteration is over).
         func release() {
-            if let wake {
-                g_source_destroy(wake)
-                g_source_unref(wake)
+            if let timeout {
+                g_source_destroy(timeout)
+                g_source_unref(timeout)
             }
             for id in subscriptions { g_dbus_connection_signal_unsubscribe(connection, id) }
             while g_main_context_iteration(context, 0) != 0 {}
@@ -304,7 +311,7 @@ enum SecretPortal {
             1, Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000))
     }
 
-    private static func failure(
+    static func failure(
         taking error: UnsafeMutablePointer<GError>?, doing what: String, connecting: Bool = false
     ) -> PortalFailure {
         guard let error else { return PortalFailure(code: .io, message: "\(what) failed") }
@@ -340,6 +347,9 @@ enum SecretPortal {
             default:
                 break
             }
+        }
+        if connecting {
+            return PortalFailure(code: .io, message: "\(what): \(message)", gError: cause)
         }
         return PortalFailure(code: .io, message: "\(what): the desktop portal failed: \(message)", gError: cause)
     }
