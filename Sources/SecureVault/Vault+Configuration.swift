@@ -22,8 +22,9 @@ extension Vault {
         public var keyStore: KeyStore = KeyStore.processDefault
         /// When the key may be used. The default is ``Accessibility/afterFirstUnlock``.
         public var accessibility: Accessibility = .afterFirstUnlock
-        /// How long any one Secret Service call may take before it fails with ``VaultError/Code/timeout``.
-        /// The default is 2 seconds.
+        /// How long any one Secret Service or Secret portal call may take before it fails with
+        /// ``VaultError/Code/timeout`` (the portal's connecting to the bus: this long for each read, rounded up
+        /// to whole seconds). The default is 2 seconds.
         public var deadline: Duration = VaultDefaults.deadline
         /// Whether the key store may show its prompts. The default is ``Prompting/never``: a locked keyring
         /// is ``VaultError/Code/locked`` and an item the provider has not approved for this program is

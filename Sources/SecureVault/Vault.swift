@@ -20,8 +20,9 @@ package import SystemLayer
 ///
 /// The master key is read from the key store once per process (with ``Accessibility/afterFirstUnlock``) and
 /// kept in guarded memory. Writes reach the disk before they return. Item names are not stored in clear.
-/// All methods are thread-safe and block on the key store for at most ``Configuration/deadline``; the
-/// `async` twins run that blocking work off the cooperative thread pool.
+/// All methods are thread-safe and block on the key store for at most ``Configuration/deadline`` (the Secret
+/// portal's connecting to the bus: that deadline for each read, in whole seconds); the `async` twins run that
+/// blocking work off the cooperative thread pool.
 public final class Vault: Sendable {
     /// The vault's name (`[A-Za-z0-9._-]`, 1 to 128 characters).
     public let service: String

@@ -36,7 +36,8 @@
 //   vault-dump SERVICE                prints every item as "<key> <value>", sorted, or "error <code>"
 //   portal-secret                     (in a sandbox) prints the Secret portal's secret and its root key, in hex
 //   portal-requests COUNT THREADS     (in a sandbox) COUNT portal requests from THREADS threads, in two halves;
-//                                     prints "same yes|no" and "fds F1 F2" (open descriptors after each half)
+//                                     prints "same yes|no", "fds F1 F2" and "sockets S1 S2" (open descriptors
+//                                     and sockets after each half)
 //
 // Environment: VAULT_TEST_DIR (vault directory), VAULT_TEST_DEADLINE_MS, VAULT_TEST_ACCESSIBILITY
 // (afterFirstUnlock | whenUnlocked), VAULT_TEST_PROMPT_MS (set: prompting allowed with that deadline),
@@ -380,11 +381,12 @@ enum VaultCommands {
         }
     }
 
-    /// `portal-requests COUNT THREADS`: COUNT Secret portal requests of this sandboxed process, from THREADS threads at
-    /// once, in two halves, each followed by one alone. Prints `same yes` when every request got the first one's
-    /// secret, and the process's open file descriptors after each half (`fds F1 F2`): each request's pipe is
-    /// closed, the connection is the process's one, used again, and what a request holds (its main context's
-    /// wake-up descriptor) is released by the next one.
+    /// `portal-requests COUNT THREADS`: COUNT Secret portal requests of this sandboxed process, from THREADS concurrent
+    /// workers (libdispatch's `concurrentPerform`: as many at once as it runs), in two halves, each followed by one
+    /// alone. Prints `same yes` when every request got the first one's secret, the process's open file descriptors
+    /// after each half (`fds F1 F2`: each request's pipe is closed, and what a request holds, its main context's
+    /// wake-up descriptor, is released by the next one) and its sockets then (`sockets S1 S2`: the one connection
+    /// to the bus, used again).
     static func portalRequests(_ arguments: [String]) -> Int32 {
         guard arguments.count == 2, let count = Int(arguments[0]), let threads = Int(arguments[1]), threads > 0 else {
             print("usage: portal-requests COUNT THREADS")
@@ -394,8 +396,13 @@ enum VaultCommands {
             (try? SecretPortal.retrieveSecret(operation: "portal-requests", deadline: .seconds(60)))?
                 .withUnsafeBytes { Array($0) }
         }
-        func openDescriptors() -> Int {
-            (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count ?? -1
+        func openDescriptors() -> (all: Int, sockets: Int) {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd")) ?? []
+            let sockets = names.filter {
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/" + $0))?
+                    .hasPrefix("socket:") == true
+            }
+            return (names.count, sockets.count)
         }
         guard let first = request() else {
             print("error: the first request failed")
@@ -405,7 +412,7 @@ enum VaultCommands {
         // Half the requests from the threads, then one alone: it releases what the requests before it hold. The
         // descriptors are counted then (libdispatch's own are open by then), and again after the other half and
         // one more alone.
-        func round(_ share: Int) -> Int {
+        func round(_ share: Int) -> (all: Int, sockets: Int) {
             DispatchQueue.concurrentPerform(iterations: threads) { thread in
                 for _ in stride(from: thread, to: share, by: threads) where request() != first {
                     different.withLock { $0 += 1 }
@@ -417,7 +424,8 @@ enum VaultCommands {
         let afterHalf = round(count / 2)
         let afterAll = round(count - count / 2)
         print("same \(different.withLock { $0 } == 0 ? "yes" : "no")")
-        print("fds \(afterHalf) \(afterAll)")
+        print("fds \(afterHalf.all) \(afterAll.all)")
+        print("sockets \(afterHalf.sockets) \(afterAll.sockets)")
         return 0
     }
 

@@ -116,13 +116,21 @@ enum SecretPortal {
             g_object_unref(fdList)
             throw failure(taking: error, doing: "passing the pipe")
         }
+        // Past the deadline (a connection waited for), no call: its timeout would cut it short and drop a
+        // connection that may be sound.
+        guard ContinuousClock.now < end else {
+            g_object_unref(fdList)
+            throw PortalFailure(kind: .timeout, code: .timeout, message: "no time left to call RetrieveSecret")
+        }
         let reply = g_dbus_connection_call_with_unix_fd_list_sync(
             connection, busName, objectPath, "org.freedesktop.portal.Secret", "RetrieveSecret",
             parameters(fdIndex: index, token: token), nil, G_DBUS_CALL_FLAGS_NONE,
             remainingMilliseconds(until: end), fdList, nil, nil, &error)
         g_object_unref(fdList)
         guard let reply else {
-            Bus.discard(connection)
+            // An error the portal or the bus sent back is an answer; anything else (a timeout, the connection
+            // closing) is none.
+            if let error, g_dbus_error_is_remote_error(error) == 0 { Bus.discard(connection) }
             throw failure(taking: error, doing: "calling RetrieveSecret")
         }
         // The portal says which Request answers: trust it (a portal older than handle_token makes up its own).

@@ -12,8 +12,8 @@ extension SecretPortal {
     /// stretch connecting to a few times the deadline, never without bound. The call has a timeout of its own,
     /// and the Response is awaited in the call's own main context, where a timeout source ends the wait. GLib's
     /// `g_bus_get_sync` takes a cancellable only, which something must cancel at the deadline: a thread
-    /// (`DeadlineTimer`), whose start was a tenth of a millisecond of a fresh process's only request
-    /// (Performance.md, issue 36); and its Hello after the authentication waited up to GLib's own 25 s, which the
+    /// (`DeadlineTimer`), whose wake-ups cost a fresh process's only request about a third of a millisecond on two
+    /// busy cores (Performance.md, issue 36, stop 52); and its Hello after the authentication waited up to GLib's own 25 s, which the
     /// socket's timeout bounds here too. (GDBus's own worker thread runs either way.)
     ///
     /// A request's clean-up (the Response subscriptions, its main context) is left to the next request of the
@@ -58,6 +58,12 @@ extension SecretPortal {
                     g_object_ref(UnsafeMutableRawPointer(open.pointer))
                     return open.pointer
                 }
+                guard ContinuousClock.now < end else {
+                    throw PortalFailure(
+                        kind: .timeout, code: .timeout,
+                        message: "connecting to the session bus: the deadline passed while another request of this "
+                            + "process was connecting")
+                }
                 g_main_context_push_thread_default(context.pointer)
                 defer { g_main_context_pop_thread_default(context.pointer) }
                 let made = try connect(until: end)
@@ -76,10 +82,11 @@ extension SecretPortal {
             }
         }
 
-        /// The next request makes a new connection: `connection` failed a call. It may have got no reply, and the
-        /// read GDBus began while it was connecting may still have the socket's timeout, which would close it
-        /// under a later request; a connection is used again only once it has answered a call. Freed when the
-        /// last request that holds it is released.
+        /// The next request makes a new connection: `connection`'s call got no answer, and the read GDBus began
+        /// while it was connecting may still have the socket's timeout, which would close it under a later request.
+        /// (Requests running at once with the first may use it before any call answered; one of them cut short by
+        /// such a close past its deadline is a timeout, `retrieveSecret`.) Freed when the last request that holds
+        /// it is released.
         static func discard(_ connection: OpaquePointer) {
             state.withLock { state in
                 if state.connection?.pointer == connection { state.connection = nil }
