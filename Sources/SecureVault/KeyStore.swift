@@ -297,7 +297,7 @@ public struct KeyCache: Sendable, Equatable {
 /// ```
 ///
 /// A vault derives its key once per process, so the cost is paid at each process's first access. (What one
-/// derivation takes at each preset, measured: Documentation/SecureVault.md, "The passphrase key store's cost".)
+/// derivation takes at each preset, measured: Documentation/KeyStores.md, "The passphrase key store's cost".)
 public struct PassphraseCost: Sendable, Equatable {
     let passes: UInt16
     let memoryKiB: UInt32

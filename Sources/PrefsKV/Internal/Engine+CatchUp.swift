@@ -93,7 +93,7 @@ extension Engine {
                 // Still our file: the flag is stale, from a compactor killed between flag and rename. It is cleared
                 // once the whole log is known to be intact: a handle reading a persisted table reads the whole log
                 // first, which clears it (`StoreLog.loadSnapshot`) or, when the log is damaged, quarantines the file
-                // as it is (its copy must be byte-identical; Reliability.md, "stop 32").
+                // as it is (its copy must be byte-identical; ReliabilityHistory.md, "stop 32").
                 if log.table != nil { try readWholeLog() }
                 if log.file.isSuperseded && log.file.writable && log.fileIsNamed { log.file.setSuperseded(false) }
             } else {
