@@ -105,6 +105,12 @@ fi
 # Inside the bus. Starts KeePassXC with the database unlocked and waits until its default collection is
 # unlocked (the bus name is taken about 0.3 s before the database is); prints KeePassXC's pid.
 start_keepassxc() {
+    # After a test killed it: until the bus has dropped the dead process's name, a new KeePassXC could not take it.
+    local free=$((SECONDS + 120))
+    while [ "$SECONDS" -lt "$free" ] && gdbus call --session --dest org.freedesktop.DBus --object-path /org/freedesktop/DBus \
+        --method org.freedesktop.DBus.NameHasOwner org.freedesktop.secrets 2>/dev/null | grep -q true; do
+        sleep 0.05
+    done
     printf '%s\n' "$VAULT_TEST_KEEPASSXC_PASSWORD" \
         | QT_QPA_PLATFORM=offscreen setsid keepassxc --pw-stdin "$VAULT_TEST_KEEPASSXC_DB" \
             >"$HOME/keepassxc.log" 2>&1 &

@@ -130,12 +130,14 @@ struct Layout: Codable, Equatable {
         #expect(try store.count == 1)
     }
 
+    /// In a child process whose umask is 0 (the umask is the whole process's: set here, it would reach every test
+    /// running beside this one, and two such tests could leave it at 0).
     @Test func filesAreCreatedPrivateRegardlessOfUmask() throws {
         let dir = try TempDir()
-        let old = umask(0)
-        defer { umask(old) }
         let nested = dir.file("a/b")
-        _ = try PrefsStore(id: "ui", directory: nested)
+        let result = try ChildProcess.run(
+            "/bin/sh", ["-c", "umask 0 && exec \"$@\"", "sh", helperPath, "prefs-set", nested, "ui", "theme", "dark"])
+        #expect(result.status == 0 && result.standardOutput == "ok\n", "\(result)")
         #expect(fileMode(dir.file("a")) == 0o700)
         #expect(fileMode(nested) == 0o700)
         #expect(fileMode(nested + "/ui.prefs") == 0o600)
@@ -161,13 +163,12 @@ struct Layout: Codable, Equatable {
         #expect(try store.string(forKey: "theme") == "dark")
     }
 
-    @Test func defaultDirectoryFollowsXDGDataHome() {
-        let saved = ProcessInfo.processInfo.environment["XDG_DATA_HOME"]
-        setenv("XDG_DATA_HOME", "/srv/data", 1)
-        defer {
-            if let saved { setenv("XDG_DATA_HOME", saved, 1) } else { unsetenv("XDG_DATA_HOME") }
-        }
-        #expect(PrefsStore.defaultDirectory == "/srv/data/prefskv")
+    /// In a child process with its own environment (this process's is every test's, read by `AppDirectoryTests`
+    /// and copied into every child a test starts).
+    @Test func defaultDirectoryFollowsXDGDataHome() throws {
+        let result = try ChildProcess.run(
+            helperPath, ["prefs-default-directory"], environment: ["XDG_DATA_HOME": "/srv/data"])
+        #expect(result.status == 0 && result.standardOutput == "/srv/data/prefskv\n", "\(result)")
     }
 
     @Test func expiredValuesReadAsAbsentAndCountAsGarbage() throws {

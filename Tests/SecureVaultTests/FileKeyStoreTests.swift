@@ -27,6 +27,7 @@ import TestSupport
         func vault(_ service: String, _ keyStore: KeyStore) throws -> Vault {
             var configuration = Vault.Configuration(directory: vaults)
             configuration.keyStore = keyStore
+            configuration.deadline = KeyringSession.deadline  // systemd-creds beside a loaded test run: no measure
             let vault = try Vault(service: service, configuration: configuration)
             vault.forgetKey()
             return vault

@@ -106,15 +106,17 @@ import Testing
     }
 
     /// A timer disarmed before its deadline never fires: a later timer's firing proves the deadline thread went past
-    /// the first one's deadline (it fires its sources in the order of their deadlines). A second to disarm it in,
-    /// on a loaded machine.
+    /// the first one's deadline (it fires its sources in the order of their deadlines). A second to disarm it in;
+    /// a thread held off the processor for longer (a loaded machine) disarmed it too late to show anything.
     @Test func aDisarmedTimerNeverFires() {
+        let armed = ContinuousClock.now
         let disarmed = DeadlineTimer(after: .seconds(1))
         disarmed.disarm()
+        let inTime = ContinuousClock.now - armed < .seconds(1)
         let later = DeadlineTimer(after: .milliseconds(1200))
         defer { later.disarm() }
         #expect(waitUntil { later.expired })
-        #expect(!disarmed.expired)
+        #expect(!inTime || !disarmed.expired)
     }
 
     /// Timers armed and disarmed from many threads at once, some firing as they are disarmed, some released without
@@ -130,9 +132,11 @@ import Testing
                         DeadlineTimer(after: .milliseconds(index % 8)).disarm()
                         return (true, nil)
                     case 1:
+                        // Disarmed before its deadline (unless this task was held off the processor that long).
+                        let armed = ContinuousClock.now
                         let timer = DeadlineTimer(after: .seconds(2))
                         timer.disarm()
-                        return (true, timer)
+                        return (true, ContinuousClock.now - armed < .seconds(2) ? timer : nil)
                     default:
                         let timer = DeadlineTimer(after: .milliseconds(index % 8))
                         return (waitUntil { timer.expired }, nil)
@@ -146,7 +150,7 @@ import Testing
         defer { fence.disarm() }
         #expect(waitUntil { fence.expired })
         let disarmed = results.compactMap(\.disarmedEarly)
-        #expect(disarmed.count == 32)
+        #expect(!disarmed.isEmpty && disarmed.count <= 32)
         #expect(disarmed.allSatisfy { !$0.expired })
     }
 

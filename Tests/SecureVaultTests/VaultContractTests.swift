@@ -48,6 +48,9 @@ import TestSupport
         func configuration(_ store: Store) -> Vault.Configuration {
             var configuration = Vault.Configuration(directory: directory.path)
             configuration.keyStore = keyStore(store)
+            // A guard against a hang, not a measure: the Secret Service and systemd-creds answer within the default
+            // 2 s on a quiet machine, not always beside a loaded test run.
+            configuration.deadline = KeyringSession.deadline
             return configuration
         }
 

@@ -137,11 +137,15 @@ final class VaultDirectory {
         }
     }
 
+    /// In a child process whose umask is 0 (set here, the whole process's umask would reach every test running
+    /// beside this one).
     @Test func filesAreCreatedPrivateWhateverTheUmask() throws {
         let dir = try VaultDirectory()
-        let old = umask(0)
-        defer { umask(old) }
-        try dir.vault().set("v", for: "k")
+        let result = try ChildProcess.run(
+            "/bin/sh", ["-c", "umask 0 && exec \"$@\"", "sh", KeyringSession.helper, "vault-set", "app", "k"],
+            environment: ["VAULT_TEST_DIR": dir.path, "VAULT_TEST_KEY_STORE": "passphrase:umask-test"],
+            input: Data("v\n".utf8))
+        #expect(result.status == 0 && result.standardOutput == "ok\n", "\(result)")
         #expect(try mode(dir.path) == 0o700)
         #expect(try mode(dir.path + "/app.prefs") == 0o600)
     }

@@ -121,6 +121,13 @@ enum PrefsCommands {
         say("ok")
     }
 
+    /// `prefs-default-directory`: prints `PrefsStore.defaultDirectory` (a test sets this process's environment,
+    /// never its own, which other tests share).
+    static func defaultDirectory(_ args: [String]) {
+        guard args.isEmpty else { fail("usage: prefs-default-directory") }
+        say(PrefsStore.defaultDirectory)
+    }
+
     /// `prefs-open-as UID DIR ID [readonly]`: drops to user UID, opens the store (with `Configuration.readOnly`)
     /// and prints `ok` or `error CODE`.
     static func openAs(_ args: [String]) {
