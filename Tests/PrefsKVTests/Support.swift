@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Logging
 import Synchronization
+import SystemLayer
 import Testing
 import TestSupport
 
@@ -103,8 +104,10 @@ final class Child {
 
     /// Spawns `executable` (the test helper unless named) with `arguments`.
     init(_ arguments: [String], executable: String = helperPath) throws {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw TestFailure("pipe failed") }
+        // Close-on-exec from the start (`Sys.pipe`): a child another test spawns meanwhile inherits neither end (an
+        // inherited write end would hold this pipe open past this child's exit).
+        guard case .success(let ends) = Sys.pipe() else { throw TestFailure("pipe failed") }
+        let fds = [ends.read, ends.write]
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
