@@ -65,7 +65,7 @@ public struct SecretBytes: Sendable {
     /// (one buffer per secret, in order): one allocation instead of three, for keys an owner derives and keeps
     /// together (a sealer's subkeys). The region is fenced by guard pages at its ends, read-only once filled, and
     /// zeroed when the last of the secrets is released. Three, as a tuple, not a list: a fresh process's first
-    /// array of a new element type costs it the runtime's instantiation of that type (Performance.md, issue 39).
+    /// array of a new element type costs it the runtime's instantiation of that type (PerformanceIssues36-39.md, issue 39).
     package static func allocatedTogether(
         _ first: Int, _ second: Int, _ third: Int,
         initializingWith body: (

@@ -104,7 +104,7 @@ extension Vault {
     /// Which thread of this process holds each vault lock file: a chain, newest first. Not a dictionary nor an
     /// array: a process holds a few at most, and a fresh process's first dictionary of a new key type, or first
     /// array of a new element type, costs it the runtime's instantiation of that type from its mangled name (a
-    /// fifth of its first vault access for the dictionary; Performance.md, issue 39).
+    /// fifth of its first vault access for the dictionary; PerformanceIssues36-39.md, issue 39).
     static let lockHolders = SanitizedMutex<LockHolder?>(nil)
 }
 

@@ -195,7 +195,7 @@ extension Vault {
 
     /// Master keys read in this process, by vault file and key id: read once per process. A chain, newest first, as
     /// `lockHolders` is (one entry per vault file a process opened; a dictionary's or array's first use costs a
-    /// fresh process the runtime's instantiation of its type; Performance.md, issue 39).
+    /// fresh process the runtime's instantiation of its type; PerformanceIssues36-39.md, issue 39).
     static let sealers = SanitizedMutex<CachedSealer?>(nil)
 
     // MARK: Permissions

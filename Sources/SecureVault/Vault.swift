@@ -282,7 +282,7 @@ public final class Vault: Sendable {
             guard let store = try openStore(create: false) else { return nil }
             // What the item decoded to is kept here, and the read answers a non-generic `ItemRead`: the store's
             // generic read of a new type (`Decoded<R>` before) cost a fresh process the runtime's instantiation of
-            // that type from its mangled name (Performance.md, issue 39).
+            // that type from its mangled name (PerformanceIssues36-39.md, issue 39).
             var value: R?
             let found: ItemRead? = try prefs {
                 try store.withBytes(forKey: key) { bytes -> ItemRead in
