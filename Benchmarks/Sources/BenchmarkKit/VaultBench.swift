@@ -12,6 +12,11 @@ struct VaultBench {
     static let secretTool = "secret-tool lookup"
     static let noopC = "empty C process"
     static let noopSwift = "empty Swift process (vault-token-read --noop)"
+    // The same program built as the README advises an app to be (`--static-swift-stdlib`: the Swift runtime and
+    // Foundation linked in, libsecret and GLib still shared); make bench builds it and names it in
+    // BENCH_STATIC_TOKEN_READ.
+    static let vaultColdStatic = "SecureVault sessionToken(), Swift runtime linked in"
+    static let noopSwiftStatic = "empty Swift process, Swift runtime linked in (vault-token-read --noop)"
 
     /// Cold token reads per headless key store, each beside the bare read of the same key in a new process.
     static let perStore: [(store: String, vault: String, bare: String)] = [
@@ -48,19 +53,27 @@ struct VaultBench {
         }
         if keyring {
             note("vault: cold token reads")
-            let variants: [(String, String, [String])] = [
+            var variants: [(String, String, [String])] = [
                 (Self.vaultCold, helpers + "/vault-token-read", [directory, VaultWorker.service]),
                 (Self.bareLookup, helpers + "/secret-lookup", ["id", attribute]),
                 (Self.secretTool, "secret-tool", ["lookup", "id", attribute]),
                 (Self.noopC, helpers + "/secret-lookup", ["--noop"]),
                 (Self.noopSwift, helpers + "/vault-token-read", ["--noop"]),
             ]
+            if let linkedIn = environment("BENCH_STATIC_TOKEN_READ"), access(linkedIn, X_OK) == 0 {
+                variants.append((Self.vaultColdStatic, linkedIn, [directory, VaultWorker.service]))
+                variants.append((Self.noopSwiftStatic, linkedIn, ["--noop"]))
+            } else {
+                o.results.notes.append(
+                    "The token read built with the Swift runtime linked in was skipped: BENCH_STATIC_TOKEN_READ names "
+                        + "no executable (make bench builds it).")
+            }
             for spawn in 0..<o.scale.vaultSpawns {
                 for (name, executable, arguments) in o.rotated(variants, by: spawn) {
                     let run = runChild(executable, arguments)
                     guard run.status == 0 else { fatalError("\(name) failed with exit \(run.status): \(run.output)") }
                     var result = WorkerResult(samples: [Double(run.wallNanoseconds)], allocationsPerOperation: 0, peakRSSKiB: 0)
-                    if name == Self.vaultCold {
+                    if name == Self.vaultCold || name == Self.vaultColdStatic {
                         let fields = run.output.split(separator: " ")
                         guard fields.count == 2, fields[1].hasPrefix("valid"), let inProcess = Double(fields[0]) else {
                             fatalError("vault-token-read answered \(run.output)")
