@@ -70,7 +70,9 @@ doctor: bootstrap
 # The benchmark package (its own package, debug build) has one test, run first: the harness in quick mode,
 # checking that every workload produced figures (not the timings). Before it, Examples/ClientApp (its own
 # package, depending on this one by path, as an app does) is built and run: the README's snippets, verbatim; its
-# own tests (an app's tests on temporary stores and vaults) run outside any D-Bus session;
+# own tests (an app's tests on temporary stores and vaults) run outside any D-Bus session; Examples/HeadlessService
+# (SecureVault without its SecretService trait) is built, checked to load no libsecret or GLib, and run
+# (scripts/check-headless.sh);
 # then an install is checked (scripts/check-install.sh) and the DocC archives built (scripts/build-docs.sh,
 # failing on any DocC warning). The hot paths' instruction counts are compared with the committed ones (a warning
 # only: scripts/bench-check.sh --warn), and the vault's seal and open are checked for branches on secret data
@@ -81,6 +83,7 @@ test: bootstrap
 	@scripts/build-checked.sh $(SWIFT) build --build-tests --package-path $(CLIENT)
 	$(KEYRING) $(CLIENT)/.build/debug/ClientApp
 	env -u DBUS_SESSION_BUS_ADDRESS $(SWIFT) test --skip-build --package-path $(CLIENT)
+	@SWIFT=$(SWIFT) scripts/check-headless.sh
 	@scripts/check-install.sh
 	@scripts/build-docs.sh
 	$(KEYRING) $(SWIFT) test --skip-build --package-path $(BENCH)

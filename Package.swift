@@ -17,6 +17,16 @@ let package = Package(
         .library(name: "PrefsKVMMKV", targets: ["PrefsKVMMKV"]),
         .executable(name: "vaultctl", targets: ["vaultctl"]),
     ],
+    // On by default. An app that keeps its vault's key in a key file, a systemd credential or the kernel keyring
+    // can turn it off (`.package(url: ..., from: ..., traits: [])`): SecureVault then links no libsecret, GIO or
+    // GLib, so its processes start without loading them (and run where they are not installed), and the Secret
+    // Service and Secret portal key stores answer `unavailable` (KeyStores.md, "Building without the Secret Service").
+    traits: [
+        .trait(
+            name: "SecretService",
+            description: "The Secret Service and Secret portal key stores (links libsecret, GIO and GLib)."),
+        .default(enabledTraits: ["SecretService"]),
+    ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
@@ -62,7 +72,8 @@ let package = Package(
         .target(
             name: "SecureVault",
             dependencies: [
-                "PrefsKV", "SystemLayer", "CPrefsKV", "CSodium", "CSecret", "CKeyring",
+                "PrefsKV", "SystemLayer", "CPrefsKV", "CSodium", "CKeyring",
+                .target(name: "CSecret", condition: .when(traits: ["SecretService"])),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings

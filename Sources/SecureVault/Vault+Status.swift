@@ -83,6 +83,8 @@ extension Vault {
                 case .noSecretService:
                     status.sessionBusReachable = true
                     status.secretServiceReachable = false
+                case .notBuiltIn:
+                    status.secretServiceReachable = false  // nothing asked: the session bus is not known
                 default:
                     status.sessionBusReachable = true
                 }

@@ -1,3 +1,4 @@
+#if SecretService
 internal import CSecret
 import SystemLayer
 
@@ -81,3 +82,4 @@ final class DeadlineTimer: @unchecked Sendable {
         let pointer: OpaquePointer
     }
 }
+#endif

@@ -1,4 +1,5 @@
 // Deleting keyring items, truthfully (LibSecret.swift, rule 1).
+#if SecretService
 internal import CSecret
 import SystemLayer
 
@@ -162,14 +163,6 @@ extension LibSecret {
         if let error { g_error_free(error) }
     }
 
-    /// A keyring item as a listing sees it: its object path, label and attributes. Its secret is never read.
-    package struct ItemInfo: Sendable, Equatable {
-        package var path: String
-        package var label: String
-        /// The item's values of the schema's attributes (an attribute the item lacks is absent).
-        package var attributes: [String: String]
-    }
-
     /// Every item of `schema` in the default collection, with its label and the schema's attributes; no secret is
     /// read and nothing prompts. Items of the schema kept in another collection are not listed: keys are kept in
     /// the default collection only, so one elsewhere is not ours (another app can store items of any schema).
@@ -285,3 +278,4 @@ extension LibSecret {
         return attributes
     }
 }
+#endif

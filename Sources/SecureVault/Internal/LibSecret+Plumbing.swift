@@ -1,5 +1,6 @@
 // The plumbing under every LibSecret call (LibSecret.swift): the bounded call, the service and collection
 // lookups, searches, property reads, GVariant decoding and GError classification.
+#if SecretService
 internal import CSecret
 import SystemLayer
 
@@ -379,3 +380,4 @@ extension SecretServiceFailure {
         domain == "g-dbus-error-quark" && message.contains("The name :")
     }
 }
+#endif

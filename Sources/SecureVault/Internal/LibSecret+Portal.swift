@@ -1,21 +1,8 @@
+#if SecretService
 internal import CSecret
 import SystemLayer
 
-/// The Secret portal (`org.freedesktop.portal.Secret`): a secret of the calling sandboxed app's own, kept by the
-/// user's keyring through the portal's backend (gnome-keyring, KWallet), handed over through a pipe.
-///
-/// Facts this client respects (xdg-desktop-portal 1.16, gnome-keyring 42.1): the portal names the app from the bus
-/// peer's `/.flatpak-info` and does not refuse an unsandboxed caller (it gets one secret shared by every host
-/// program), so the caller refuses on the host first; the Request's `Response` is subscribed before the call
-/// (its path follows from `handle_token`); the pipe is read only after `Response` 0, within the same deadline as
-/// the call; `Request.Close` is never called (in gnome-keyring 42.1 a closed or abandoned request breaks its portal
-/// backend until the daemon restarts).
-enum SecretPortal {
-    /// The most a portal secret may hold: gnome-keyring's is 64 bytes; the vault assumes no length.
-    static let maximumLength = 64 * 1024
-    /// What the first read of the secret takes: one page.
-    static let firstReadLength = 4096
-
+extension SecretPortal {
     /// The app's portal secret. Throws `unavailable` on the host (never calling the portal), without a session
     /// bus, portal or Secret backend; `locked` when the portal refuses (a locked keyring); `timeout` past
     /// `deadline`.
@@ -42,34 +29,6 @@ enum SecretPortal {
             }
             throw VaultError(failure, operation: operation)
         }
-    }
-
-    /// The portal's secret: the start of a guarded buffer (read there, not copied to one of its own length: a
-    /// guarded allocation costs more than the key derivation that reads it).
-    struct Secret {
-        private let buffer: SecretBytes
-        /// Its length in bytes (at least 1).
-        let count: Int
-
-        fileprivate init(buffer: SecretBytes, count: Int) {
-            precondition(count > 0 && count <= buffer.count)
-            self.buffer = buffer
-            self.count = count
-        }
-
-        func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-            try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-        }
-    }
-
-    /// What went wrong, and the GError behind it (made into a `VaultError` in VaultError+SecretService.swift).
-    struct PortalFailure: Error {
-        enum Kind { case timeout, other }
-        var kind: Kind = .other
-        var code: VaultError.Code
-        var message: String
-        var gError: (domain: String, code: Int32, message: String)?
-        var errno: Errno?
     }
 
     private static let busName = "org.freedesktop.portal.Desktop"
@@ -362,3 +321,4 @@ enum SecretPortal {
         return PortalFailure(code: .io, message: "\(what): the desktop portal failed: \(message)", gError: cause)
     }
 }
+#endif

@@ -1,3 +1,4 @@
+#if SecretService
 internal import CSecret
 import SystemLayer
 
@@ -279,3 +280,4 @@ extension SecretPortal {
         }
     }
 }
+#endif

@@ -43,6 +43,8 @@ extension VaultError {
                     message: "\(operation): no Secret Service (gnome-keyring, KeePassXC...) is running on the session "
                         + "bus", cause: cause)
             }
+        case .notBuiltIn:
+            self.init(code: .unavailable, message: "\(operation): \(failure.message)")
         case .noDefaultCollection:
             self.init(
                 code: .unavailable,

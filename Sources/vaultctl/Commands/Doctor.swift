@@ -128,6 +128,12 @@ struct DoctorReport {
                     "Install and start a provider: apt-get install gnome-keyring, then "
                     + "printf '%s' \"$KEYRING_PASSWORD\" | gnome-keyring-daemon --unlock --components=secrets"
                 exitCode = ExitStatus.unavailable
+            case .notBuiltIn:
+                diagnosis = "This vaultctl was built without the Secret Service (the package's SecretService trait is off)."
+                fix =
+                    "Keep vault keys in another key store (--key-store key-file:PATH, systemd-creds:NAME or keyring:user), "
+                    + "or build vaultctl with the trait (the default)."
+                exitCode = ExitStatus.unavailable
             case .noDefaultCollection:
                 diagnosis = "The Secret Service has no default keyring to keep vault keys in."
                 fix = "Create and unlock the login keyring: " + Self.unlockCommand
@@ -294,7 +300,9 @@ struct DoctorReport {
 
     var json: JSON {
         let service = JSON.Service(
-            reachable: failure.map { $0.kind != .noSessionBus && $0.kind != .noSecretService && $0.kind != .timeout }
+            reachable: failure.map {
+                $0.kind != .noSessionBus && $0.kind != .noSecretService && $0.kind != .timeout && $0.kind != .notBuiltIn
+            }
                 ?? true,
             error: failure.map {
                 JSON.Service.Failure(
@@ -338,7 +346,8 @@ struct DoctorReport {
             lines.append(
                 "secret portal    \(answer) (its backend, the host's keyring, is not visible from the sandbox)")
         }
-        let busState = failure?.kind == .noSessionBus ? "unreachable" : "reachable"
+        let busState =
+            failure?.kind == .noSessionBus ? "unreachable" : failure?.kind == .notBuiltIn ? "not asked" : "reachable"
         lines.append(
             "session bus      \(busState)\(busAddress.map { " (\($0))" } ?? " (DBUS_SESSION_BUS_ADDRESS unset)")")
         let serviceState: String
@@ -346,6 +355,7 @@ struct DoctorReport {
         case nil: serviceState = "reachable"
         case .noSessionBus?, .noSecretService?: serviceState = "not reachable"
         case .timeout?: serviceState = "not answering"
+        case .notBuiltIn?: serviceState = "not built in (the SecretService trait is off)"
         default: serviceState = "reachable, but: \(failure!.message)"
         }
         lines.append("secret service   \(serviceState)")
