@@ -12,7 +12,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 swift=${SWIFT:-swift}
 package="$root/Examples/HeadlessService"
-"$root/scripts/build-checked.sh" "$swift" build --package-path "$package" >/dev/null
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+if ! "$root/scripts/build-checked.sh" "$swift" build --package-path "$package" >"$work/build.log" 2>&1; then
+    cat "$work/build.log" >&2
+    echo "check-headless: the build of Examples/HeadlessService failed (above)" >&2
+    exit 1
+fi
 bin="$("$swift" build --package-path "$package" --show-bin-path)/HeadlessService"
 client="$("$swift" build --package-path "$root" --show-bin-path)/vaultctl"
 pattern='lib(secret-1|gio-2\.0|gobject-2\.0|glib-2\.0)\.so'
@@ -24,8 +30,6 @@ if ldd "$bin" | grep -E "$pattern"; then
     echo "check-headless: $bin, built without the SecretService trait, loads the libraries above" >&2
     exit 1
 fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 made="$work/made"
 printf 'token-0' | "$root/scripts/with-keyring.sh" "$client" vault set --dir "$made" --service made-with-the-trait session
 before=$(sha256sum "$made/made-with-the-trait.prefs")
