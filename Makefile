@@ -71,8 +71,8 @@ doctor: bootstrap
 # checking that every workload produced figures (not the timings). Before it, Examples/ClientApp (its own
 # package, depending on this one by path, as an app does) is built and run: the README's snippets, verbatim; its
 # own tests (an app's tests on temporary stores and vaults) run outside any D-Bus session; Examples/HeadlessService
-# (SecureVault without its SecretService trait) is built, checked to load no libsecret or GLib, and run
-# (scripts/check-headless.sh);
+# (SecureVault without its SecretService trait) is built, checked to load no libsecret or GLib, and run beside a
+# keyring, and vaultctl is built without the trait into .build-headless and checked (scripts/check-headless.sh);
 # then an install is checked (scripts/check-install.sh) and the DocC archives built (scripts/build-docs.sh,
 # failing on any DocC warning). The hot paths' instruction counts are compared with the committed ones (a warning
 # only: scripts/bench-check.sh --warn), and the vault's seal and open are checked for branches on secret data

@@ -3,43 +3,63 @@
 # the Secret Service"), the way an app does it: Examples/HeadlessService depends on the package with `traits: []`.
 #   1. its executable loads no libsecret, GIO, GObject or GLib (ldd; vaultctl, built with the default traits by
 #      `make test` before this, must show libsecret, or this check could not fail);
-#   2. it runs outside any D-Bus session: a key-file vault keeps and rotates its session token, and the Secret
-#      Service and the Secret portal answer `unavailable` at once, naming the trait, leaving nothing behind (the
-#      service checks each and exits 1 on a failure);
-#   3. a vault made with the Secret Service (by vaultctl, in a private keyring session) reads `unavailable` there,
-#      not absent, and its file is left byte for byte.
+#   2. run inside a private session whose gnome-keyring is unlocked and answering (so that a build that kept the
+#      Secret Service would succeed where it must refuse): a key-file vault keeps and rotates its session token;
+#      the Secret Service and the Secret portal answer `unavailable` at once, naming the trait, leaving nothing;
+#      and a vault that vaultctl (with the trait) made there with the Secret Service reads unavailable, its status
+#      naming the trait, its file left byte for byte (the service checks each and exits 1 on a failure);
+#   3. vaultctl built without the trait (.build-headless): `doctor --json` exits 69, names the trait and asks no
+#      bus (`"reachable" : null`), and a Secret Service vault's `vault set` exits 69 naming it.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 swift=${SWIFT:-swift}
 package="$root/Examples/HeadlessService"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-if ! "$root/scripts/build-checked.sh" "$swift" build --package-path "$package" >"$work/build.log" 2>&1; then
-    cat "$work/build.log" >&2
-    echo "check-headless: the build of Examples/HeadlessService failed (above)" >&2
+build() { # build LABEL ARGS...: a checked build, its output shown only when it fails
+    local label=$1
+    shift
+    if ! "$root/scripts/build-checked.sh" "$swift" build "$@" >"$work/build.log" 2>&1; then
+        cat "$work/build.log" >&2
+        echo "check-headless: the build of $label failed (above)" >&2
+        exit 1
+    fi
+}
+fail() {
+    echo "check-headless: $*" >&2
     exit 1
-fi
+}
+build Examples/HeadlessService --package-path "$package"
 bin="$("$swift" build --package-path "$package" --show-bin-path)/HeadlessService"
 client="$("$swift" build --package-path "$root" --show-bin-path)/vaultctl"
 pattern='lib(secret-1|gio-2\.0|gobject-2\.0|glib-2\.0)\.so'
-if ! ldd "$client" | grep -Eq "$pattern"; then
-    echo "check-headless: $client (default traits) shows no libsecret in ldd: this check cannot tell" >&2
-    exit 1
-fi
-if ldd "$bin" | grep -E "$pattern"; then
-    echo "check-headless: $bin, built without the SecretService trait, loads the libraries above" >&2
-    exit 1
-fi
-made="$work/made"
-printf 'token-0' | "$root/scripts/with-keyring.sh" "$client" vault set --dir "$made" --service made-with-the-trait session
-before=$(sha256sum "$made/made-with-the-trait.prefs")
-if ! env -u DBUS_SESSION_BUS_ADDRESS "$bin" "$work/service" "$made" 2>"$work/stderr"; then
-    cat "$work/stderr" >&2
-    echo "check-headless: Examples/HeadlessService failed (above)" >&2
-    exit 1
-fi
-if [ "$(sha256sum "$made/made-with-the-trait.prefs")" != "$before" ]; then
-    echo "check-headless: the vault made with the Secret Service changed when read without it" >&2
-    exit 1
-fi
-echo "check-headless: Examples/HeadlessService loads no libsecret, GIO or GLib, and its checks passed"
+ldd "$client" | grep -Eq "$pattern" || fail "$client (default traits) shows no libsecret in ldd: this check cannot tell"
+if ldd "$bin" | grep -E "$pattern"; then fail "$bin, built without the SecretService trait, loads the libraries above"; fi
+
+# shellcheck disable=SC2016 # expanded by the inner shell
+"$root/scripts/with-keyring.sh" bash -c '
+    set -eu
+    printf "token-0" | "$1" vault set --dir "$2" --service made-with-the-trait --expires-in 3600 session
+    sha256sum "$2/made-with-the-trait.prefs" >"$3/before"
+    "$4" "$3/service" "$2" 2>"$3/stderr"
+    sha256sum "$2/made-with-the-trait.prefs" >"$3/after"
+' _ "$client" "$work/made" "$work" "$bin" || {
+    cat "$work/stderr" >&2 2>/dev/null || true
+    fail "Examples/HeadlessService failed (above)"
+}
+cmp -s "$work/before" "$work/after" || fail "the vault made with the Secret Service changed when read without it"
+
+build "vaultctl without the SecretService trait" --disable-default-traits --scratch-path "$root/.build-headless" \
+    --product vaultctl
+headless="$("$swift" build --disable-default-traits --scratch-path "$root/.build-headless" --show-bin-path)/vaultctl"
+if ldd "$headless" | grep -E "$pattern"; then fail "$headless loads the libraries above"; fi
+status=0
+"$headless" --json doctor >"$work/doctor.json" || status=$?
+[ "$status" -eq 69 ] || fail "vaultctl doctor without the trait exited $status, not 69"
+grep -q '"kind" : "notBuiltIn"' "$work/doctor.json" || fail "doctor --json names no notBuiltIn failure: $(cat "$work/doctor.json")"
+grep -q '"reachable" : null' "$work/doctor.json" || fail "doctor --json says the bus answered: $(cat "$work/doctor.json")"
+status=0
+printf 'x' | "$headless" vault set --dir "$work/ss" --service app session 2>"$work/set.err" || status=$?
+[ "$status" -eq 69 ] || fail "vault set with the Secret Service exited $status, not 69"
+grep -q "SecretService trait" "$work/set.err" || fail "vault set did not name the trait: $(cat "$work/set.err")"
+echo "check-headless: built without the SecretService trait, SecureVault loads no libsecret, GIO or GLib; every check passed"

@@ -17,7 +17,8 @@ public struct VaultStatus: Sendable {
     public var permissionProblem: String?
     /// Items in the vault, counted without opening any; nil without a file or when the file is unreadable.
     public var itemCount: Int?
-    /// Whether a D-Bus session bus answered; nil when the key store is not the Secret Service.
+    /// Whether a D-Bus session bus answered; nil when the key store is not the Secret Service, or when this build
+    /// has none (the package's `SecretService` trait off).
     public var sessionBusReachable: Bool?
     /// Whether a Secret Service answered on it; nil when not asked or not known.
     public var secretServiceReachable: Bool?

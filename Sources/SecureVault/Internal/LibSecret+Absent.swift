@@ -85,6 +85,17 @@ extension LibSecret {
 }
 
 extension SecretPortal {
+    /// The portal's secret: never made in this build (`retrieveSecret` always throws).
+    struct Secret {
+        let count: Int
+
+        private init() { count = 0 }
+
+        func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+            try body(UnsafeRawBufferPointer(start: nil, count: 0))
+        }
+    }
+
     /// Throws `unavailable` at once: this build has no portal client.
     static func retrieveSecret(operation: String, deadline: Duration) throws(VaultError) -> Secret {
         throw VaultError(

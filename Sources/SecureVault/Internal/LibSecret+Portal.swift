@@ -31,6 +31,24 @@ extension SecretPortal {
         }
     }
 
+    /// The portal's secret: the start of a guarded buffer (read there, not copied to one of its own length: a
+    /// guarded allocation costs more than the key derivation that reads it).
+    struct Secret {
+        private let buffer: SecretBytes
+        /// Its length in bytes (at least 1).
+        let count: Int
+
+        fileprivate init(buffer: SecretBytes, count: Int) {
+            precondition(count > 0 && count <= buffer.count)
+            self.buffer = buffer
+            self.count = count
+        }
+
+        func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
+            try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+        }
+    }
+
     private static let busName = "org.freedesktop.portal.Desktop"
     private static let objectPath = "/org/freedesktop/portal/desktop"
 

@@ -213,24 +213,6 @@ enum SecretPortal {
     /// What the first read of the secret takes: one page.
     static let firstReadLength = 4096
 
-    /// The portal's secret: the start of a guarded buffer (read there, not copied to one of its own length: a
-    /// guarded allocation costs more than the key derivation that reads it).
-    struct Secret {
-        private let buffer: SecretBytes
-        /// Its length in bytes (at least 1).
-        let count: Int
-
-        init(buffer: SecretBytes, count: Int) {
-            precondition(count > 0 && count <= buffer.count)
-            self.buffer = buffer
-            self.count = count
-        }
-
-        func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
-            try buffer.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
-        }
-    }
-
     /// What went wrong, and the GError behind it (made into a `VaultError` in VaultError+SecretService.swift).
     struct PortalFailure: Error {
         enum Kind { case timeout, other }

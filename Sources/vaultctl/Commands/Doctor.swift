@@ -236,7 +236,8 @@ struct DoctorReport {
 
         struct Bus: Encodable {
             @Nullable var address: String?
-            var reachable: Bool
+            /// Null only in a build without the SecretService trait: nothing asked the bus.
+            @Nullable var reachable: Bool?
         }
 
         struct Service: Encodable {
@@ -311,7 +312,8 @@ struct DoctorReport {
         return JSON(
             libraries: JSON.Libraries(libsodium: libsodium, libsecret: libsecret),
             sandbox: sandbox,
-            bus: JSON.Bus(address: busAddress, reachable: failure?.kind != .noSessionBus),
+            bus: JSON.Bus(
+                address: busAddress, reachable: failure?.kind == .notBuiltIn ? nil : failure?.kind != .noSessionBus),
             secretService: service,
             collections: (probe?.collections ?? []).map { collection in
                 JSON.Collection(

@@ -5,7 +5,9 @@
 //   HeadlessService DIRECTORY [MADE]   makes DIRECTORY (which must not exist yet), works in it and prints one line
 //                                      per check; exits 1 when one failed. MADE: the directory of a vault
 //                                      "made-with-the-trait" whose key is in the Secret Service (made by a build
-//                                      with the trait), whose session token must read unavailable
+//                                      with the trait), whose session token must read unavailable. Run it beside a
+//                                      Secret Service that answers (scripts/check-headless.sh does): a build that
+//                                      kept the Secret Service would then succeed where these checks want a refusal
 import Glibc
 import SecureVault
 
@@ -63,11 +65,13 @@ for (name, keyStore) in [("secret-service", KeyStore.secretService), ("secret-po
 // caller checks that its file is left as it was).
 if arguments.count == 3 {
     do {
-        let state = try Vault(service: "made-with-the-trait", configuration: Vault.Configuration(directory: arguments[2]))
-            .sessionToken()
+        let vault = try Vault(service: "made-with-the-trait", configuration: Vault.Configuration(directory: arguments[2]))
+        let state = vault.sessionToken()
         check(
             "a vault made with the Secret Service reads unavailable, not absent",
             state == .unavailable(.noSecretService), "\(state)")
+        let problem = vault.status().problem?.message ?? "none"
+        check("and its status names the trait", problem.contains("SecretService trait"), problem)
     } catch {
         check("a vault made with the Secret Service reads unavailable, not absent", false, "\(error)")
     }
