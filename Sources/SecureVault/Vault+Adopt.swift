@@ -66,79 +66,95 @@ extension Vault {
         let operation = "adopting the keyring item \(described) into vault '\(service)' as '\(name)'"
         return try perform(operation) { () throws(VaultError) -> VaultAdoptReport in
             // A dry run reads only, and creates nothing: not even the directory and lock file the lock would make.
-            try withVaultLock(unless: dryRun) { () throws(VaultError) -> VaultAdoptReport in
-                let source = try adoptionSource(attributes, described)
-                let secret: LibSecret.Secret
-                do throws(SecretServiceFailure) {
-                    secret = try LibSecret.secret(
-                        ofItem: source.path, prompting: keys.secretService.prompting,
-                        deadline: keys.secretService.deadline)
+            if dryRun { return try adopting(attributes, as: name, described, operation, deletingSource, dryRun: true) }
+            return try withVaultLockNotingDirectory { (madeDirectory: Bool) throws(VaultError) -> VaultAdoptReport in
+                do throws(VaultError) {
+                    return try adopting(attributes, as: name, described, operation, deletingSource, dryRun: false)
                 } catch {
-                    throw VaultError(error, operation: operation)
+                    // Still holding the lock, as a failed first write does: an adoption that made the directory
+                    // and wrote no vault file leaves neither it nor the lock file.
+                    if madeDirectory, !Sys.exists(path) { removeFirstWriteLeftovers() }
+                    throw error
                 }
-                guard secret.bytes.count > 0 else {
-                    throw VaultError(
-                        code: .invalidValue, message: "\(operation): the keyring item \(source.path) holds no secret")
-                }
-                let text =
-                    secret.contentType.hasPrefix("text/plain")
-                    && secret.bytes.withUnsafeBytes { String(validating: $0, as: UTF8.self) != nil }
-                var report = VaultAdoptReport(
-                    sourcePath: source.path, sourceLabel: source.label, sourceAttributes: source.attributes, name: name,
-                    outcome: try holds(secret.bytes, at: name, operation) ? .unchanged : .copied, dryRun: dryRun)
-                guard !dryRun else { return report }
-                if report.outcome == .copied {
-                    do {
-                        try secret.bytes.withUnsafeBytes { bytes in
-                            try store(
-                                kind: text ? .string : .secret, payload: bytes, for: name, expiresAt: 0,
-                                allowEmpty: false)
-                        }
-                    } catch {
-                        throw VaultError.wrapping(error, vault: service)
-                    }
-                }
-                // Read back through a fresh handle (its own open and read of the file) before the source may go.
-                let fresh: Vault
-                do {
-                    fresh = try Vault(service: service, configuration: configuration)
-                } catch {
-                    throw VaultError.wrapping(error, vault: service)
-                }
-                guard try fresh.holds(secret.bytes, at: name, operation) else {
-                    throw VaultError(
-                        code: .corrupted,
-                        message: "\(operation): the vault item read back through a fresh open does not match the "
-                            + "keyring item; the keyring item was left as it is", path: path)
-                }
-                if deletingSource {
-                    let reason: String?
-                    do throws(SecretServiceFailure) {
-                        // Read again just before it goes: the program that owns it may still be running and have
-                        // stored a newer secret since the copy (a refreshed token), which must not be lost.
-                        let now = try LibSecret.secret(
-                            ofItem: source.path, prompting: keys.secretService.prompting,
-                            deadline: keys.secretService.deadline)
-                        if now.bytes != secret.bytes {
-                            reason =
-                                "the keyring item changed after it was copied (the program that stored it may still "
-                                + "be running): it was kept, and the vault holds the value copied before"
-                        } else {
-                            reason = try LibSecret.deleteItem(
-                                source.path, attributes: attributes, deadline: keys.secretService.deadline)
-                        }
-                    } catch {
-                        reason = error.message
-                    }
-                    report.deletedSource = reason == nil
-                    report.keptSourceReason = reason
-                    if let reason {
-                        logger.notice("\(operation): copied and verified, but the source was kept: \(reason)")
-                    }
-                }
-                return report
             }
         }
+    }
+
+    /// The adoption itself, under the vault lock unless `dryRun`.
+    private func adopting(
+        _ attributes: [String: String], as name: String, _ described: String, _ operation: String,
+        _ deletingSource: Bool, dryRun: Bool
+    ) throws(VaultError) -> VaultAdoptReport {
+        let source = try adoptionSource(attributes, described)
+        let secret: LibSecret.Secret
+        do throws(SecretServiceFailure) {
+            secret = try LibSecret.secret(
+                ofItem: source.path, prompting: keys.secretService.prompting,
+                deadline: keys.secretService.deadline)
+        } catch {
+            throw VaultError(error, operation: operation)
+        }
+        guard secret.bytes.count > 0 else {
+            throw VaultError(
+                code: .invalidValue, message: "\(operation): the keyring item \(source.path) holds no secret")
+        }
+        let text =
+            secret.contentType.hasPrefix("text/plain")
+            && secret.bytes.withUnsafeBytes { String(validating: $0, as: UTF8.self) != nil }
+        var report = VaultAdoptReport(
+            sourcePath: source.path, sourceLabel: source.label, sourceAttributes: source.attributes, name: name,
+            outcome: try holds(secret.bytes, at: name, operation) ? .unchanged : .copied, dryRun: dryRun)
+        guard !dryRun else { return report }
+        if report.outcome == .copied {
+            do {
+                try secret.bytes.withUnsafeBytes { bytes in
+                    try store(
+                        kind: text ? .string : .secret, payload: bytes, for: name, expiresAt: 0,
+                        allowEmpty: false)
+                }
+            } catch {
+                throw VaultError.wrapping(error, vault: service)
+            }
+        }
+        // Read back through a fresh handle (its own open and read of the file) before the source may go.
+        let fresh: Vault
+        do {
+            fresh = try Vault(service: service, configuration: configuration)
+        } catch {
+            throw VaultError.wrapping(error, vault: service)
+        }
+        guard try fresh.holds(secret.bytes, at: name, operation) else {
+            throw VaultError(
+                code: .corrupted,
+                message: "\(operation): the vault item read back through a fresh open does not match the "
+                    + "keyring item; the keyring item was left as it is", path: path)
+        }
+        if deletingSource {
+            let reason: String?
+            do throws(SecretServiceFailure) {
+                // Read again just before it goes: the program that owns it may still be running and have
+                // stored a newer secret since the copy (a refreshed token), which must not be lost.
+                let now = try LibSecret.secret(
+                    ofItem: source.path, prompting: keys.secretService.prompting,
+                    deadline: keys.secretService.deadline)
+                if now.bytes != secret.bytes {
+                    reason =
+                        "the keyring item changed after it was copied (the program that stored it may still "
+                        + "be running): it was kept, and the vault holds the value copied before"
+                } else {
+                    reason = try LibSecret.deleteItem(
+                        source.path, attributes: attributes, deadline: keys.secretService.deadline)
+                }
+            } catch {
+                reason = error.message
+            }
+            report.deletedSource = reason == nil
+            report.keptSourceReason = reason
+            if let reason {
+                logger.notice("\(operation): copied and verified, but the source was kept: \(reason)")
+            }
+        }
+        return report
     }
 
     /// The one keyring item `attributes` match, never one of the vault master keys.

@@ -11,11 +11,6 @@ extension Vault {
         try withVaultLockNotingDirectory { (_: Bool) throws(VaultError) -> R in try body() }
     }
 
-    /// ``withVaultLock(_:)``, or `body` alone when `skipping` (a dry run, which must create nothing).
-    func withVaultLock<R>(unless skipping: Bool, _ body: () throws(VaultError) -> R) throws(VaultError) -> R {
-        skipping ? try body() : try withVaultLock(body)
-    }
-
     /// ``withVaultLock(_:)``, telling `body` whether this call created the vault's directory (on its way to the
     /// lock: a first write that failed in another process may have removed it meanwhile).
     func withVaultLockNotingDirectory<R>(

@@ -48,6 +48,23 @@ import Testing
         #expect(Self.tree(root).isEmpty, "\(Self.tree(root))")
     }
 
+    /// An adoption takes the vault's lock, which makes the directory and the lock file: one that fails before
+    /// the vault has a file removes them, as a first write does (before, both were left).
+    @Test func aFailedAdoptionIntoANewVaultLeavesNoDirectory() throws {
+        let root = try Self.scratch()
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let adopt = ["--dir", root + "/vault", "vault", "adopt", "--service", "app", "--as", "token"]
+        let noBus = try Self.run(adopt + ["--attribute", "service=nothing-\(UUID().uuidString)"])
+        #expect(noBus.status == 69, "no session bus: \(noBus)")
+        #expect(Self.tree(root).isEmpty, "\(Self.tree(root))")
+        if ProcessInfo.processInfo.environment["VAULT_TEST_KEYRING"] != nil {
+            // The keyring answers, and nothing matches.
+            let none = try Self.run(adopt + ["--attribute", "service=nothing-\(UUID().uuidString)"], bus: true)
+            #expect(none.status == 66, "no item matches: \(none)")
+            #expect(Self.tree(root).isEmpty, "\(Self.tree(root))")
+        }
+    }
+
     @Test func readingAFileThatIsNoStoreCreatesNothing() throws {
         let root = try Self.scratch()
         defer { try? FileManager.default.removeItem(atPath: root) }
