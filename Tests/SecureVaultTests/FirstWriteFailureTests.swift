@@ -61,9 +61,26 @@ import Testing
         try FileManager.default.setAttributes([.posixPermissions: 0o700], ofItemAtPath: dir.path)
         var configuration = dir.configuration()
         configuration.keyStore = .keyFile(dir.path + "/no-such-root.key")  // never created silently: keyMissing
-        #expect(throws: VaultError.self) { try Vault(service: "app", configuration: configuration).set("one", for: "a") }
+        #expect(throws: VaultError.self) {
+            try Vault(service: "app", configuration: configuration).set("one", for: "a")
+        }
         #expect(RekeyFailureTests.journal(dir).isEmpty)
         // The vault's lock file stays in a directory the write did not make, as before.
         #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == ["app.vault.lock"])
+    }
+
+    /// Encrypted preferences opened through a vault with no file yet, whose key store refuses: the vault's lock
+    /// made the directory and the lock file, and the failure removes them, as a failed first write does (before,
+    /// both were left).
+    @Test func encryptedPreferencesThatFailOnANewVaultLeaveNoVaultDirectory() throws {
+        let dir = try VaultDirectory()
+        let parent = (dir.path as NSString).deletingLastPathComponent
+        try FileManager.default.createDirectory(
+            atPath: parent, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        var configuration = dir.configuration()
+        configuration.keyStore = .keyFile(parent + "/no-such-root.key")  // never created silently: keyMissing
+        let vault = try Vault(service: "app", configuration: configuration)
+        #expect(throws: VaultError.self) { try vault.encryptedPreferences(id: "account", directory: parent + "/prefs") }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: parent) == [], "nothing of the vault is left")
     }
 }
