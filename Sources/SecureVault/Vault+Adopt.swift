@@ -67,15 +67,9 @@ extension Vault {
         return try perform(operation) { () throws(VaultError) -> VaultAdoptReport in
             // A dry run reads only, and creates nothing: not even the directory and lock file the lock would make.
             if dryRun { return try adopting(attributes, as: name, described, operation, deletingSource, dryRun: true) }
-            return try withVaultLockNotingDirectory { (madeDirectory: Bool) throws(VaultError) -> VaultAdoptReport in
-                do throws(VaultError) {
-                    return try adopting(attributes, as: name, described, operation, deletingSource, dryRun: false)
-                } catch {
-                    // Still holding the lock, as a failed first write does: an adoption that made the directory
-                    // and wrote no vault file leaves neither it nor the lock file.
-                    if madeDirectory, !Sys.exists(path) { removeFirstWriteLeftovers() }
-                    throw error
-                }
+            // One that fails before the vault has a file leaves neither the directory nor the lock file.
+            return try withVaultLockLeavingNothingOnFailure { () throws(VaultError) -> VaultAdoptReport in
+                try adopting(attributes, as: name, described, operation, deletingSource, dryRun: false)
             }
         }
     }

@@ -25,70 +25,63 @@ extension Vault {
         let itemName = Self.encryptedPreferencesKeyName(id)
         try Self.validate(name: itemName, what: "encrypted store id", as: .itemName)
         return try perform("opening encrypted preferences '\(id)'") { () throws(VaultError) -> PrefsStore in
-            try withVaultLockNotingDirectory { (madeDirectory: Bool) throws(VaultError) -> PrefsStore in
-                do throws(VaultError) {
-                    let inspection: PrefsInspection?
-                    do {
-                        inspection = try PrefsStore.inspect(id: id, directory: directory)
-                    } catch {
-                        throw VaultError.wrapping(error, vault: service)
-                    }
-                    let sealer: VaultSealer
-                    if let inspection {
-                        guard inspection.isSealed, let identity = KeyIdentity(encoded: inspection.keyCheck),
-                            identity.kind == .vaultItem
-                        else {
-                            throw VaultError(
-                                code: .corrupted,
-                                message:
-                                    "store '\(id)' at \(inspection.path) is not sealed by a vault; it was left untouched",
-                                path: inspection.path)
-                        }
-                        guard let key = try secretForPreferences(itemName) else {
-                            throw VaultError(
-                                code: .keyMissing,
-                                message:
-                                    "encrypted store '\(id)' exists at \(inspection.path) but its key '\(itemName)' is not "
-                                    + "in vault '\(service)'; the file was left untouched",
-                                path: inspection.path)
-                        }
-                        sealer = VaultSealer(masterKey: key, identity: identity, service: id)
-                        guard sealer.verifiesKeyCheck(inspection.keyCheck) else {
-                            throw VaultError(
-                                code: .wrongKey,
-                                message: "the key '\(itemName)' in vault '\(service)' does not open store '\(id)' (a "
-                                    + "wrong key, or the file was copied or renamed from another store); the file was "
-                                    + "left untouched", path: inspection.path)
-                        }
-                    } else {
-                        let key: SecretBytes
-                        if let existing = try secretForPreferences(itemName) {
-                            key = existing
-                        } else {
-                            key = SecretBytes.random(count: MasterKeys.keyLength)
-                            do {
-                                try key.withUnsafeBytes {
-                                    try store(
-                                        kind: .secret, payload: $0, for: itemName, expiresAt: 0, allowEmpty: false)
-                                }
-                            } catch {
-                                throw VaultError.wrapping(error, vault: service)
-                            }
-                        }
-                        sealer = VaultSealer(masterKey: key, identity: .random(kind: .vaultItem), service: id)
-                    }
-                    var storeConfiguration = configuration
-                    storeConfiguration.sealer = sealer
-                    do {
-                        return try PrefsStore(id: id, directory: directory, configuration: storeConfiguration)
-                    } catch {
-                        throw VaultError.wrapping(error, vault: service)
-                    }
+            // A key store that refuses on a vault with no file leaves nothing of the vault behind.
+            try withVaultLockLeavingNothingOnFailure { () throws(VaultError) -> PrefsStore in
+                let inspection: PrefsInspection?
+                do {
+                    inspection = try PrefsStore.inspect(id: id, directory: directory)
                 } catch {
-                    // Still holding the lock, as a failed first write does: a vault that had no file leaves
-                    // neither the directory nor the lock file its lock made.
-                    if madeDirectory, !Sys.exists(path) { removeFirstWriteLeftovers() }
-                    throw error
+                    throw VaultError.wrapping(error, vault: service)
+                }
+                let sealer: VaultSealer
+                if let inspection {
+                    guard inspection.isSealed, let identity = KeyIdentity(encoded: inspection.keyCheck),
+                        identity.kind == .vaultItem
+                    else {
+                        throw VaultError(
+                            code: .corrupted,
+                            message:
+                                "store '\(id)' at \(inspection.path) is not sealed by a vault; it was left untouched",
+                            path: inspection.path)
+                    }
+                    guard let key = try secretForPreferences(itemName) else {
+                        throw VaultError(
+                            code: .keyMissing,
+                            message:
+                                "encrypted store '\(id)' exists at \(inspection.path) but its key '\(itemName)' is not "
+                                + "in vault '\(service)'; the file was left untouched",
+                            path: inspection.path)
+                    }
+                    sealer = VaultSealer(masterKey: key, identity: identity, service: id)
+                    guard sealer.verifiesKeyCheck(inspection.keyCheck) else {
+                        throw VaultError(
+                            code: .wrongKey,
+                            message: "the key '\(itemName)' in vault '\(service)' does not open store '\(id)' (a "
+                                + "wrong key, or the file was copied or renamed from another store); the file was "
+                                + "left untouched", path: inspection.path)
+                    }
+                } else {
+                    let key: SecretBytes
+                    if let existing = try secretForPreferences(itemName) {
+                        key = existing
+                    } else {
+                        key = SecretBytes.random(count: MasterKeys.keyLength)
+                        do {
+                            try key.withUnsafeBytes {
+                                try store(kind: .secret, payload: $0, for: itemName, expiresAt: 0, allowEmpty: false)
+                            }
+                        } catch {
+                            throw VaultError.wrapping(error, vault: service)
+                        }
+                    }
+                    sealer = VaultSealer(masterKey: key, identity: .random(kind: .vaultItem), service: id)
+                }
+                var storeConfiguration = configuration
+                storeConfiguration.sealer = sealer
+                do {
+                    return try PrefsStore(id: id, directory: directory, configuration: storeConfiguration)
+                } catch {
+                    throw VaultError.wrapping(error, vault: service)
                 }
             }
         }

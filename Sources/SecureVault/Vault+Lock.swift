@@ -11,6 +11,20 @@ extension Vault {
         try withVaultLockNotingDirectory { (_: Bool) throws(VaultError) -> R in try body() }
     }
 
+    /// ``withVaultLock(_:)`` for a call that may write the vault's first file (an adoption, encrypted preferences'
+    /// key): when `body` fails and the vault still has no file, the directory and lock file this call's lock made
+    /// are removed, still under the lock, as a failed first write's are.
+    func withVaultLockLeavingNothingOnFailure<R>(_ body: () throws(VaultError) -> R) throws(VaultError) -> R {
+        try withVaultLockNotingDirectory { (madeDirectory: Bool) throws(VaultError) -> R in
+            do throws(VaultError) {
+                return try body()
+            } catch {
+                if madeDirectory, !Sys.exists(path) { removeFirstWriteLeftovers() }
+                throw error
+            }
+        }
+    }
+
     /// ``withVaultLock(_:)``, telling `body` whether this call created the vault's directory (on its way to the
     /// lock: a first write that failed in another process may have removed it meanwhile).
     func withVaultLockNotingDirectory<R>(
