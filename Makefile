@@ -97,12 +97,12 @@ TORTURE_DAMAGES ?= 10000
 TORTURE_POWER_OPS ?= 1500
 VAULT_CRASH_ROUNDS ?= 2000
 TORTURE_AGREEMENT_ROUNDS ?= 2000
-TORTURE_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|ImageReuseTests|ImageBoundRecordsTests|FileSystemFaultTests|CrashTests|MultiProcessTests|EnvironmentErrorTests|CompactionTests|VaultCrashTests|VaultKeyringTests|VaultTamperTests|ChangedUnderneathTests|DamageAgreementTests|ConcurrentWriterTests
+TORTURE_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|ImageReuseTests|ImageBoundRecordsTests|FileSystemFaultTests|CrashTests|MultiProcessTests|EnvironmentErrorTests|CompactionTests|VaultCrashTests|VaultKeyringTests|VaultTamperTests|ChangedUnderneathTests|DamageAgreementTests|ConcurrentWriterTests|PlaintextCacheTests
 # The suites run a second time with persisted index tables written every few records (PREFSKV_INDEX_TAIL), so that
 # kills, power cuts and damage land in and around them too (the first pass keeps the thresholds of the library).
-TORTURE_INDEX_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|ImageReuseTests|CrashTests|MultiProcessTests|VaultCrashTests|PersistedIndexTests|DamageAgreementTests|ConcurrentWriterTests
+TORTURE_INDEX_FILTER := CrashTortureTests|CorruptionTortureTests|PowerLossTests|ImageReuseTests|CrashTests|MultiProcessTests|VaultCrashTests|PersistedIndexTests|DamageAgreementTests|ConcurrentWriterTests|PlaintextCacheTests
 TORTURE_INDEX_TAIL ?= 8
-TSAN_FILTER := threadsWritingAndReadingOneHandleLoseNoUpdate|AtomicUpdateTests|anotherHandlesChangeIsHeard|ImageReuseTests|twoHandlesInOneProcessSeeEachOthersWrites|MultiProcessTests|observersHearEveryChange|VaultConcurrencyTests|VaultStaleHandleTests|FileSystemFaultTests
+TSAN_FILTER := threadsWritingAndReadingOneHandleLoseNoUpdate|AtomicUpdateTests|anotherHandlesChangeIsHeard|ImageReuseTests|twoHandlesInOneProcessSeeEachOthersWrites|MultiProcessTests|observersHearEveryChange|VaultConcurrencyTests|VaultStaleHandleTests|FileSystemFaultTests|threadsReadingThroughTheCache
 
 torture: bootstrap
 	@scripts/build-checked.sh $(SWIFT) build --build-tests

@@ -39,6 +39,25 @@ extension PrefsStore {
             get { references.sealer }
             set { references = References(sealer: newValue, logger: references.logger, label: references.label) }
         }
+        /// Keeps the values a sealed store's reads open in this handle's memory, so that reading a key again
+        /// answers without the sealer (about as fast as a plain store's read). For encrypted *preferences* that are
+        /// not secrets, read often: a theme, a window layout. Never for tokens or keys. The default is `false`:
+        /// a sealed store then keeps no plaintext past the read that opened it. No effect on a plain store.
+        ///
+        /// What it keeps: the plain value of each key read (up to 64 KiB each, 8 MiB in all), in ordinary memory
+        /// of this process (it may reach swap or a core dump, as any app data does), wiped when it is dropped:
+        /// at a compaction, a rekey, past those limits, and when the handle is released. A cached value answers
+        /// only while the record it was opened from is still the one the store means, in place and intact: a new
+        /// value, written here or by any other process, is opened and checked again. An attacker who rewrites
+        /// the file can no more make such a handle return a value the sealer did not seal than one without the
+        /// cache.
+        ///
+        /// ```swift
+        /// var configuration = PrefsStore.Configuration()
+        /// configuration.cachesPlaintext = true
+        /// let ui = try vault.encryptedPreferences(id: "ui", configuration: configuration)
+        /// ```
+        public var cachesPlaintext = false
         /// Compacts on its own after a write when garbage is at least half the log and the log has reached
         /// three quarters of this many bytes; `nil` turns automatic compaction off. A store with less live data
         /// than 3/8 of it then keeps its file at this size at most; a larger one within about twice its live

@@ -438,6 +438,9 @@ public final class PrefsStore: Sendable {
         _ key: String, _ type: ValueType, _ decode: (UnsafeRawBufferPointer) -> R?
     ) throws -> R? {
         try read { e throws(PrefsError) -> R? in
+            // A sealed store's value kept by its opt-in plaintext cache (another type, or a value that does not
+            // decode, is judged the usual way).
+            if e.configuration.cachesPlaintext, let decoded = e.readCached(key, type: type, decode) { return decoded }
             guard let entry = try e.liveEntry(forName: key) else { return nil }
             guard entry.type == type else { throw PrefsStore.typeMismatch(key, entry.type, type, e) }
             // Decoded inside the read, judged after it (an error thrown from inside made every get retain and

@@ -133,6 +133,33 @@ private struct Outcomes: CustomStringConvertible {
         #expect(try store.string(forKey: "role") == Self.value, "the file is as it was once the racer is gone")
     }
 
+    /// The same through the opt-in plaintext cache (issue 39): a handle that has the value cached answers it or
+    /// refuses while the ciphertext changes underneath, never a value nobody wrote. (That a changed byte is found, not
+    /// answered from the cache, is PlaintextCacheTests' every-byte case.)
+    @Test func aCachedReadWhileTheValueChangesUnderneathGivesTheValueWrittenOrRefuses() throws {
+        let dir = try TempDir("race-cached", memory: true)
+        let sealer = TestSealer(key: 34)
+        let store = try openStore(dir) {
+            $0.sealer = sealer
+            $0.recovery = .fail
+            $0.autoCompactionThreshold = nil
+            $0.cachesPlaintext = true
+        }
+        try store.set(Self.value, forKey: "role")
+        #expect(try store.string(forKey: "role") == Self.value)
+        let path = dir.file("ui.prefs")
+        let at = try recordOffset(of: "role", sealer: sealer, in: path) + Format.recordHeaderSize + 16 + 8 + 8 + 40
+        var outcomes = Outcomes()
+        try Racer.during(path, at: at, .flip, [0x04]) {
+            for _ in 0..<Self.rounds * 10 {
+                outcomes.record({ try store.string(forKey: "role") }, expected: Self.value)
+            }
+        }
+        Torture.report("concurrent writer, cached read: \(outcomes)")
+        #expect(outcomes.wrong.isEmpty && outcomes.refusedRightly, "\(outcomes)")
+        #expect(try store.string(forKey: "role") == Self.value, "the file is as it was once the racer is gone")
+    }
+
     /// An open while a record's key changes underneath finds the item or refuses. (Before the fix the scan verified
     /// the record and then read its key again from the mapping: the item was indexed under another key, "not found".)
     @Test func anOpenWhileAKeyChangesUnderneathFindsTheItemOrRefuses() throws {

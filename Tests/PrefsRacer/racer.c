@@ -8,8 +8,9 @@
 //   prefs-racer FILE OFFSET plant HEX   stores HEX over and over, so that it lands right after the store's own
 //                                       write of those bytes. On SIGTERM it leaves HEX there.
 //
-// It prints "racing" once it writes, and "stopped N" (N rounds) when it ends. In C, through volatile pointers: a
-// loop of stores nobody in this process reads could otherwise be folded into one.
+// It prints "racing" as it starts writing (a racer stopped at once may not have written yet), and "stopped N" (N
+// rounds) when it ends. In C, through volatile pointers: a loop of stores nobody in this process reads could
+// otherwise be folded into one.
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>

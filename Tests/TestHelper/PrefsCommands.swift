@@ -109,10 +109,22 @@ enum PrefsCommands {
         say("done")
     }
 
-    /// `prefs-set DIR ID KEY VALUE`: sets a string and prints `ok`.
+    /// `prefs-set DIR ID KEY VALUE [SEALER-KEY]`: sets a string (in a store sealed by the `TestSealer` of that key
+    /// number, when given) and prints `ok`.
     static func set(_ args: [String]) {
-        guard args.count == 4 else { fail("usage: prefs-set DIR ID KEY VALUE") }
-        let store = open(args[0], args[1])
+        guard args.count == 4 || args.count == 5 else { fail("usage: prefs-set DIR ID KEY VALUE [SEALER-KEY]") }
+        let store: PrefsStore
+        if args.count == 5, let key = Int(args[4]) {
+            var configuration = PrefsStore.Configuration()
+            configuration.sealer = TortureCommands.sealer(key)
+            do {
+                store = try PrefsStore(id: args[1], directory: args[0], configuration: configuration)
+            } catch {
+                fail("open failed: \(error)")
+            }
+        } else {
+            store = open(args[0], args[1])
+        }
         do {
             try store.set(args[3], forKey: args[2])
         } catch {

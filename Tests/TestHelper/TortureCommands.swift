@@ -177,18 +177,21 @@ private struct StepFailed: Error, CustomStringConvertible {
 }
 
 extension TortureCommands {
-    /// `prefs-changed-reader DIR ID KEY`: issue 20. Opens the store (KEY as in `sealer`) and reads every key
-    /// `k000`... it finds, pass after pass, while the test changes the file underneath it without PrefsKV
-    /// (truncate, cp, an in-place page rewrite). Every value is `<store>-<key>-<n>`: one naming another key, or
-    /// no key, was never written under this key, and is reported as `BAD key value`. Each pass starts by reading
-    /// the number in `DIR/mark` (0 when absent: the test writes the number of changes it made) and ends with
-    /// `P <pass> <mark>`: a pass so marked began after that change. When `DIR/stop` exists it reads once more,
-    /// prints `F key=value,...` (what it ends with) and `E <error codes seen>`, and exits 0. A SIGBUS would end it
-    /// with signal 7.
+    /// `prefs-changed-reader DIR ID KEY [cached]`: issue 20 (`cached`: through the plaintext cache, issue 39). Opens
+    /// the store (KEY as in `sealer`) and reads every key `k000`... it finds, pass after pass, while the test changes
+    /// the file underneath it without PrefsKV (truncate, cp, an in-place page rewrite). Every value is
+    /// `<store>-<key>-<n>`: one naming another key, or no key, was never written under this key, and is reported as
+    /// `BAD key value`. Each pass starts by reading the number in `DIR/mark` (0 when absent: the test writes the number
+    /// of changes it made) and ends with `P <pass> <mark>`: a pass so marked began after that change. When `DIR/stop`
+    /// exists it reads once more, prints `F key=value,...` (what it ends with) and `E <error codes seen>`, and exits 0.
+    /// A SIGBUS would end it with signal 7.
     /// Opens store `id` in `directory` with `sealer` and a logger that logs nothing below critical; exits on failure.
-    static func openQuietly(_ directory: String, _ id: String, sealer: (any PrefsSealer)?) -> PrefsStore {
+    static func openQuietly(
+        _ directory: String, _ id: String, sealer: (any PrefsSealer)?, cachesPlaintext: Bool = false
+    ) -> PrefsStore {
         var configuration = PrefsStore.Configuration()
         configuration.sealer = sealer
+        configuration.cachesPlaintext = cachesPlaintext
         configuration.logger.logLevel = .critical
         do {
             return try PrefsStore(id: id, directory: directory, configuration: configuration)
@@ -244,8 +247,10 @@ extension TortureCommands {
     }
 
     static func changedReader(_ args: [String]) {
-        guard args.count == 3, let key = Int(args[2]) else { PrefsCommands.fail("usage: prefs-changed-reader DIR ID KEY") }
-        let store = openQuietly(args[0], args[1], sealer: sealer(key))
+        guard args.count == 3 || args.count == 4, let key = Int(args[2]) else {
+            PrefsCommands.fail("usage: prefs-changed-reader DIR ID KEY [cached]")
+        }
+        let store = openQuietly(args[0], args[1], sealer: sealer(key), cachesPlaintext: args.count == 4)
         let names = (0..<200).map { "k" + String(1000 + $0).dropFirst() }
         var errors: [String: Int] = [:]
         var pass = 0

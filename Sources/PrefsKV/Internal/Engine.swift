@@ -25,7 +25,12 @@ final class Engine: @unchecked Sendable {
     // Every access to this state happens under `PrefsStore.engine`'s Mutex, one thread at a time, so runtime
     // exclusivity checks (a measurable share of a warm read) cannot find anything the lock does not exclude.
 
-    @exclusivity(unchecked) var codec: RecordCodec
+    @exclusivity(unchecked) var codec: RecordCodec {
+        didSet { plaintexts = RecordCodec.plaintexts(of: codec) }
+    }
+    /// The codec's plaintext cache, when the app opted in (`Configuration.cachesPlaintext`), unretained: the codec
+    /// holds it. A cached read then retains nothing (each retain cost a tenth of the read).
+    @exclusivity(unchecked) private var plaintexts: Unmanaged<PlaintextCache>?
     @exclusivity(unchecked) var lastRecovery: PrefsRecoveryReport?
     /// Set while someone observes: catch-ups then work out which keys changed.
     @exclusivity(unchecked) var wantsChanges = false
@@ -52,7 +57,8 @@ final class Engine: @unchecked Sendable {
         self.configuration = configuration
         self.lock = lock
         self.readOnlyCause = readOnlyCause
-        codec = RecordCodec(sealer: configuration.sealer)
+        codec = RecordCodec(sealer: configuration.sealer, cachesPlaintext: configuration.cachesPlaintext)
+        plaintexts = RecordCodec.plaintexts(of: codec)
         log = StoreLog(paths: paths, configuration: configuration, snapshot: snapshot)
     }
 
@@ -123,15 +129,25 @@ final class Engine: @unchecked Sendable {
     /// index key written on the stack; a `String` of it is made only when the persisted table must be asked.
     @inline(__always)
     func liveEntry(forName name: String) throws(PrefsError) -> Entry? {
-        guard case .sealed(let sealed) = codec, !sealed.cachesIndexKeys else {
-            return try liveEntry(codec.indexKey(forName: name))
-        }
+        guard case .sealed(let sealed) = codec else { return try liveEntry(name) }
+        // A name the plaintext cache holds: its index key without the sealer's tag.
+        if let cache = sealed.plaintexts, let key = cache.indexKey(forName: name) { return try liveEntry(key) }
+        guard !sealed.cachesIndexKeys else { return try liveEntry(sealed.indexKey(forName: name)) }
         let log = self.log
         if let entry = sealed.withIndexKeyBytes(forName: name, { log.index.entry(utf8: $0) }) {
             return entry.isExpired(now: Sys.nowMilliseconds()) ? nil : entry
         }
         guard log.table != nil else { return nil }
         return try liveEntryFromTable(sealed.indexKey(forName: name))
+    }
+
+    /// `decode` of the value of `name`, of `type`, from the plaintext cache when the handle keeps one and the value
+    /// there is still the store's (`PlaintextCache.read`); nil sends the read the usual way.
+    @inline(__always)
+    func readCached<R>(_ name: String, type: ValueType, _ decode: (UnsafeRawBufferPointer) -> R?) -> R? {
+        guard let plaintexts else { return nil }
+        let log = self.log
+        return plaintexts._withUnsafeGuaranteedRef { $0.read(name, type: type, in: log, decode) }
     }
 
     /// Passes the plain value bytes of `entry` to `body`: straight from the mapping, or opened by the sealer.
@@ -360,7 +376,7 @@ final class Engine: @unchecked Sendable {
     /// The one place the handle's sealer is set after its open: the codec (index keys, sealed values) and the log
     /// (record authentication) use the same one.
     private func use(sealer: (any PrefsSealer)?) {
-        codec = RecordCodec(sealer: sealer)
+        codec = RecordCodec(sealer: sealer, cachesPlaintext: configuration.cachesPlaintext)
         log.sealer = sealer
     }
 

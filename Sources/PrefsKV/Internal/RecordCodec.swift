@@ -10,8 +10,19 @@ enum RecordCodec {
     case plain
     case sealed(SealedRecordCodec)
 
-    init(sealer: (any PrefsSealer)?) {
-        if let sealer { self = .sealed(SealedRecordCodec(sealer: sealer)) } else { self = .plain }
+    /// `cachesPlaintext`: the sealed codec keeps what its reads open (`Configuration.cachesPlaintext`).
+    init(sealer: (any PrefsSealer)?, cachesPlaintext: Bool = false) {
+        if let sealer {
+            self = .sealed(SealedRecordCodec(sealer: sealer, cachesPlaintext: cachesPlaintext))
+        } else {
+            self = .plain
+        }
+    }
+
+    /// The plaintext cache of a sealed codec that keeps one, unretained (the codec holds it).
+    static func plaintexts(of codec: RecordCodec) -> Unmanaged<PlaintextCache>? {
+        guard case .sealed(let sealed) = codec, let cache = sealed.plaintexts else { return nil }
+        return .passUnretained(cache)
     }
 
     /// Whether the index is keyed by sealer tags.
@@ -181,11 +192,33 @@ enum RecordCodec {
         of entry: Entry, name: String, in log: StoreLog, _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> R
     ) throws(PrefsError) -> R {
         guard case .sealed(let sealed) = self else { throw SealedRecordCodec.missingSealer(log.paths) }
+        if let cache = sealed.plaintexts {
+            return try RecordCodec.withCachedValue(of: entry, name: name, in: log, sealed: sealed, cache: cache, body)
+        }
         return try log.checkingUnderneath(entry) { () throws(PrefsError) in
             try sealed.withPlaintext(of: entry, expectedName: name, in: log) { _, value throws(PrefsError) in
                 try body(value)
             }
         }
+    }
+
+    /// `withSealedValue` through the plaintext cache: the cached copy while the record it was opened from is the
+    /// one `entry` means (`PlaintextCache.value`), otherwise the record opened (as without the cache, and checked the
+    /// same way) and kept.
+    private static func withCachedValue<R>(
+        of entry: Entry, name: String, in log: StoreLog, sealed: SealedRecordCodec, cache: PlaintextCache,
+        _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> R
+    ) throws(PrefsError) -> R {
+        let generation = log.image.generation
+        if let cached = cache.value(forName: name, entry: entry, generation: generation, file: log.file) {
+            return try withExtendedLifetime(cached) { () throws(PrefsError) in try body(cached.value) }
+        }
+        let indexKey = sealed.indexKey(forName: name)
+        let opened = try log.checkingUnderneath(entry) { () throws(PrefsError) in
+            try sealed.openForCache(entry, name: name, indexKey: indexKey, in: log)
+        }
+        cache.insert(opened)
+        return try withExtendedLifetime(opened) { () throws(PrefsError) in try body(opened.value) }
     }
 
     /// The name and plain value bytes of an entry.

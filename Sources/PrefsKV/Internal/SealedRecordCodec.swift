@@ -34,8 +34,13 @@ final class SealedRecordCodec {
         }
     }
 
-    init(sealer: any PrefsSealer) {
+    /// The values this handle opened, when the app opted in (`Configuration.cachesPlaintext`; PlaintextCache.swift).
+    /// A new sealer (rekey) gets a new codec, and so an empty cache.
+    let plaintexts: PlaintextCache?
+
+    init(sealer: any PrefsSealer, cachesPlaintext: Bool = false) {
         self.sealer = sealer
+        plaintexts = cachesPlaintext ? PlaintextCache() : nil
         cachesIndexKeys = !sealer.tagsAreCheap
         cheapTagLength = sealer.tagsAreCheap ? sealer.tag(forKey: "").count : 0
         precondition(cheapTagLength <= 64, "a cheap sealer's tags are at most 64 bytes")
@@ -119,6 +124,18 @@ final class SealedRecordCodec {
             path: log.paths.data, body)
     }
 
+    /// Opens `entry`'s record, whose key is `name`, into a value for the plaintext cache.
+    func openForCache(_ entry: Entry, name: String, indexKey: String, in log: StoreLog) throws(PrefsError)
+        -> PlaintextCache.Value
+    {
+        let generation = log.image.generation
+        return try withOpened(of: entry, expectedName: name, in: log.file, image: log.image, path: log.paths.data) {
+            _, value, record in
+            PlaintextCache.Value.make(
+                name: name, indexKey: indexKey, generation: generation, entry: entry, record: record, value: value)
+        }
+    }
+
     /// The name sealed in `entry`'s record in `file`, an image `image` of the store, for a key that is no longer in
     /// the index (`RecordCodec.names`); nil when the record does not open there.
     func name(of entry: Entry, inFormerImage file: MappedFile, image: ImageIdentity) -> String? {
@@ -128,6 +145,17 @@ final class SealedRecordCodec {
     private func withPlaintext<R>(
         of entry: Entry, expectedName: String?, in file: MappedFile, image: ImageIdentity, path: String,
         _ body: (String, UnsafeRawBufferPointer) throws(PrefsError) -> R
+    ) throws(PrefsError) -> R {
+        try withOpened(of: entry, expectedName: expectedName, in: file, image: image, path: path) {
+            name, value, _ throws(PrefsError) in try body(name, value)
+        }
+    }
+
+    /// `withPlaintext`, also passing `body` the private copy of the record that was opened (from its magic to the end
+    /// of its sealed value).
+    private func withOpened<R>(
+        of entry: Entry, expectedName: String?, in file: MappedFile, image: ImageIdentity, path: String,
+        _ body: (String, UnsafeRawBufferPointer, _ record: UnsafeRawBufferPointer) throws(PrefsError) -> R
     ) throws(PrefsError) -> R {
         let sealer = self.sealer
         do {
@@ -140,7 +168,13 @@ final class SealedRecordCodec {
                         of: sealed, head: head, bound: entry.bound, in: image, offset: entry.recordOffset,
                         type: entry.type.rawValue, expiresAt: entry.expiresAt, sealer: sealer
                     ) { plain in
-                        try SealedValue.withNameAndValue(plain, expectedName: expectedName, body)
+                        try SealedValue.withNameAndValue(plain, expectedName: expectedName) {
+                            name, value throws(PrefsError) in
+                            // One private copy: the head, then the sealed value (`SealedValue.withPrivateRecord`).
+                            precondition(head.baseAddress! + head.count == sealed.baseAddress!, "one private copy")
+                            let length = head.count + sealed.count
+                            return try body(name, value, UnsafeRawBufferPointer(start: head.baseAddress, count: length))
+                        }
                     }
                 }
             }

@@ -41,7 +41,12 @@ final class StoreLog {
     @exclusivity(unchecked) var sealer: (any PrefsSealer)?
     /// Every key of the log, or, while `table` is set, the keys of the records after the table and those looked up
     /// in it since (see `table`).
-    @exclusivity(unchecked) var index: KeyIndex
+    @exclusivity(unchecked) var index: KeyIndex {
+        didSet { indexVersion &+= 1 }
+    }
+    /// Moves at every change of `index`, whatever made it (a write, a catch-up, a table lookup, a new image): the
+    /// plaintext cache's proof that an entry it checked against the index is still the index's (PlaintextCache.swift).
+    @exclusivity(unchecked) private(set) var indexVersion: UInt64 = 1
     /// The persisted index this handle reads keys from instead of the log before it (a lazy open): a key that
     /// `index` does not hold is looked up there (`lookUp`). Set only while no record after the table deletes or
     /// clears anything, so a key the table does not hold and `index` does not either is absent. Whatever needs
