@@ -57,6 +57,7 @@ count get 30000 get prefskv "$work/plain" 10000 3
 count first-get 10000 first-get prefskv "$work/plain" 10000
 count set 10000 set-int prefskv "$work/set" 10000
 count sealed-get 30000 get prefskv-encrypted "$work/sealed" 10000 3
+count sealed-cached-get 30000 get prefskv-encrypted-cached "$work/sealed" 10000 3
 count sealed-set 10000 set-int prefskv-encrypted "$work/sealed-set" 10000
 count cold-10 1 cold prefskv "$work/ten" 1 key.5
 count cold-10000 1 cold prefskv "$work/plain" 1 key.5000
@@ -68,7 +69,8 @@ if [ "$mode" = update ]; then
         echo "# Instructions per operation of the hot paths, counted by scripts/bench-check.sh (callgrind, valgrind"
         echo "# $(valgrind --version | sed 's/valgrind-//'), release build of Benchmarks/, $(uname -m)). \`make bench-check\` fails when a path"
         echo "# runs more than $tolerance% more than its figure here; \`make bench-check-update\` rewrites this file."
-        echo "# get, sealed-get: a warm int64 read of a 10,000-key store (every key read once before); first-get: open"
+        echo "# get, sealed-get: a warm int64 read of a 10,000-key store (every key read once before); sealed-cached-get:"
+        echo "# the same through the plaintext cache (Configuration.cachesPlaintext); first-get: open"
         echo "# a 10,000-key store and read every key once (per key); set, sealed-set: setting 10,000 new int keys;"
         echo "# cold-N: open + first read of an N-key store in a fresh process; blob-rewrite: a 4 KiB value rewritten"
         echo "# among 1,000 keys (its compactions included)."

@@ -31,6 +31,9 @@ public enum EngineKind: String, CaseIterable, Sendable, Codable {
     case prefsSingle = "prefskv-single"
     /// PrefsKV sealed by SecureVault (XChaCha20-Poly1305, keyed BLAKE2b key tags), default sharing.
     case prefsSealed = "prefskv-encrypted"
+    /// The same sealed store opened with `cachesPlaintext` (the opt-in cache of opened values, for encrypted
+    /// preferences that are not secrets): what MMKV encrypted does for every store.
+    case prefsSealedCached = "prefskv-encrypted-cached"
     /// PrefsKV's defaults with an `ObservedPref` (a typed key's Observable model) following a key: every write
     /// then runs the store's observer dispatch. The cost of an observed write.
     case prefsObserved = "prefskv-observed"
@@ -56,6 +59,8 @@ public enum EngineKind: String, CaseIterable, Sendable, Codable {
         case .prefsObserved: return try PrefsEngine(directory: directory, sharing: .multiProcess, observed: true)
         case .prefsSingle: return try PrefsEngine(directory: directory, sharing: .singleProcess)
         case .prefsSealed: return try PrefsEngine(directory: directory, sharing: .multiProcess, sealed: true)
+        case .prefsSealedCached:
+            return try PrefsEngine(directory: directory, sharing: .multiProcess, sealed: true, cached: true)
         case .prefsSynchronous:
             return try PrefsEngine(directory: directory, sharing: .multiProcess, durability: .synchronous)
         case .sqlite: return try SQLiteEngine(directory: directory, synchronous: "NORMAL", batch: false)
@@ -80,9 +85,10 @@ final class PrefsEngine: KVEngine {
 
     init(
         directory: String, sharing: PrefsStore.Sharing, durability: PrefsStore.Durability = .buffered,
-        sealed: Bool = false, observed: Bool = false
+        sealed: Bool = false, cached: Bool = false, observed: Bool = false
     ) throws {
         var configuration = PrefsStore.Configuration()
+        configuration.cachesPlaintext = cached
         configuration.sharing = sharing
         configuration.durability = durability
         if sealed {

@@ -60,6 +60,9 @@ public struct Orchestrator {
         .prefs, .prefsSingle, .prefsSealed, .prefsObserved, .sqlite, .sqliteBatch, .lmdbNoSync,
     ]
     static let readEngines: [EngineKind] = [.prefs, .prefsSingle, .prefsSealed, .sqlite, .lmdbNoSync]
+    /// The warm gets: the read engines and the sealed store with its plaintext cache (a cold open reads once, as
+    /// without it).
+    static let getEngines: [EngineKind] = readEngines + [.prefsSealedCached]
     static let strictEngines: [EngineKind] = [.prefsSynchronous, .sqliteFull, .lmdbSync]
     static let multiProcessEngines: [EngineKind] = [.prefs, .sqlite, .lmdbNoSync]
 
@@ -81,7 +84,7 @@ public struct Orchestrator {
                     worker(.strict, workload, label(workload, s.strictWrites), engine, s.strictWrites, argument)
                 }
             }
-            for engine in rotated(Self.readEngines, by: repetition) {
+            for engine in rotated(Self.getEngines, by: repetition) {
                 let directory = freshDirectory()
                 populateOrDie(engine, directory, s.keys)
                 worker(.reads, .get, label(.get, s.keys), engine, s.keys, "\(s.getPasses)", directory: directory)

@@ -36,7 +36,8 @@ public enum Report {
             against: ["sqlite", "sqlite-one-txn", "lmdb-nosync"])
         section(
             &out, r, .reads, "Reads: every key once per pass, shuffled order, in a process that opened the store",
-            engines: Orchestrator.readEngines.map(\.rawValue), prefs: prefsVariants, against: ["sqlite", "lmdb-nosync"])
+            engines: Orchestrator.getEngines.map(\.rawValue), prefs: prefsVariants + ["prefskv-encrypted-cached"],
+            against: ["sqlite", "lmdb-nosync"])
         section(
             &out, r, .cold,
             "Cold open + first read in a new process (page cache warm): from before the open to after the read",
