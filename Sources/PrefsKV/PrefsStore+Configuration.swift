@@ -44,13 +44,14 @@ extension PrefsStore {
         /// not secrets, read often: a theme, a window layout. Never for tokens or keys. The default is `false`:
         /// a sealed store then keeps no plaintext past the read that opened it. No effect on a plain store.
         ///
-        /// What it keeps: the plain value of each key read (up to 64 KiB each, 8 MiB in all), in ordinary memory
-        /// of this process (it may reach swap or a core dump, as any app data does), wiped when it is dropped:
-        /// at a compaction, a rekey, past those limits, and when the handle is released. A cached value answers
-        /// only while the record it was opened from is still the one the store means, in place and intact: a new
-        /// value, written here or by any other process, is opened and checked again. An attacker who rewrites
-        /// the file can no more make such a handle return a value the sealer did not seal than one without the
-        /// cache.
+        /// What it keeps: the plain value of each key read (values up to 64 KiB, 8 MiB in all counting each value's
+        /// record), in ordinary memory of this process (it may reach swap or a core dump, as any app data does).
+        /// A value found no longer the store's is wiped at once, the values of a former image (after a compaction)
+        /// at the first read after it, and all of them when the handle is released: release the handle when the
+        /// values must go (at logout). A cached value answers only while it is exactly what a read without the
+        /// cache would answer: the record it was opened from still the one the store means, and in the file byte
+        /// for byte. A new value, written here or by any other process, is opened and checked again; a writer of
+        /// the file can make the cache answer nothing the sealer did not seal.
         ///
         /// ```swift
         /// var configuration = PrefsStore.Configuration()

@@ -6,6 +6,7 @@
 import Foundation
 import Glibc
 import Synchronization
+import SystemLayer
 import TestSealer
 import TestSupport
 import Testing
@@ -55,6 +56,14 @@ private final class CountingSealer: PrefsSealer {
             $0.cachesPlaintext = caching
             $0.recovery = .fail
             $0.autoCompactionThreshold = nil
+        }
+    }
+
+    /// How many values the store's plaintext cache holds (-1: none).
+    private func cachedCount(_ store: PrefsStore) -> Int {
+        store.engine.withLock { e in
+            guard case .sealed(let codec) = e.codec else { return -1 }
+            return codec.plaintexts?.count ?? -1
         }
     }
 
@@ -121,12 +130,33 @@ private final class CountingSealer: PrefsSealer {
         #expect(try store.string(forKey: "k") == "five")
         try other.removeValue(forKey: "k")
         #expect(try store.string(forKey: "k") == nil)
-        try other.set("six", forKey: "k", expiresAfter: .milliseconds(1))
-        usleep(5_000)
-        #expect(try store.string(forKey: "k") == nil, "an expired value is not answered from the cache")
         try other.set("seven", forKey: "k")
         #expect(try store.string(forKey: "k") == "seven")
         #expect(try store.string(forKey: "k") == "seven")
+    }
+
+    /// A cached value that expires is not answered once it has, with nothing written in between (no change of the
+    /// index to send the read elsewhere): the cache's own test of the expiry. The value must have been read twice
+    /// (opened, then from the cache) before it expires: on a machine too slow for that, a longer expiry is tried.
+    @Test func anExpiredValueIsNotAnsweredFromTheCache() throws {
+        let dir = try TempDir("cache-expiry", memory: true)
+        let sealer = CountingSealer(key: 51)
+        let store = try open(dir, sealer)
+        var cachedBeforeExpiry = false
+        for lifetime in [200, 2_000, 20_000] {
+            let expiresAt = Sys.nowMilliseconds() + Int64(lifetime)
+            try store.set("soon gone", forKey: "k", expiresAfter: .milliseconds(lifetime))
+            let first = try store.string(forKey: "k")
+            let opensBefore = sealer.opens
+            let second = try store.string(forKey: "k")
+            guard Sys.nowMilliseconds() < expiresAt, first == "soon gone", second == "soon gone" else { continue }
+            #expect(sealer.opens == opensBefore, "the second read came from the cache")
+            while Sys.nowMilliseconds() <= expiresAt + 1 { usleep(10_000) }
+            #expect(try store.string(forKey: "k") == nil, "an expired value is not answered from the cache")
+            cachedBeforeExpiry = true
+            break
+        }
+        #expect(cachedBeforeExpiry)
     }
 
     /// A compaction (a new image) and a rekey (a new sealer) drop what the cache holds: each key is opened again,
@@ -140,13 +170,12 @@ private final class CountingSealer: PrefsSealer {
         let (first, second) = (try opens(sealer, read), try opens(sealer, read))
         #expect(first == 5 && second == 0)
         try store.compact()
+        let firstAfter = try opens(sealer) { () throws in #expect(try store.int(forKey: "k0") == 0) }
+        #expect(firstAfter == 1, "a new image: the value opened again")
+        #expect(cachedCount(store) == 1, "the first read after the compaction dropped the former image's values")
         let afterCompaction = try opens(sealer, read)
-        #expect(afterCompaction == 5, "a new image: every value opened again")
-        #expect(
-            store.engine.withLock { e in
-                guard case .sealed(let codec) = e.codec else { return -1 }
-                return codec.plaintexts?.count ?? -1
-            } == 5, "the values of the former image are gone")
+        #expect(afterCompaction == 4, "a new image: every other value opened again")
+        #expect(cachedCount(store) == 5)
         let newSealer = CountingSealer(key: 45)
         let beforeRekey = sealer.opens
         try store.rekey(to: newSealer)
@@ -199,9 +228,46 @@ private final class CountingSealer: PrefsSealer {
         #expect(try readBytes(path) == original)
     }
 
+    /// A record another value's bytes were put back over, at the same place and of the same padded length but not of
+    /// the same value length as the record the index now means there: the cached handle answers what a read without
+    /// the cache does (the record, cut as the index says, does not open: `tampered`), never the value it cached from
+    /// the bytes put back. The file goes back to an older copy (as `cp` does, in place), the handle writes a new value
+    /// where the cached one was, and the cached record's bytes are written back over it.
+    @Test func aRecordPutBackWhereTheIndexMeansAnotherIsReadAsWithoutTheCache() throws {
+        let dir = try TempDir("cache-put-back", memory: true)
+        let sealer = TestSealer(key: 53)
+        let path = dir.file("ui.prefs")
+        let writer = try open(dir, sealer, caching: false)
+        try writer.set("x", forKey: "pad")
+        let older = try readBytes(path)
+        try writer.set("abcd", forKey: "k")
+        let cached = try open(dir, sealer)
+        #expect(try cached.string(forKey: "k") == "abcd")
+        let first = try cached.engine.withLock { e throws(PrefsError) in try e.liveEntry(forName: "k") }
+        let entry = try #require(first)
+        let putBack = Array(try readBytes(path)[entry.recordOffset..<entry.recordOffset + entry.recordLength])
+        // The older copy over the file, in place; this handle appends a new value of one more byte where "abcd" was.
+        try rewrite(path, older, truncating: true)
+        try cached.set("abcde", forKey: "k")
+        let second = try cached.engine.withLock { e throws(PrefsError) in try e.liveEntry(forName: "k") }
+        let now = try #require(second)
+        try #require(now.recordOffset == entry.recordOffset && now.recordLength == entry.recordLength)
+        try #require(now.valueLength == entry.valueLength + 1)
+        // The cached record's bytes back at their place.
+        var bytes = try readBytes(path)
+        bytes.replaceSubrange(entry.recordOffset..<entry.recordOffset + entry.recordLength, with: putBack)
+        try rewrite(path, bytes)
+        let answer: String
+        do { answer = try cached.string(forKey: "k") ?? "absent" } catch let error as PrefsError {
+            answer = "\(error.code)"
+        }
+        #expect(answer != "abcd", "the value cached from the bytes put back")
+        #expect(answer == "tampered" || answer == "corrupted" || answer == "changedUnderneath")
+    }
+
     /// Writes `bytes` over the file in place (same inode), as a second writer of the file does.
-    private func rewrite(_ path: String, _ bytes: [UInt8]) throws {
-        let fd = Glibc.open(path, O_WRONLY)
+    private func rewrite(_ path: String, _ bytes: [UInt8], truncating: Bool = false) throws {
+        let fd = Glibc.open(path, O_WRONLY | (truncating ? O_TRUNC : 0))
         guard fd >= 0 else { throw TestFailure("open \(path): errno \(errno)") }
         defer { close(fd) }
         guard bytes.withUnsafeBytes({ pwrite(fd, $0.baseAddress, $0.count, 0) }) == bytes.count else {

@@ -114,7 +114,8 @@ enum PrefsCommands {
     static func set(_ args: [String]) {
         guard args.count == 4 || args.count == 5 else { fail("usage: prefs-set DIR ID KEY VALUE [SEALER-KEY]") }
         let store: PrefsStore
-        if args.count == 5, let key = Int(args[4]) {
+        if args.count == 5 {
+            guard let key = Int(args[4]), key != 0 else { fail("prefs-set: SEALER-KEY is a nonzero number") }
             var configuration = PrefsStore.Configuration()
             configuration.sealer = TortureCommands.sealer(key)
             do {

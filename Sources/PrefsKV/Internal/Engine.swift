@@ -142,8 +142,9 @@ final class Engine: @unchecked Sendable {
     }
 
     /// `decode` of the value of `name`, of `type`, from the plaintext cache when the handle keeps one and the value
-    /// there is still the store's (`PlaintextCache.read`); nil sends the read the usual way.
-    @inline(__always)
+    /// there is still the store's (`PlaintextCache.read`); nil sends the read the usual way. Out of line: a read of a
+    /// store without the cache carries only the test of `Configuration.cachesPlaintext` before it.
+    @inline(never)
     func readCached<R>(_ name: String, type: ValueType, _ decode: (UnsafeRawBufferPointer) -> R?) -> R? {
         guard let plaintexts else { return nil }
         let log = self.log

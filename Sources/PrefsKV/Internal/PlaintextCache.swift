@@ -2,16 +2,13 @@
 // this handle's private memory with the record it was opened from, so that the next read of the key answers without
 // the sealer. Off by default: a sealed store keeps no plaintext beyond the read that needs it.
 //
-// A cached value answers a read only while the record the index means is the one it was opened from: the same
-// image (generation), place, length, type and expiry, and in the mapping, byte for byte, the record the seal was
-// checked on (from its magic to the end of its sealed value: everything a read without the cache opens). The answer
-// is the private copy, never bytes of the mapping: the mapping is only compared. So a value written since (a new
-// record, another place), a compaction (another generation) and any change to the record's bytes are read as
-// without the cache. Documentation/SecureVault.md, "The plaintext cache (opt-in)".
-//
-// The read path retains nothing and checks no exclusivity at run time (each cost more than the lookup): the table
-// holds its values unmanaged, with one reference each it releases itself, and a value's facts are reached through
-// their pointer. Used only under the engine's lock.
+// A cached value answers a read only while it is exactly what a read without the cache would answer: the index
+// still means the record it was opened from (the same image, place, key and value lengths, type, expiry and
+// framing), it has not expired, and the mapping holds, byte for byte, the record the seal was checked on (from its
+// magic to the end of its sealed value: everything a read without the cache opens). The answer is the private copy,
+// never bytes of the mapping: the mapping is only compared. A value found no longer the store's is wiped at once;
+// the values of a former image are dropped by the first read that meets one, or by the first value kept after it.
+// Documentation/SecureVault.md, "The plaintext cache (opt-in)".
 import SystemLayer
 
 final class PlaintextCache {
@@ -23,36 +20,46 @@ final class PlaintextCache {
         /// The `StoreLog.indexVersion` at which the index last meant this value's record for its name (0: not yet
         /// checked): while it has not moved, a read needs no lookup in the index.
         var indexVersion: UInt64 = 0
+        /// Set when the value was found no longer the store's: its bytes are wiped, and it never answers again.
+        var retired = false
         let expiresAt: Int64
         let type: ValueType
         /// The plain value, then the record as it was opened, from its magic to the end of its sealed value (the
         /// private copy the seal was checked on): both in the value's own elements.
         let valueCount: Int
         let recordCount: Int
-        let recordOffset: Int
-        let recordLength: Int
+        /// The index entry the value was opened from: where its record lies and how a read cuts it (key and value
+        /// lengths, bound, authenticated), in the image `uuid`, `generation`.
+        let entry: Entry
+        let uuid: StoreUUID
         let generation: UInt64
         let indexKey: String
 
-        /// Whether `entry` means the record this value was opened from (its bytes aside).
+        /// Whether `entry` means the record this value was opened from, cut the same way (its bytes aside).
         @inline(__always)
-        func holds(_ entry: Entry) -> Bool {
-            recordOffset == entry.recordOffset && recordLength == entry.recordLength && type == entry.type
-                && expiresAt == entry.expiresAt
+        func holds(_ other: Entry) -> Bool {
+            entry.recordOffset == other.recordOffset && entry.keyLength == other.keyLength
+                && entry.valueLength == other.valueLength && entry.type == other.type
+                && entry.expiresAt == other.expiresAt && entry.bound == other.bound
+                && entry.authenticated == other.authenticated && entry.sealed == other.sealed
         }
+
+        /// Whether the value belongs to `image`.
+        @inline(__always)
+        func belongs(to image: ImageIdentity) -> Bool { generation == image.generation && uuid == image.uuid }
     }
 
     /// One opened value: its facts, then its plain value and record in the same allocation (the value right after
     /// the facts: the fewest cache lines per read), wiped before it is freed.
     final class Value: ManagedBuffer<Facts, UInt8> {
         static func make(
-            name: String, indexKey: String, generation: UInt64, entry: Entry, record: UnsafeRawBufferPointer,
+            name: String, indexKey: String, image: ImageIdentity, entry: Entry, record: UnsafeRawBufferPointer,
             value: UnsafeRawBufferPointer
         ) -> Value {
             let facts = Facts(
                 nameHash: KeyIndex.hash(name), name: name, expiresAt: entry.expiresAt, type: entry.type,
-                valueCount: value.count, recordCount: record.count, recordOffset: entry.recordOffset,
-                recordLength: entry.recordLength, generation: generation, indexKey: indexKey)
+                valueCount: value.count, recordCount: record.count, entry: entry, uuid: image.uuid,
+                generation: image.generation, indexKey: indexKey)
             let made = unsafeDowncast(
                 Value.create(minimumCapacity: max(record.count + value.count, 1)) { _ in facts }, to: Value.self)
             let bytes = made.bytes
@@ -94,14 +101,16 @@ final class PlaintextCache {
     @exclusivity(unchecked) private var capacity: Int
     @exclusivity(unchecked) private(set) var count = 0
     /// The image every cached value belongs to: a value of another one is never asked again, so all are dropped.
-    @exclusivity(unchecked) private var generation: UInt64 = 0
+    @exclusivity(unchecked) private var image = ImageIdentity(uuid: StoreUUID(low: 0, high: 0), generation: 0)
+    /// Set by a read that found a value of a former image: the read drops every value once it is done with it.
+    @exclusivity(unchecked) private var sawFormerImage = false
     /// Bytes held (values and their records).
     @exclusivity(unchecked) private(set) var byteCount = 0
 
     /// A value larger than this is not kept (a large value's open costs little beside what its reader does with it).
-    /// The limits count a value's record and plaintext.
     static let valueLimit = 64 * 1024
-    /// What the cache holds at most: past either limit it starts again empty.
+    /// What the cache holds at most (`byteLimit` counts each value with its record): past either limit it starts
+    /// again empty.
     static let byteLimit = 8 * 1024 * 1024
     static let countLimit = 16_384
     private static let initialCapacity = 16
@@ -154,10 +163,13 @@ final class PlaintextCache {
         _ name: String, type: ValueType, in log: StoreLog, _ decode: (UnsafeRawBufferPointer) -> R?
     ) -> R? {
         guard let found = find(name) else { return nil }
-        return found._withUnsafeGuaranteedRef { value -> R? in
+        let result = found._withUnsafeGuaranteedRef { value -> R? in
             guard value.facts.pointee.type == type, isCurrent(value, in: log) else { return nil }
             return decode(value.value)
         }
+        // Out of the value's scope: dropping the values frees it.
+        if sawFormerImage { removeAll() }
+        return result
     }
 
     /// Whether `value` is still what the store means for its name in `log`: checked against the index when the index
@@ -166,29 +178,40 @@ final class PlaintextCache {
     private func isCurrent(_ value: Value, in log: StoreLog) -> Bool {
         let facts = value.facts
         if facts.pointee.indexVersion != log.indexVersion {
-            guard PlaintextCache.check(facts, against: log) else { return false }
+            guard check(value, against: log) else { return false }
         }
         if facts.pointee.expiresAt != 0 && facts.pointee.expiresAt <= Sys.nowMilliseconds() { return false }
         return stillInPlace(value, in: log.file)
     }
 
     /// Looks the value's index key up in the index: it must mean the record the value was opened from, in this
-    /// image. Then remembers the index's version. Out of line: once per value after each change of the index.
+    /// image; then the index's version is remembered. A value the index no longer means is wiped (retired); one of a
+    /// former image has the read drop them all (`sawFormerImage`). Out of line: once per value after each change
+    /// of the index.
     @inline(never)
-    private static func check(_ facts: UnsafeMutablePointer<Facts>, against log: StoreLog) -> Bool {
-        guard facts.pointee.generation == log.image.generation,
-            let entry = KeyIndex.withUTF8(facts.pointee.indexKey, { log.index.entry(utf8: $0) }),
+    private func check(_ value: Value, against log: StoreLog) -> Bool {
+        let facts = value.facts
+        guard !facts.pointee.retired else { return false }
+        guard facts.pointee.belongs(to: log.image) else {
+            sawFormerImage = true
+            return false
+        }
+        guard let entry = KeyIndex.withUTF8(facts.pointee.indexKey, { log.index.entry(utf8: $0) }),
             facts.pointee.holds(entry)
-        else { return false }
+        else {
+            facts.pointee.retired = true
+            Sys.zero(UnsafeMutableRawBufferPointer(start: value.bytes, count: value.size))
+            return false
+        }
         facts.pointee.indexVersion = log.indexVersion
         return true
     }
 
-    /// The cached value of `name` when it was opened from the record `entry` means in `file` (image `generation`),
-    /// nil otherwise: the reads that have their entry already (`RecordCodec.withSealedValue`).
-    func value(forName name: String, entry: Entry, generation: UInt64, file: MappedFile) -> Value? {
-        guard let value = find(name)?.takeUnretainedValue(), value.facts.pointee.generation == generation,
-            value.facts.pointee.holds(entry), stillInPlace(value, in: file)
+    /// The cached value of `name` when it was opened from the record `entry` means in `file` (of `image`), nil
+    /// otherwise: the reads that have their entry already (`RecordCodec.withSealedValue`).
+    func value(forName name: String, entry: Entry, image: ImageIdentity, file: MappedFile) -> Value? {
+        guard let value = find(name)?.takeUnretainedValue(), !value.facts.pointee.retired,
+            value.facts.pointee.belongs(to: image), value.facts.pointee.holds(entry), stillInPlace(value, in: file)
         else { return nil }
         return value
     }
@@ -199,7 +222,7 @@ final class PlaintextCache {
         // Compared (anyone reading the file sees these bytes: no secret, no constant-time compare needed), never
         // used.
         let record = value.record
-        let offset = value.facts.pointee.recordOffset
+        let offset = value.facts.pointee.entry.recordOffset
         let same = file.withBytes { bytes -> Bool in
             offset + record.count <= bytes.count
                 && Sys.bytesEqual(bytes.baseAddress! + offset, record.baseAddress!, count: record.count)
@@ -213,11 +236,11 @@ final class PlaintextCache {
     /// Keeps `value` as its name's, dropping every value of an earlier image first.
     func insert(_ value: Value) {
         let facts = value.facts.pointee
-        if facts.generation != generation {
+        if !facts.belongs(to: image) {
             removeAll()
-            generation = facts.generation
+            image = ImageIdentity(uuid: facts.uuid, generation: facts.generation)
         }
-        guard value.size <= PlaintextCache.valueLimit else { return }
+        guard facts.valueCount <= PlaintextCache.valueLimit else { return }
         if byteCount + value.size > PlaintextCache.byteLimit || count >= PlaintextCache.countLimit { removeAll() }
         if 2 * (count + 1) > capacity { grow() }
         let mask = capacity - 1
@@ -264,6 +287,7 @@ final class PlaintextCache {
         slots.initialize(repeating: nil, count: capacity)
         count = 0
         byteCount = 0
+        sawFormerImage = false
     }
 
     private func releaseAll() {

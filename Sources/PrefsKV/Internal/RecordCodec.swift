@@ -209,8 +209,7 @@ enum RecordCodec {
         of entry: Entry, name: String, in log: StoreLog, sealed: SealedRecordCodec, cache: PlaintextCache,
         _ body: (UnsafeRawBufferPointer) throws(PrefsError) -> R
     ) throws(PrefsError) -> R {
-        let generation = log.image.generation
-        if let cached = cache.value(forName: name, entry: entry, generation: generation, file: log.file) {
+        if let cached = cache.value(forName: name, entry: entry, image: log.image, file: log.file) {
             return try withExtendedLifetime(cached) { () throws(PrefsError) in try body(cached.value) }
         }
         let indexKey = sealed.indexKey(forName: name)

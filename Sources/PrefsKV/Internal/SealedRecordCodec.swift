@@ -128,11 +128,11 @@ final class SealedRecordCodec {
     func openForCache(_ entry: Entry, name: String, indexKey: String, in log: StoreLog) throws(PrefsError)
         -> PlaintextCache.Value
     {
-        let generation = log.image.generation
-        return try withOpened(of: entry, expectedName: name, in: log.file, image: log.image, path: log.paths.data) {
+        let image = log.image
+        return try withOpened(of: entry, expectedName: name, in: log.file, image: image, path: log.paths.data) {
             _, value, record in
             PlaintextCache.Value.make(
-                name: name, indexKey: indexKey, generation: generation, entry: entry, record: record, value: value)
+                name: name, indexKey: indexKey, image: image, entry: entry, record: record, value: value)
         }
     }
 
