@@ -34,19 +34,23 @@ final class PlaintextCache {
         let uuid: StoreUUID
         let generation: UInt64
         let indexKey: String
+    }
 
-        /// Whether `entry` means the record this value was opened from, cut the same way (its bytes aside).
-        @inline(__always)
-        func holds(_ other: Entry) -> Bool {
-            entry.recordOffset == other.recordOffset && entry.keyLength == other.keyLength
-                && entry.valueLength == other.valueLength && entry.type == other.type
-                && entry.expiresAt == other.expiresAt && entry.bound == other.bound
-                && entry.authenticated == other.authenticated && entry.sealed == other.sealed
-        }
+    /// Whether `other` means the record the value of `facts` was opened from, cut the same way (its bytes aside).
+    /// (On the pointer: a method of `Facts` copied it, with its strings, at every call.)
+    @inline(__always)
+    static func holds(_ facts: UnsafeMutablePointer<Facts>, _ other: Entry) -> Bool {
+        let entry = facts.pointee.entry
+        return entry.recordOffset == other.recordOffset && entry.keyLength == other.keyLength
+            && entry.valueLength == other.valueLength && entry.type == other.type
+            && entry.expiresAt == other.expiresAt && entry.bound == other.bound
+            && entry.authenticated == other.authenticated && entry.sealed == other.sealed
+    }
 
-        /// Whether the value belongs to `image`.
-        @inline(__always)
-        func belongs(to image: ImageIdentity) -> Bool { generation == image.generation && uuid == image.uuid }
+    /// Whether the value of `facts` belongs to `image`.
+    @inline(__always)
+    static func belongs(_ facts: UnsafeMutablePointer<Facts>, to image: ImageIdentity) -> Bool {
+        facts.pointee.generation == image.generation && facts.pointee.uuid == image.uuid
     }
 
     /// One opened value: its facts, then its plain value and record in the same allocation (the value right after
@@ -192,12 +196,12 @@ final class PlaintextCache {
     private func check(_ value: Value, against log: StoreLog) -> Bool {
         let facts = value.facts
         guard !facts.pointee.retired else { return false }
-        guard facts.pointee.belongs(to: log.image) else {
+        guard PlaintextCache.belongs(facts, to: log.image) else {
             sawFormerImage = true
             return false
         }
         guard let entry = KeyIndex.withUTF8(facts.pointee.indexKey, { log.index.entry(utf8: $0) }),
-            facts.pointee.holds(entry)
+            PlaintextCache.holds(facts, entry)
         else {
             facts.pointee.retired = true
             Sys.zero(UnsafeMutableRawBufferPointer(start: value.bytes, count: value.size))
@@ -211,7 +215,8 @@ final class PlaintextCache {
     /// otherwise: the reads that have their entry already (`RecordCodec.withSealedValue`).
     func value(forName name: String, entry: Entry, image: ImageIdentity, file: MappedFile) -> Value? {
         guard let value = find(name)?.takeUnretainedValue(), !value.facts.pointee.retired,
-            value.facts.pointee.belongs(to: image), value.facts.pointee.holds(entry), stillInPlace(value, in: file)
+            PlaintextCache.belongs(value.facts, to: image), PlaintextCache.holds(value.facts, entry),
+            stillInPlace(value, in: file)
         else { return nil }
         return value
     }
@@ -235,19 +240,20 @@ final class PlaintextCache {
 
     /// Keeps `value` as its name's, dropping every value of an earlier image first.
     func insert(_ value: Value) {
-        let facts = value.facts.pointee
-        if !facts.belongs(to: image) {
+        let facts = value.facts
+        if !PlaintextCache.belongs(facts, to: image) {
             removeAll()
-            image = ImageIdentity(uuid: facts.uuid, generation: facts.generation)
+            image = ImageIdentity(uuid: facts.pointee.uuid, generation: facts.pointee.generation)
         }
-        guard facts.valueCount <= PlaintextCache.valueLimit else { return }
+        guard facts.pointee.valueCount <= PlaintextCache.valueLimit else { return }
         if byteCount + value.size > PlaintextCache.byteLimit || count >= PlaintextCache.countLimit { removeAll() }
         if 2 * (count + 1) > capacity { grow() }
         let mask = capacity - 1
-        var slot = Int(truncatingIfNeeded: facts.nameHash) & mask
+        let nameHash = facts.pointee.nameHash
+        var slot = Int(truncatingIfNeeded: nameHash) & mask
         while let other = slots[slot] {
             let old = other.takeUnretainedValue()
-            if old.facts.pointee.nameHash == facts.nameHash, KeyIndex.sameBytes(old.facts.pointee.name, facts.name) {
+            if old.facts.pointee.nameHash == nameHash, KeyIndex.sameBytes(old.facts.pointee.name, facts.pointee.name) {
                 byteCount += value.size - old.size
                 slots[slot] = .passRetained(value)
                 other.release()
