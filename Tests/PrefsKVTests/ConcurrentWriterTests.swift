@@ -82,11 +82,12 @@ private struct Outcomes: CustomStringConvertible {
     static let rounds = Torture.count("RACE_ROUNDS", short: 300, long: 3_000)
     static let value = "role=user;" + String(repeating: "u", count: 90)
 
-    func open(_ dir: TempDir, _ sealer: TestSealer) throws -> PrefsStore {
+    func open(_ dir: TempDir, _ sealer: TestSealer, cachesPlaintext: Bool = false) throws -> PrefsStore {
         try openStore(dir) {
             $0.sealer = sealer
             $0.recovery = .fail
             $0.autoCompactionThreshold = nil
+            $0.cachesPlaintext = cachesPlaintext
         }
     }
 
@@ -114,11 +115,16 @@ private struct Outcomes: CustomStringConvertible {
 
     /// A read of a sealed value whose ciphertext changes underneath gives the value written or refuses. (Before the
     /// fix the open was handed the mapping: the sealer checked one version of the ciphertext and decrypted another.)
-    @Test func aReadWhileTheValueChangesUnderneathGivesTheValueWrittenOrRefuses() throws {
+    /// Also through the opt-in plaintext cache (issue 39), the value cached before the racer starts: never a value
+    /// nobody wrote. (That a changed byte is found, not answered from the cache, is PlaintextCacheTests' every-byte
+    /// case.)
+    @Test(arguments: [false, true])
+    func aReadWhileTheValueChangesUnderneathGivesTheValueWrittenOrRefuses(cached: Bool) throws {
         let dir = try TempDir("race-read", memory: true)
         let sealer = TestSealer(key: 34)
-        let store = try open(dir, sealer)
+        let store = try open(dir, sealer, cachesPlaintext: cached)
         try store.set(Self.value, forKey: "role")
+        #expect(try store.string(forKey: "role") == Self.value)
         let path = dir.file("ui.prefs")
         // A ciphertext byte of the value ("u"), past the tag, the nonce and the sealed name.
         let at = try recordOffset(of: "role", sealer: sealer, in: path) + Format.recordHeaderSize + 16 + 8 + 8 + 40
@@ -128,34 +134,7 @@ private struct Outcomes: CustomStringConvertible {
                 outcomes.record({ try store.string(forKey: "role") }, expected: Self.value)
             }
         }
-        Torture.report("concurrent writer, read: \(outcomes)")
-        #expect(outcomes.wrong.isEmpty && outcomes.refusedRightly, "\(outcomes)")
-        #expect(try store.string(forKey: "role") == Self.value, "the file is as it was once the racer is gone")
-    }
-
-    /// The same through the opt-in plaintext cache (issue 39): a handle that has the value cached answers it or
-    /// refuses while the ciphertext changes underneath, never a value nobody wrote. (That a changed byte is found, not
-    /// answered from the cache, is PlaintextCacheTests' every-byte case.)
-    @Test func aCachedReadWhileTheValueChangesUnderneathGivesTheValueWrittenOrRefuses() throws {
-        let dir = try TempDir("race-cached", memory: true)
-        let sealer = TestSealer(key: 34)
-        let store = try openStore(dir) {
-            $0.sealer = sealer
-            $0.recovery = .fail
-            $0.autoCompactionThreshold = nil
-            $0.cachesPlaintext = true
-        }
-        try store.set(Self.value, forKey: "role")
-        #expect(try store.string(forKey: "role") == Self.value)
-        let path = dir.file("ui.prefs")
-        let at = try recordOffset(of: "role", sealer: sealer, in: path) + Format.recordHeaderSize + 16 + 8 + 8 + 40
-        var outcomes = Outcomes()
-        try Racer.during(path, at: at, .flip, [0x04]) {
-            for _ in 0..<Self.rounds * 10 {
-                outcomes.record({ try store.string(forKey: "role") }, expected: Self.value)
-            }
-        }
-        Torture.report("concurrent writer, cached read: \(outcomes)")
+        Torture.report("concurrent writer, \(cached ? "cached read" : "read"): \(outcomes)")
         #expect(outcomes.wrong.isEmpty && outcomes.refusedRightly, "\(outcomes)")
         #expect(try store.string(forKey: "role") == Self.value, "the file is as it was once the racer is gone")
     }
