@@ -93,7 +93,8 @@ extension PrefsInspection {
 
 extension PrefsStore {
     /// Passes the bytes stored under `key` to `body` without copying them into a `Data`: for a sealed store the
-    /// plaintext stays in the sealer's memory, which it wipes after `body` returns.
+    /// plaintext stays in private memory wiped after `body` returns, or, with `Configuration.cachesPlaintext`, in the
+    /// plaintext cache.
     ///
     /// - Returns: nil when the key is absent or expired.
     package func withBytes<R: Sendable>(forKey key: String, _ body: (UnsafeRawBufferPointer) -> R) throws -> R? {

@@ -6,8 +6,8 @@
 // still means the record it was opened from (the same image, place, key and value lengths, type, expiry and
 // framing), it has not expired, and the mapping holds, byte for byte, the record the seal was checked on (from its
 // magic to the end of its sealed value: everything a read without the cache opens). The answer is the private copy,
-// never bytes of the mapping: the mapping is only compared. A value found no longer the store's is wiped at once;
-// the values of a former image are dropped by the first read that meets one, or by the first value kept after it.
+// never bytes of the mapping: the mapping is only compared. A value a read finds no longer the store's is wiped at
+// once; the values of a former image are dropped by the first read after it (or the first value kept after it).
 // Documentation/SecureVault.md, "The plaintext cache (opt-in)".
 import SystemLayer
 
@@ -166,6 +166,8 @@ final class PlaintextCache {
     func read<R>(
         _ name: String, type: ValueType, in log: StoreLog, _ decode: (UnsafeRawBufferPointer) -> R?
     ) -> R? {
+        // A new image (a compaction, a reload): its first read drops the former image's values.
+        if count != 0 && !PlaintextCache.same(image, log.image) { removeAll() }
         guard let found = find(name) else { return nil }
         let result = found._withUnsafeGuaranteedRef { value -> R? in
             guard value.facts.pointee.type == type, isCurrent(value, in: log) else { return nil }
@@ -177,20 +179,40 @@ final class PlaintextCache {
     }
 
     /// Whether `value` is still what the store means for its name in `log`: checked against the index when the index
-    /// changed since, not expired, and its record in place (`stillInPlace`).
+    /// changed since, not expired, and its record in place (`stillInPlace`); wiped (`retire`) when it is not.
     @inline(__always)
     private func isCurrent(_ value: Value, in log: StoreLog) -> Bool {
         let facts = value.facts
         if facts.pointee.indexVersion != log.indexVersion {
             guard check(value, against: log) else { return false }
         }
-        if facts.pointee.expiresAt != 0 && facts.pointee.expiresAt <= Sys.nowMilliseconds() { return false }
-        return stillInPlace(value, in: log.file)
+        guard facts.pointee.expiresAt == 0 || facts.pointee.expiresAt > Sys.nowMilliseconds(),
+            stillInPlace(value, in: log.file)
+        else {
+            PlaintextCache.retire(value)
+            return false
+        }
+        return true
+    }
+
+    /// Wipes a value found no longer the store's (expired, its record gone or changed): it never answers again,
+    /// and is replaced when its key's value is next kept.
+    @inline(never)
+    private static func retire(_ value: Value) {
+        value.facts.pointee.retired = true
+        value.facts.pointee.indexVersion = 0
+        Sys.zero(UnsafeMutableRawBufferPointer(start: value.bytes, count: value.size))
+    }
+
+    /// Whether two images are the same.
+    @inline(__always)
+    private static func same(_ a: ImageIdentity, _ b: ImageIdentity) -> Bool {
+        a.generation == b.generation && a.uuid == b.uuid
     }
 
     /// Looks the value's index key up in the index: it must mean the record the value was opened from, in this
-    /// image; then the index's version is remembered. A value the index no longer means is wiped (retired); one of a
-    /// former image has the read drop them all (`sawFormerImage`). Out of line: once per value after each change
+    /// image; then the index's version is remembered. A value the index no longer means is wiped (`retire`); one of
+    /// a former image has the read drop them all (`sawFormerImage`). Out of line: once per value after each change
     /// of the index.
     @inline(never)
     private func check(_ value: Value, against log: StoreLog) -> Bool {
@@ -203,8 +225,7 @@ final class PlaintextCache {
         guard let entry = KeyIndex.withUTF8(facts.pointee.indexKey, { log.index.entry(utf8: $0) }),
             PlaintextCache.holds(facts, entry)
         else {
-            facts.pointee.retired = true
-            Sys.zero(UnsafeMutableRawBufferPointer(start: value.bytes, count: value.size))
+            PlaintextCache.retire(value)
             return false
         }
         facts.pointee.indexVersion = log.indexVersion
@@ -214,10 +235,13 @@ final class PlaintextCache {
     /// The cached value of `name` when it was opened from the record `entry` means in `file` (of `image`), nil
     /// otherwise: the reads that have their entry already (`RecordCodec.withSealedValue`).
     func value(forName name: String, entry: Entry, image: ImageIdentity, file: MappedFile) -> Value? {
-        guard let value = find(name)?.takeUnretainedValue(), !value.facts.pointee.retired,
-            PlaintextCache.belongs(value.facts, to: image), PlaintextCache.holds(value.facts, entry),
+        guard let value = find(name)?.takeUnretainedValue(), !value.facts.pointee.retired else { return nil }
+        guard PlaintextCache.belongs(value.facts, to: image), PlaintextCache.holds(value.facts, entry),
             stillInPlace(value, in: file)
-        else { return nil }
+        else {
+            PlaintextCache.retire(value)
+            return nil
+        }
         return value
     }
 
@@ -245,7 +269,11 @@ final class PlaintextCache {
             removeAll()
             image = ImageIdentity(uuid: facts.pointee.uuid, generation: facts.pointee.generation)
         }
-        guard facts.pointee.valueCount <= PlaintextCache.valueLimit else { return }
+        guard facts.pointee.valueCount <= PlaintextCache.valueLimit else {
+            // Not kept: the value it replaces must not stay either.
+            if let old = find(facts.pointee.name) { PlaintextCache.retire(old.takeUnretainedValue()) }
+            return
+        }
         if byteCount + value.size > PlaintextCache.byteLimit || count >= PlaintextCache.countLimit { removeAll() }
         if 2 * (count + 1) > capacity { grow() }
         let mask = capacity - 1
