@@ -67,6 +67,53 @@ import Testing
         #expect(try reopened.data(forKey: "blob") == Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500))
     }
 
+    /// A store whose live data is above half the auto-compaction threshold (24 values of 600 bytes, a 16 KiB
+    /// threshold), plain and sealed, its keys rewritten in turn until 24 automatic compactions ran: each image has
+    /// room above its trigger (twice the live data), so no write doubles the file before a compaction, and the
+    /// compactions alternate between two files as for a small store. Before the room, the write reaching the trigger
+    /// doubled the file, the replaced file was too large to be the spare, and every compaction made a new file.
+    @Test(arguments: [nil, 1] as [UInt64?])
+    func compactionsOfAStoreAboveHalfTheThresholdAlternateBetweenTwoFiles(sealerKey: UInt64?) throws {
+        let dir = try TempDir("reuse-large")
+        let configure = { (configuration: inout PrefsStore.Configuration) in
+            configuration.autoCompactionThreshold = 16 * 1024
+            configuration.sealer = sealerKey.map { TestSealer(key: $0) }
+        }
+        let store = try openStore(dir, configure)
+        let value = { (n: Int) in String(repeating: String(UnicodeScalar(UInt8(97 + n % 26))), count: 600) }
+        var written: [String: String] = [:]
+        for i in 0..<24 {
+            try store.set(value(i), forKey: "k\(i)")
+            written["k\(i)"] = value(i)
+        }
+        try store.sync()
+        var dataFiles: [UInt64] = []
+        var grown = 0
+        var size = 0
+        var n = 24
+        while dataFiles.count < 24 {
+            try store.set(value(n), forKey: "k\(n % 24)")
+            written["k\(n % 24)"] = value(n)
+            n += 1
+            let data = try #require(Self.inode(dir.file("ui.prefs")))
+            let now = fileSize(dir.file("ui.prefs"))
+            if data != dataFiles.last {
+                dataFiles.append(data)
+            } else if now != size, dataFiles.count > 1 {
+                grown += 1  // a compacted image's file grew
+            }
+            size = now
+        }
+        #expect(grown == 0, "the data file grew between compactions \(grown) times")
+        let reused = Array(dataFiles.dropFirst(2))
+        #expect(Set(reused).count == 2, "\(dataFiles)")
+        let reader = try openStore(dir, configure)
+        for (key, expected) in written {
+            #expect(try store.string(forKey: key) == expected)
+            #expect(try reader.string(forKey: key) == expected)
+        }
+    }
+
     /// Another process reads a rewritten blob and ten fixed keys pass after pass while this one rewrites the blob
     /// 3,000 times (60,000 in make torture; at least 100 automatic compactions, each writing its image into a file the reader may still map
     /// with an earlier image): the reader never gets a value that was not written (a blob of mixed bytes, another

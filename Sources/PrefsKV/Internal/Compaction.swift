@@ -209,7 +209,10 @@ extension StoreLog {
     ///
     /// `minimumCapacity` (automatic compaction: the auto-compaction threshold) sizes the new file at least that
     /// large, so that a small store does not grow its file again in several steps (each an `fallocate` and a new
-    /// mapping) before the next compaction; the file then stays within max(2 x live + page, threshold).
+    /// mapping) before the next compaction; and gives the log room above twice the live data (`triggerRoom`), so
+    /// that the write which reaches the next automatic compaction's trigger does not first double the file: the
+    /// file then stays within max(2.25 x live + page, threshold), and the next compaction can write into it again
+    /// as the spare (`usableSpare`).
     func compact(minimumCapacity: Int, watched: Bool, deferred: Bool = false) throws(PrefsError) -> Bool {
         precondition(table == nil, "a compaction copies every key: the whole log is read first")
         let now = Sys.nowMilliseconds()
@@ -244,7 +247,9 @@ extension StoreLog {
         if let base { newHeader.baseWord = base + 1 }
         let auth = RecordAuth(header: newHeader, sealer: sealer)
         let length = StoreImage.length(of: live.lazy.map { $0.entry }, authenticated: RecordAuth.signsSets(auth))
-        let capacity = max(Format.headerSize + 2 * length, minimumCapacity / Sys.pageSize * Sys.pageSize)
+        let capacity = max(
+            Format.headerSize + 2 * length + (minimumCapacity > 0 ? Self.triggerRoom(logLength: length) : 0),
+            minimumCapacity / Sys.pageSize * Sys.pageSize)
         let fill = { (bytes: UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void in
             let intact = try self.file.withBytes { source throws(PrefsError) in
                 try StoreImage.copyRecords(
@@ -392,6 +397,15 @@ extension StoreLog {
         }
         if durable { syncDirectory(paths) }
         return exchanged
+    }
+
+    /// The log room an automatically compacted image has beyond twice its live records (`logLength`): a quarter of
+    /// them, at least a page. An automatic compaction runs when the dead records are half the log, so when the log
+    /// is twice the live data: without this room the write that reaches that point is the one that finds the file
+    /// full, and doubles it just before the compaction; the replaced file, twice too large, could not be the next
+    /// image's spare (a sealed store's live data, above half the threshold, did that at every compaction).
+    static func triggerRoom(logLength: Int) -> Int {
+        max(logLength / 4 + Sys.pageSize - 1, Sys.pageSize) / Sys.pageSize * Sys.pageSize
     }
 
     /// The spare file (`spare`) when the next deferred compaction, whose image of generation `generation` names the
