@@ -61,7 +61,7 @@ extension PrefsStore {
         public var cachesPlaintext = false
         /// Compacts on its own after a write when garbage is at least half the log and the log has reached
         /// three quarters of this many bytes; `nil` turns automatic compaction off. A store with less live data
-        /// than 3/8 of it then keeps its file at this size at most; a larger one within about twice its live
+        /// than 3/8 of it then keeps its file at this size at most; a larger one within about 2.25 times its live
         /// data. The default is 256 KiB: each compaction writes the live records into a new file and renames it into
         /// place, so a store whose few keys are rewritten all the time pays that once per about 190 KiB of writes (a
         /// smaller threshold compacts more often, and costs more a write). A ``Durability/synchronous`` store also
