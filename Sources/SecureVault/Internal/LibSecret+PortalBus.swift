@@ -14,7 +14,7 @@ extension SecretPortal {
     /// and the Response is awaited in the call's own main context, where a timeout source ends the wait. GLib's
     /// `g_bus_get_sync` takes a cancellable only, which something must cancel at the deadline: a thread
     /// (`DeadlineTimer`), whose wake-ups cost a fresh process's only request about a third of a millisecond on two
-    /// busy cores (Performance.md, issue 36, stop 52); and its Hello after the authentication waited up to GLib's own 25 s, which the
+    /// busy cores (PerformanceIssues36-39.md, issue 36, stop 52); and its Hello after the authentication waited up to GLib's own 25 s, which the
     /// socket's timeout bounds here too. (GDBus's own worker thread runs either way.)
     ///
     /// A request's clean-up (the Response subscriptions, its main context) is left to the next request of the
