@@ -67,46 +67,55 @@ import Testing
         #expect(try reopened.data(forKey: "blob") == Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500))
     }
 
-    /// A store whose live data is above half the auto-compaction threshold (24 values of 600 bytes, a 16 KiB
-    /// threshold), plain and sealed, its keys rewritten in turn until 24 automatic compactions ran: each image has
-    /// room above its trigger (twice the live data), so no write doubles the file before a compaction, and the
-    /// compactions alternate between two files as for a small store. Before the room, the write reaching the trigger
-    /// doubled the file, the replaced file was too large to be the spare, and every compaction made a new file.
-    @Test(arguments: [nil, 1] as [UInt64?])
-    func compactionsOfAStoreAboveHalfTheThresholdAlternateBetweenTwoFiles(sealerKey: UInt64?) throws {
+    /// A store whose live data is above 3/8 of the auto-compaction threshold (a 16 KiB threshold), plain and sealed,
+    /// rewritten until 24 automatic compactions ran: each image has room beyond its next trigger (twice the live data
+    /// and the index record), so no write doubles the file before a compaction, and the compactions alternate between
+    /// two files of one size, as a small store's do. `indexed`: 280 keys, of which 10 small ones are rewritten, so
+    /// that index records (every 560 records) are written between compactions and count as live for the trigger;
+    /// otherwise 24 values of 600 bytes rewritten in turn. Before the room, the write reaching the trigger doubled
+    /// the file, the replaced file was too large to be the spare, and every compaction made a new file. Every file
+    /// that was the data file is held open, so that no inode number is used again by a later file.
+    @Test(arguments: [nil, 1] as [UInt64?], [false, true])
+    func compactionsOfAStoreAboveTheThresholdsShareAlternateBetweenTwoFiles(sealerKey: UInt64?, indexed: Bool) throws {
         let dir = try TempDir("reuse-large")
         let configure = { (configuration: inout PrefsStore.Configuration) in
             configuration.autoCompactionThreshold = 16 * 1024
             configuration.sealer = sealerKey.map { TestSealer(key: $0) }
         }
         let store = try openStore(dir, configure)
-        let value = { (n: Int) in String(repeating: String(UnicodeScalar(UInt8(97 + n % 26))), count: 600) }
+        let value = { (n: Int, length: Int) in String(repeating: String(UnicodeScalar(UInt8(97 + n % 26))), count: length) }
+        let (keys, rewritten, length) = indexed ? (280, 10, 150) : (24, 24, 600)
         var written: [String: String] = [:]
-        for i in 0..<24 {
-            try store.set(value(i), forKey: "k\(i)")
-            written["k\(i)"] = value(i)
+        for i in 0..<keys {
+            written["k\(i)"] = value(i, i < rewritten ? 8 : length)
+            try store.set(written["k\(i)"]!, forKey: "k\(i)")
         }
         try store.sync()
+        var held: [Int32] = []  // each file that was the data file, open
+        defer { for fd in held { close(fd) } }
         var dataFiles: [UInt64] = []
-        var grown = 0
-        var size = 0
-        var n = 24
-        while dataFiles.count < 24 {
-            try store.set(value(n), forKey: "k\(n % 24)")
-            written["k\(n % 24)"] = value(n)
+        var n = keys
+        while dataFiles.count < 25 {
+            let key = "k\(n % rewritten)"
+            written[key] = value(n, indexed ? 8 : length)
+            try store.set(written[key]!, forKey: key)
             n += 1
+            try #require(n < keys + 100_000, "no automatic compaction in 100,000 writes: \(dataFiles.count)")
             let data = try #require(Self.inode(dir.file("ui.prefs")))
-            let now = fileSize(dir.file("ui.prefs"))
-            if data != dataFiles.last {
-                dataFiles.append(data)
-            } else if now != size, dataFiles.count > 1 {
-                grown += 1  // a compacted image's file grew
+            if data != dataFiles.last, !dataFiles.contains(data) {
+                held.append(open(dir.file("ui.prefs"), O_RDONLY))
             }
-            size = now
+            if data != dataFiles.last { dataFiles.append(data) }
         }
-        #expect(grown == 0, "the data file grew between compactions \(grown) times")
-        let reused = Array(dataFiles.dropFirst(2))
+        // The first image is a new file (the original keeps its name as the base), the second too (the first is
+        // kept as the spare); from the third on, each is written into the file the one before the last used.
+        let reused = Array(dataFiles.dropFirst(3))
         #expect(Set(reused).count == 2, "\(dataFiles)")
+        let sizes = held.dropFirst().map { fd in
+            var st = stat()
+            return fstat(fd, &st) == 0 ? Int(st.st_size) : -1
+        }
+        #expect(Set(sizes).count == 1, "the compacted images' files: \(sizes)")
         let reader = try openStore(dir, configure)
         for (key, expected) in written {
             #expect(try store.string(forKey: key) == expected)

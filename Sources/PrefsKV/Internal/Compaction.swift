@@ -187,8 +187,8 @@ extension StoreLog {
     // MARK: Compaction
 
     /// Under the writer lock: writes the live records to a new image sized 4096 + 2 x live bytes (so the
-    /// file is at most twice the live data plus the header page), then swaps it in. Returns whether expired
-    /// entries were dropped.
+    /// file is at most twice the live data plus the header page; an automatic compaction's, below, may be larger),
+    /// then swaps it in. Returns whether expired entries were dropped.
     ///
     /// The index is carried over, not rebuilt: each live entry's record offset is updated in place (no
     /// rehashing, no rescan of the image). Builds with `PREFSKV_INTERNAL_CHECKS` (debug builds: the tests)
@@ -207,13 +207,15 @@ extension StoreLog {
     /// while its header names the same base (`usableSpare`). So a run of automatic compactions between two syncs
     /// alternates between two files, creating, faulting in and freeing none.
     ///
-    /// `minimumCapacity` (automatic compaction: the auto-compaction threshold) sizes the new file at least that
-    /// large, so that a small store does not grow its file again in several steps (each an `fallocate` and a new
-    /// mapping) before the next compaction; and gives the log room above twice the live data (`triggerRoom`), so
-    /// that the write which reaches the next automatic compaction's trigger does not first double the file: the
-    /// file then stays within max(2.25 x live + page, threshold), and the next compaction can write into it again
-    /// as the spare (`usableSpare`).
-    func compact(minimumCapacity: Int, watched: Bool, deferred: Bool = false) throws(PrefsError) -> Bool {
+    /// `threshold` (an automatic compaction: the auto-compaction threshold; nil for `compact()` and a recovery)
+    /// sizes the new file at least that large, so that a small store does not grow its file again in several steps
+    /// (each an `fallocate` and a new mapping) before the next compaction. And when the next automatic compaction
+    /// will run at twice the live data rather than at three quarters of the threshold (`Engine.
+    /// maybeCompactAutomatically`: the live data and the index record it expects, above 3/8 of the threshold), the
+    /// log gets room beyond that point (`triggerRoom`), so that the write which reaches it does not first double the
+    /// file, and the next compaction can write into this file again as its spare (`usableSpare`): the file then stays
+    /// within 2.25 x live + two index records + two pages. (A single value larger than the room still grows it.)
+    func compact(threshold: Int?, watched: Bool, deferred: Bool = false) throws(PrefsError) -> Bool {
         precondition(table == nil, "a compaction copies every key: the whole log is read first")
         let now = Sys.nowMilliseconds()
         // Live entries in log order. The sort moves plain integers, (record offset / 8) << 20 | ordinal into
@@ -247,9 +249,20 @@ extension StoreLog {
         if let base { newHeader.baseWord = base + 1 }
         let auth = RecordAuth(header: newHeader, sealer: sealer)
         let length = StoreImage.length(of: live.lazy.map { $0.entry }, authenticated: RecordAuth.signsSets(auth))
-        let capacity = max(
-            Format.headerSize + 2 * length + (minimumCapacity > 0 ? Self.triggerRoom(logLength: length) : 0),
-            minimumCapacity / Sys.pageSize * Sys.pageSize)
+        var capacity = max(Format.headerSize + 2 * length, (threshold ?? 0) / Sys.pageSize * Sys.pageSize)
+        if let threshold {
+            // The index record the store will keep for these keys (StoreLog+Table.swift), which the trigger counts
+            // as live.
+            let table =
+                newHeader.hasIndexRecords && live.count >= IndexTable.minimumKeys
+                ? Format.recordLength(
+                    keyLength: 0, valueLength: IndexTable.valueLength(keyCount: live.count), authenticated: auth != nil)
+                : 0
+            let trigger = 2 * (length + table)
+            if trigger >= threshold / 4 * 3 {
+                capacity = max(capacity, Format.headerSize + trigger + Self.triggerRoom(logLength: length))
+            }
+        }
         let fill = { (bytes: UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void in
             let intact = try self.file.withBytes { source throws(PrefsError) in
                 try StoreImage.copyRecords(
@@ -399,11 +412,12 @@ extension StoreLog {
         return exchanged
     }
 
-    /// The log room an automatically compacted image has beyond twice its live records (`logLength`): a quarter of
-    /// them, at least a page. An automatic compaction runs when the dead records are half the log, so when the log
-    /// is twice the live data: without this room the write that reaches that point is the one that finds the file
-    /// full, and doubles it just before the compaction; the replaced file, twice too large, could not be the next
-    /// image's spare (a sealed store's live data, above half the threshold, did that at every compaction).
+    /// The log room an automatically compacted image has beyond its next trigger (twice its live records,
+    /// `logLength`, and index record): a quarter of the live records, at least a page, rounded up to a page. An
+    /// automatic compaction runs when the dead records are half the log, so when the log is twice the live data:
+    /// without this room the write that reaches that point is the one that finds the file full, and doubles it just
+    /// before the compaction; the replaced file, twice too large, could not be the next image's spare (a sealed
+    /// store's live data, above 3/8 of the threshold, did that at every compaction).
     static func triggerRoom(logLength: Int) -> Int {
         max(logLength / 4 + Sys.pageSize - 1, Sys.pageSize) / Sys.pageSize * Sys.pageSize
     }

@@ -298,10 +298,10 @@ final class Engine: @unchecked Sendable {
 
     /// Under the writer lock: compacts the log into a new image (Compaction.swift); `deferred`: without waiting
     /// for the disk, the previous image kept as the store's base until the next `sync()`.
-    func compactLocked(minimumCapacity: Int = 0, deferred: Bool = false) throws(PrefsError) {
+    func compactLocked(threshold: Int? = nil, deferred: Bool = false) throws(PrefsError) {
         guard log.file.writable else { throw readOnlyError }
         try readWholeLog()
-        if try log.compact(minimumCapacity: minimumCapacity, watched: watchesImages, deferred: deferred) {
+        if try log.compact(threshold: threshold, watched: watchesImages, deferred: deferred) {
             let index = log.index
             codec.retainNames { index[$0] != nil }
         }
@@ -311,7 +311,8 @@ final class Engine: @unchecked Sendable {
     /// After a write: compacts when garbage is at least half the log and the log has reached three quarters
     /// of the configured threshold. A compaction sizes the new file at least at the threshold, so a store
     /// whose live data is under 3/8 of the threshold compacts before its file needs to grow: its file stays at
-    /// the threshold. A failure is logged, not thrown (the write itself succeeded), and not retried until the
+    /// the threshold; a larger store's image has room beyond twice its live data, so that it too compacts before
+    /// its file grows (`StoreLog.compact`, `triggerRoom`). A failure is logged, not thrown (the write itself succeeded), and not retried until the
     /// log has grown by half again.
     func maybeCompactAutomatically() {
         let knownEnd = log.knownEnd
@@ -323,7 +324,7 @@ final class Engine: @unchecked Sendable {
         do throws(PrefsError) {
             // A buffered store promises power-loss durability up to the last sync() only: its automatic
             // compactions do not wait for the disk (FileFormat.md, "Compaction").
-            try compactLocked(minimumCapacity: threshold, deferred: !log.synchronous)
+            try compactLocked(threshold: threshold, deferred: !log.synchronous)
         } catch {
             autoCompactionBlockedBelow = knownEnd + length / 2
             pendingLog.append(

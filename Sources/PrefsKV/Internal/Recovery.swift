@@ -115,7 +115,7 @@ enum Recovery {
         }
         if log.file.writable {
             report.quarantinePath = try quarantine(log.file, paths: paths)
-            _ = try log.compact(minimumCapacity: 0, watched: watched)
+            _ = try log.compact(threshold: nil, watched: watched)
         }
         return report
     }
