@@ -40,12 +40,14 @@ extension PrefsStore {
             set { references = References(sealer: newValue, logger: references.logger, label: references.label) }
         }
         /// Keeps the values a sealed store's reads open in this handle's memory, so that reading a key again
-        /// answers without the sealer (about as fast as a plain store's read). For encrypted *preferences* that are
-        /// not secrets, read often: a theme, a window layout. Never for tokens or keys. The default is `false`:
-        /// a sealed store then keeps no plaintext past the read that opened it. No effect on a plain store.
+        /// answers without the sealer (about twice a plain store's read, instead of twenty times). For encrypted
+        /// *preferences* that are not secrets, read often: a theme, a window layout. Never for tokens or keys. The
+        /// default is `false`: a sealed store then keeps no plaintext past the read that opened it. No effect on a
+        /// plain store.
         ///
-        /// What it keeps: the plain value of each key read (values up to 64 KiB, 8 MiB in all counting each value's
-        /// record), in ordinary memory of this process (it may reach swap or a core dump, as any app data does).
+        /// What it keeps: the plain value of each key read (values up to 64 KiB; 8 MiB and 16,384 values in all,
+        /// counting each value's record), in ordinary memory of this process (it may reach swap or a core dump, as
+        /// any app data does).
         /// A value found no longer the store's is wiped at once, the values of a former image (after a compaction)
         /// at the first read after it, and all of them when the handle is released: release the handle when the
         /// values must go (at logout). A cached value answers only while it is exactly what a read without the

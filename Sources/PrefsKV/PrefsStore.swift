@@ -40,7 +40,7 @@ public final class PrefsStore: Sendable {
     /// The typed keys whose unreadable value this handle has logged (once each: `store[key]`). A list, not a
     /// `Set<String>`: a handle's release destroys it, and the first `Set<String>` a process destroys makes the
     /// runtime resolve its metadata by searching the conformance records for `String: Hashable`, about 100 µs of a
-    /// vault's first read (Performance.md, issue 36); a handle logs a few keys at most.
+    /// vault's first read (PerformanceIssues36-39.md, issue 36); a handle logs a few keys at most.
     let loggedUnreadableKeys = SanitizedMutex<[String]>([])
     /// The private directory of a ``temporary(id:configuration:)`` store, removed with this handle; nil otherwise.
     let temporaryDirectory: TemporaryDirectory?

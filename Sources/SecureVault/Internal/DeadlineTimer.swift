@@ -9,7 +9,7 @@ import SystemLayer
 /// The deadlines are kept by one thread of the process, started at the first timer and never stopped: a GLib main
 /// context of its own, where each timer is a timeout source that cancels its cancellable. One thread, made once,
 /// instead of libdispatch's queues and their threads, whose start a fresh process paid on its first call
-/// (Performance.md, issue 36). Arming and disarming from any thread is
+/// (PerformanceIssues36-39.md, issue 36). Arming and disarming from any thread is
 /// GLib's documented use of a context (`g_source_attach` wakes it; `g_source_destroy` is thread-safe).
 ///
 /// `@unchecked Sendable`: the state is immutable after `init`; the GCancellable, shared with the deadline thread, is

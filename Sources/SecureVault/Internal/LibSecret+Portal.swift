@@ -259,7 +259,7 @@ extension SecretPortal {
     /// subscriptions and the timeout source of the wait. Released by the process's next request (`Bus`), off this
     /// one's path: the unsubscriptions (each a message to the bus) and the context's last run (the subscriptions'
     /// destroy notifications, queued there, release their references) are about a tenth of a millisecond of a
-    /// fresh process's only request (Performance.md, issue 36).
+    /// fresh process's only request (PerformanceIssues36-39.md, issue 36).
     ///
     /// `@unchecked Sendable`: filled by the calling thread, then parked under `Bus`'s lock (which orders the two)
     /// and never touched again by the caller; released once, by the thread that takes it from there.
