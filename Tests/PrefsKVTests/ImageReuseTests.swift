@@ -76,14 +76,16 @@ import Testing
     /// the file, the replaced file was too large to be the spare, and every compaction made a new file. Every file
     /// that was the data file is held open, so that no inode number is used again by a later file.
     @Test(arguments: [nil, 1] as [UInt64?], [false, true])
-    func compactionsOfAStoreAboveTheThresholdsShareAlternateBetweenTwoFiles(sealerKey: UInt64?, indexed: Bool) throws {
+    func compactionsAboveThreeEighthsOfTheThresholdAlternateBetweenTwoFiles(sealerKey: UInt64?, indexed: Bool) throws {
         let dir = try TempDir("reuse-large")
         let configure = { (configuration: inout PrefsStore.Configuration) in
             configuration.autoCompactionThreshold = 16 * 1024
             configuration.sealer = sealerKey.map { TestSealer(key: $0) }
         }
         let store = try openStore(dir, configure)
-        let value = { (n: Int, length: Int) in String(repeating: String(UnicodeScalar(UInt8(97 + n % 26))), count: length) }
+        let value = { (n: Int, length: Int) in
+            String(repeating: String(UnicodeScalar(UInt8(97 + n % 26))), count: length)
+        }
         let (keys, rewritten, length) = indexed ? (280, 10, 150) : (24, 24, 600)
         var written: [String: String] = [:]
         for i in 0..<keys {
