@@ -125,6 +125,49 @@ import Testing
         }
     }
 
+    /// A store whose next trigger is beyond `StoreLog.roomLimit` thresholds (200 values of 1,500 bytes, a 16 KiB
+    /// threshold: a trigger of about 600 KiB), plain and sealed, rewritten until an automatic compaction ran: the
+    /// new file is twice the live records and the header page, as `compact()` makes it, with no room beyond the
+    /// trigger (which made a million keys' file 48 MB larger). Every value reads back, and a second automatic
+    /// compaction gives the same size.
+    @Test(arguments: [nil, 1] as [UInt64?])
+    func aStoreFarAboveTheThresholdGetsNoRoom(sealerKey: UInt64?) throws {
+        let dir = try TempDir("no-room")
+        let store = try openStore(dir) {
+            $0.autoCompactionThreshold = 16 * 1024
+            $0.sealer = sealerKey.map { TestSealer(key: $0) }
+        }
+        var written: [String: Data] = [:]
+        var n = 0
+        func write() throws {
+            let key = "k\(n % 200)"
+            written[key] = Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500)
+            try store.set(written[key]!, forKey: key)
+            n += 1
+        }
+        while n < 200 { try write() }
+        for _ in 0..<2 {
+            let before = Self.inode(dir.file("ui.prefs"))
+            while Self.inode(dir.file("ui.prefs")) == before {
+                try write()
+                try #require(n < 10_000, "no automatic compaction in 10,000 writes")
+            }
+            let bytes = try readBytes(dir.file("ui.prefs"))
+            let (header, logEnd) = try bytes.withUnsafeBytes { page in
+                let raw = UInt64(littleEndian: page.loadUnaligned(fromByteOffset: Format.logEndOffset, as: UInt64.self))
+                return (
+                    try #require(try? Header.parse(UnsafeRawBufferPointer(rebasing: page[..<Format.headerSize]))),
+                    try #require(Format.decodeLogEnd(raw))
+                )
+            }
+            let length = logEnd - header.firstRecordOffset
+            // The trigger, twice the live records, is beyond 16 thresholds.
+            try #require(2 * length > 16 * 16 * 1024, "the live records: \(length) bytes")
+            #expect(bytes.count == Format.headerSize + 2 * length, "live records \(length)")
+        }
+        for (key, value) in written { #expect(try store.data(forKey: key) == value) }
+    }
+
     /// Another process reads a rewritten blob and ten fixed keys pass after pass while this one rewrites the blob
     /// 3,000 times (60,000 in make torture; at least 100 automatic compactions, each writing its image into a file the reader may still map
     /// with an earlier image): the reader never gets a value that was not written (a blob of mixed bytes, another

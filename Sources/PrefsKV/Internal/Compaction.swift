@@ -211,10 +211,11 @@ extension StoreLog {
     /// sizes the new file at least that large, so that a small store does not grow its file again in several steps
     /// (each an `fallocate` and a new mapping) before the next compaction. And when the next automatic compaction
     /// will run at twice the live data rather than at three quarters of the threshold (`Engine.
-    /// maybeCompactAutomatically`: the live data and the index record it expects, above 3/8 of the threshold), the
-    /// log gets room beyond that point (`triggerRoom`), so that the write which reaches it does not first double the
-    /// file, and the next compaction can write into this file again as its spare (`usableSpare`): the file then stays
-    /// within 2.25 x live + two index records + two pages. (A single value larger than the room still grows it.)
+    /// maybeCompactAutomatically`: the live data and the index record it expects, above 3/8 of the threshold) and
+    /// at most `roomLimit` thresholds, the log gets room beyond that point (`triggerRoom`), so that the write which
+    /// reaches it does not first double the file, and the next compaction can write into this file again as its
+    /// spare (`usableSpare`): the file then stays within 2.25 x live + two index records + two pages. (A single value
+    /// larger than the room still grows it.) A larger store's image is twice its live data, as `compact()`'s.
     func compact(threshold: Int?, watched: Bool, deferred: Bool = false) throws(PrefsError) -> Bool {
         precondition(table == nil, "a compaction copies every key: the whole log is read first")
         let now = Sys.nowMilliseconds()
@@ -255,11 +256,9 @@ extension StoreLog {
             // as live.
             let table =
                 newHeader.hasIndexRecords && live.count >= IndexTable.minimumKeys
-                ? Format.recordLength(
-                    keyLength: 0, valueLength: IndexTable.valueLength(keyCount: live.count), authenticated: auth != nil)
-                : 0
+                ? IndexTable.recordLength(keyCount: live.count, authenticated: auth != nil) : 0
             let trigger = 2 * (length + table)
-            if trigger >= threshold / 4 * 3 {
+            if trigger >= threshold / 4 * 3, trigger <= threshold * Self.roomLimit {
                 capacity = max(capacity, Format.headerSize + trigger + Self.triggerRoom(logLength: length))
             }
         }
@@ -418,9 +417,17 @@ extension StoreLog {
     /// without this room the write that reaches that point is the one that finds the file full, and doubles it just
     /// before the compaction; the replaced file, twice too large, could not be the next image's spare (a sealed
     /// store's live data, above 3/8 of the threshold, did that at every compaction).
+    ///
+    /// Only for a store whose trigger is at most `roomLimit` thresholds (live data and index record up to 2 MiB at
+    /// the default threshold of 256 KiB): a larger store compacts after writing at least 8 thresholds, where making
+    /// a file per compaction costs little beside copying the live data, and the room (with two index records, 48 MB
+    /// for a million keys) would stay in its file.
     static func triggerRoom(logLength: Int) -> Int {
         max(logLength / 4 + Sys.pageSize - 1, Sys.pageSize) / Sys.pageSize * Sys.pageSize
     }
+
+    /// The largest trigger, in thresholds, that gets `triggerRoom`.
+    static let roomLimit = 16
 
     /// The spare file (`spare`) when the next deferred compaction, whose image of generation `generation` names the
     /// base image of generation `base` and needs `capacity` bytes, may write into it: still named `<id>.prefs.tmp`,

@@ -78,6 +78,12 @@ final class IndexTable {
     /// The value length of a table for `keyCount` keys.
     static func valueLength(keyCount: Int) -> Int { headerSize + 8 * slotCount(for: keyCount) }
 
+    /// The whole length in the log of an index record of `keyCount` keys (`StoreLog.appendIndex`), `authenticated`
+    /// in a sealed store of version 2 or later. A compaction sizes its image with it (`StoreLog.compact`).
+    static func recordLength(keyCount: Int, authenticated: Bool) -> Int {
+        Format.recordLength(keyLength: 0, valueLength: valueLength(keyCount: keyCount), authenticated: authenticated)
+    }
+
     /// At least twice the keys (so probes stay short), a power of two, at least 8.
     static func slotCount(for keyCount: Int) -> Int {
         var slots = 8

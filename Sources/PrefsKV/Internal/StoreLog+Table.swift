@@ -41,7 +41,7 @@ extension StoreLog {
         guard header.hasIndexRecords, knownEnd < 1 << 40, !skippedDamage else { return }
         let auth = self.auth
         let valueLength = IndexTable.valueLength(keyCount: index.count)
-        let length = Format.recordLength(keyLength: 0, valueLength: valueLength, authenticated: auth != nil)
+        let length = IndexTable.recordLength(keyCount: index.count, authenticated: auth != nil)
         let offset = knownEnd
         try ensureCapacity(offset + length)
         let seq = nextSeq - 1
