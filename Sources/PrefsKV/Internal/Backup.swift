@@ -57,7 +57,7 @@ extension StoreLog {
         let length = StoreImage.length(of: live, authenticated: RecordAuth.signsSets(auth))
         let image = try StoreImage.write(
             paths: paths, header: newHeader, auth: auth, logLength: length, capacity: Format.headerSize + 2 * length,
-            watched: watched
+            watched: watched, writingBlocks: synchronous
         ) { bytes throws(PrefsError) in
             let intact = try backupFile.withBytes { source throws(PrefsError) in
                 try StoreImage.copyRecords(

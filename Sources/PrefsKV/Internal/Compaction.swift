@@ -12,14 +12,15 @@ enum StoreImage {
     /// failure the temporary file is removed.
     static func write(
         temporary: String, finalPath: String, header: Header, auth: RecordAuth?, logLength: Int, capacity: Int,
-        watched: Bool, flush: Bool = true, fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
+        watched: Bool, flush: Bool = true, writingBlocks: Bool = false,
+        fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
     ) throws(PrefsError) -> MappedFile {
         let capacity = max(capacity, header.firstRecordOffset + logLength)
         _ = Sys.unlink(temporary)
         let fd = try Sys.open(temporary, .createNew).orThrow("open", "cannot create a new store image", path: temporary)
         do throws(PrefsError) {
             try Sys.fchmod(fd, 0o600).orThrow("fchmod", "cannot set the new image's mode", path: temporary)
-            try Sys.allocate(fd, offset: 0, length: capacity).orThrow(
+            try Sys.allocate(fd, offset: 0, length: capacity, writing: writingBlocks).orThrow(
                 "posix_fallocate", "cannot allocate \(capacity) bytes for a new store image", path: temporary)
         } catch {
             Sys.close(fd)
@@ -81,11 +82,12 @@ enum StoreImage {
     /// An image of the store at `paths`, written to its temporary file.
     static func write(
         paths: StorePaths, header: Header, auth: RecordAuth?, logLength: Int, capacity: Int, watched: Bool,
-        flush: Bool = true, fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
+        flush: Bool = true, writingBlocks: Bool = false,
+        fill: (UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void
     ) throws(PrefsError) -> MappedFile {
         try write(
             temporary: paths.temporary, finalPath: paths.data, header: header, auth: auth, logLength: logLength,
-            capacity: capacity, watched: watched, flush: flush, fill: fill)
+            capacity: capacity, watched: watched, flush: flush, writingBlocks: writingBlocks, fill: fill)
     }
 
     /// Copies `entries`' records (live entries in log order) from `source` (an image of `sourceHeader`, whose
@@ -288,7 +290,7 @@ extension StoreLog {
             spare = nil  // StoreImage.write removes its name
             image = try StoreImage.write(
                 paths: paths, header: newHeader, auth: auth, logLength: length, capacity: capacity, watched: watched,
-                flush: base == nil, fill: fill)
+                flush: base == nil, writingBlocks: synchronous, fill: fill)
             reused = false
         }
         // The replaced file becomes the next spare when it is an unflushed image (never the base, nor a file a

@@ -225,12 +225,13 @@ final class MappedFile {
     }
 
     /// Grows the file to `length` bytes with real blocks (so later stores through the mapping cannot raise
-    /// SIGBUS for lack of space) and maps the new size. ENOSPC becomes `diskFull` and changes nothing.
-    func grow(to length: Int) throws(PrefsError) {
+    /// SIGBUS for lack of space) and maps the new size; `writingBlocks` (a `.synchronous` store) writes them with
+    /// zeros too (`Sys.allocate`). ENOSPC becomes `diskFull` and changes nothing.
+    func grow(to length: Int, writingBlocks: Bool = false) throws(PrefsError) {
         precondition(writable && length > mappedLength)
         let current = try currentSize()
         if length > current {
-            try Sys.allocate(fd, offset: current, length: length - current).orThrow(
+            try Sys.allocate(fd, offset: current, length: length - current, writing: writingBlocks).orThrow(
                 "posix_fallocate", "cannot grow the store file to \(length) bytes", path: path)
         }
         try remap(length: max(length, current))

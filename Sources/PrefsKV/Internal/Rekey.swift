@@ -42,7 +42,7 @@ enum Rekey {
         let uuid = header.uuid
         let image = try StoreImage.write(
             paths: log.paths, header: newHeader, auth: auth, logLength: length,
-            capacity: Format.headerSize + 2 * length, watched: watched
+            capacity: Format.headerSize + 2 * length, watched: watched, writingBlocks: log.synchronous
         ) { bytes throws(PrefsError) in
             var offset = newHeader.firstRecordOffset
             for (i, item) in items.enumerated() {

@@ -462,9 +462,9 @@ final class StoreLog {
         var doubled = Format.headerSize + max(file.mappedLength - Format.headerSize, 4096) * 2
         while doubled < needed { doubled = Format.headerSize + (doubled - Format.headerSize) * 2 }
         do throws(PrefsError) {
-            try file.grow(to: doubled)
+            try file.grow(to: doubled, writingBlocks: synchronous)
         } catch  where error.code == .diskFull && doubled > needed {
-            try file.grow(to: needed)
+            try file.grow(to: needed, writingBlocks: synchronous)
         }
     }
 
