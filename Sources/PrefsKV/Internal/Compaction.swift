@@ -260,7 +260,7 @@ extension StoreLog {
                 newHeader.hasIndexRecords && live.count >= IndexTable.minimumKeys
                 ? IndexTable.recordLength(keyCount: live.count, authenticated: auth != nil) : 0
             let trigger = 2 * (length + table)
-            if trigger >= threshold / 4 * 3, trigger <= threshold * Self.roomLimit {
+            if trigger >= threshold / 4 * 3, trigger / Self.roomLimit <= threshold {
                 capacity = max(capacity, Format.headerSize + trigger + Self.triggerRoom(logLength: length))
             }
         }
