@@ -63,18 +63,18 @@ extension PrefsStore {
         public var cachesPlaintext = false
         /// Compacts on its own after a write when garbage is at least half the log and the log has reached three
         /// quarters of this many bytes; `nil` turns automatic compaction off. A store with less live data than 3/8 of
-        /// it then keeps its file at this size at most; a larger one, up to 8 times it, within about 2.25 times its
-        /// live data; a still larger one (which compacts rarely) at twice its live data after a compaction, doubling
-        /// once before the next. The default is 256 KiB: each compaction writes the live records into a new file and
-        /// renames it into place, so a store whose few keys are rewritten all the time pays that once per about 190 KiB
-        /// of writes (a smaller threshold compacts more often, and costs more a write). A ``Durability/synchronous``
-        /// store also flushes each new file (an `fdatasync` and a directory `fsync`); a ``Durability/buffered`` one
-        /// does not, and keeps its last synced file as `<id>.prefs.prev` until the next ``PrefsStore/sync()``, which
-        /// recovers the store after a power cut in between; it also keeps the file its last automatic compaction
-        /// replaced as `<id>.prefs.tmp` and writes the next image into it (two files alternate, none is created or
-        /// freed, which makes a rewrite of a large value several times cheaper). ``PrefsStore/sync()`` removes both; a
-        /// handle closed without it leaves them until the next ``PrefsStore/sync()`` or compaction. A store that is
-        /// rarely rewritten stays small: its file grows from 4 KiB as its log does.
+        /// it then keeps its file at this size at most; a larger one within about 2.25 times its live data (and, from
+        /// 256 keys, twice its persisted index). The default is 256 KiB: each compaction writes the live records into a
+        /// new file and renames it into place, so a store whose few keys are rewritten all the time pays that once per
+        /// about 190 KiB of writes (a smaller threshold compacts more often, and costs more a write). A
+        /// ``Durability/synchronous`` store also flushes each new file (an `fdatasync` and a directory `fsync`); a
+        /// ``Durability/buffered`` one does not, and keeps its last synced file as `<id>.prefs.prev` until the next
+        /// ``PrefsStore/sync()``, which recovers the store after a power cut in between; it also keeps the file its
+        /// last automatic compaction replaced as `<id>.prefs.tmp`, when its size fits, and writes the next image into
+        /// it (two files alternate, none is created or freed, which makes a rewrite of a large value several times
+        /// cheaper). ``PrefsStore/sync()`` removes both; a handle closed without it leaves them until the next
+        /// ``PrefsStore/sync()`` or compaction. A store that is rarely rewritten stays small: its file grows from 4 KiB
+        /// as its log does.
         public var autoCompactionThreshold: Int? = 256 * 1024
         /// Where recovery reports and compaction failures are logged. Values are never logged. The default
         /// is a logger labelled "prefskv".

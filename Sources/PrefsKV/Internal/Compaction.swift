@@ -213,11 +213,11 @@ extension StoreLog {
     /// sizes the new file at least that large, so that a small store does not grow its file again in several steps
     /// (each an `fallocate` and a new mapping) before the next compaction. And when the next automatic compaction
     /// will run at twice the live data rather than at three quarters of the threshold (`Engine.
-    /// maybeCompactAutomatically`: the live data and the index record it expects, above 3/8 of the threshold) and
-    /// at most `roomLimit` thresholds, the log gets room beyond that point (`triggerRoom`), so that the write which
-    /// reaches it does not first double the file, and the next compaction can write into this file again as its
-    /// spare (`usableSpare`): the file then stays within 2.25 x live + two index records + two pages. (A single value
-    /// larger than the room still grows it.) A larger store's image is twice its live data, as `compact()`'s.
+    /// maybeCompactAutomatically`: the live data and the index record it expects, above 3/8 of the threshold), the
+    /// log gets room beyond that point (`triggerRoom`; a page for a trigger beyond `roomLimit` thresholds), so that
+    /// the write which reaches it does not first double the file, and the next compaction can write into this file
+    /// again as its spare (`usableSpare`): the file then stays within 2.25 x live + two index records + two pages.
+    /// (A single value larger than the room still grows it.)
     func compact(threshold: Int?, watched: Bool, deferred: Bool = false) throws(PrefsError) -> Bool {
         precondition(table == nil, "a compaction copies every key: the whole log is read first")
         let now = Sys.nowMilliseconds()
@@ -260,8 +260,9 @@ extension StoreLog {
                 newHeader.hasIndexRecords && live.count >= IndexTable.minimumKeys
                 ? IndexTable.recordLength(keyCount: live.count, authenticated: auth != nil) : 0
             let trigger = 2 * (length + table)
-            if trigger >= threshold / 4 * 3, trigger / Self.roomLimit <= threshold {
-                capacity = max(capacity, Format.headerSize + trigger + Self.triggerRoom(logLength: length))
+            if trigger >= threshold / 4 * 3 {
+                let room = trigger / Self.roomLimit <= threshold ? Self.triggerRoom(logLength: length) : Sys.pageSize
+                capacity = max(capacity, Format.headerSize + trigger + room)
             }
         }
         let fill = { (bytes: UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void in
@@ -295,7 +296,12 @@ extension StoreLog {
         }
         // The replaced file becomes the next spare when it is an unflushed image (never the base, nor a file a
         // sync() or a flushed path made the store's durable state).
-        let keepsReplaced = base != nil && base != header.generation && header.baseGeneration == base
+        // And only when it is small enough to be written into (`usableSpare`'s test against this image's size):
+        // a file grown far past it, or left by a store that lost most of its data, would stay beside the data file
+        // unused until the next sync().
+        let keepsReplaced =
+            base != nil && base != header.generation && header.baseGeneration == base
+            && file.mappedLength <= image.mappedLength + max(image.mappedLength / 8, 16 * 1024)
         let replaced = file
         let exchanged = try rename(
             image, temporary: paths.temporary, durable: base == nil, exchange: keepsReplaced)
@@ -420,15 +426,15 @@ extension StoreLog {
     /// before the compaction; the replaced file, twice too large, could not be the next image's spare (a sealed
     /// store's live data, above 3/8 of the threshold, did that at every compaction).
     ///
-    /// Only for a store whose trigger is at most `roomLimit` thresholds (live data and index record up to 2 MiB at
-    /// the default threshold of 256 KiB): a larger store compacts after writing at least 8 thresholds, where making
-    /// a file per compaction costs little beside copying the live data, and the room (with two index records, 48 MB
-    /// for a million keys) would stay in its file.
+    /// A store whose trigger is beyond `roomLimit` thresholds (live data and index record above 2 MiB at the
+    /// default threshold of 256 KiB) gets a page instead (`compact`): it compacts after writing at least 8
+    /// thresholds, and a quarter of its live data would stay in its file (14 MB of a million keys' 146 MB) to spare
+    /// a doubling only a write larger than a page, or live data that grew, still needs.
     static func triggerRoom(logLength: Int) -> Int {
         max(logLength / 4 + Sys.pageSize - 1, Sys.pageSize) / Sys.pageSize * Sys.pageSize
     }
 
-    /// The largest trigger, in thresholds, that gets `triggerRoom`.
+    /// The largest trigger, in thresholds, whose image gets `triggerRoom` rather than a page.
     static let roomLimit = 16
 
     /// The spare file (`spare`) when the next deferred compaction, whose image of generation `generation` names the

@@ -311,9 +311,10 @@ final class Engine: @unchecked Sendable {
     /// After a write: compacts when garbage is at least half the log and the log has reached three quarters
     /// of the configured threshold. A compaction sizes the new file at least at the threshold, so a store
     /// whose live data is under 3/8 of the threshold compacts before its file needs to grow: its file stays at
-    /// the threshold; a larger store's image (up to `StoreLog.roomLimit` thresholds) has room beyond twice its live
-    /// data, so that it too compacts before its file grows (`StoreLog.compact`, `triggerRoom`). A failure is logged,
-    /// not thrown (the write itself succeeded), and not retried until the log has grown by half again.
+    /// the threshold; a larger store's image has room beyond twice its live data and index record (a quarter of the
+    /// live data, or a page when that trigger is beyond `StoreLog.roomLimit` thresholds), so that it too compacts
+    /// before its file grows (`StoreLog.compact`, `triggerRoom`). A failure is logged, not thrown (the write itself
+    /// succeeded), and not retried until the log has grown by half again.
     func maybeCompactAutomatically() {
         let knownEnd = log.knownEnd
         guard let threshold = configuration.autoCompactionThreshold, knownEnd >= autoCompactionBlockedBelow
