@@ -178,33 +178,34 @@ public enum Sys {
 
     // See: man 3 posix_fallocate. Returns the error number instead of setting errno; ENOSPC here is how a
     // full disk is noticed before any byte is written through the mapping (which would raise SIGBUS).
-    //
-    // `writing`: the range is then written with zeros, once allocated. posix_fallocate leaves its blocks unwritten
-    // (ext4, XFS: an extent flag), so the first store into each block changes an extent, metadata that the next
-    // fdatasync must commit through the file system's journal; a written block's fdatasync writes only the data.
-    // For files flushed at every write (a `.synchronous` store); a store flushed rarely would pay the writes for
-    // nothing.
-    package static func allocate(_ fd: Int32, offset: Int, length: Int, writing: Bool = false) -> Result<Void, Errno> {
+    package static func allocate(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
         while true {
             let r = Glibc.posix_fallocate(fd, off_t(offset), off_t(length))
-            if r == 0 { break }
+            if r == 0 { return .success(()) }
             if r != EINTR {
                 precondition(r != EBADF, "passed a bad descriptor to posix_fallocate")
                 return .failure(Errno(rawValue: r))
             }
         }
-        guard writing, length > 0 else { return .success(()) }
+    }
+
+    // Writes zeros over `offset..<offset + length` with pwrite: for blocks `allocate` just gave, past every byte a
+    // reader relies on (it overwrites whatever is there). posix_fallocate leaves its blocks unwritten (ext4, XFS: an
+    // extent flag), so the first store into each block changes an extent, metadata that the next fdatasync must
+    // commit through the file system's journal; a written block's fdatasync writes only the data. For files flushed
+    // at every write (a `.synchronous` store); a store flushed rarely would pay the writes for nothing.
+    package static func writeZeros(_ fd: Int32, offset: Int, length: Int) -> Result<Void, Errno> {
+        guard length > 0 else { return .success(()) }
         let chunk = min(length, 64 * 1024)
         guard let zeros = Glibc.calloc(1, chunk) else { return .failure(Errno(rawValue: ENOMEM)) }
         defer { Glibc.free(zeros) }
         var done = 0
         while done < length {
-            let n = Glibc.pwrite(fd, zeros, min(chunk, length - done), off_t(offset + done))
-            if n < 0 {
-                if errno == EINTR { continue }
-                return .failure(Errno(rawValue: errno))
+            let count = min(chunk, length - done)
+            if case .failure(let e) = pwrite(fd, UnsafeRawBufferPointer(start: zeros, count: count), at: offset + done) {
+                return .failure(e)
             }
-            done += n
+            done += count
         }
         return .success(())
     }

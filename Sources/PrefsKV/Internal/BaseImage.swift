@@ -155,7 +155,7 @@ extension Recovery {
             }
         let image = try StoreImage.write(
             paths: paths, header: newHeader, auth: auth, logLength: length, capacity: Format.headerSize + 2 * length,
-            watched: watched
+            watched: watched, writingBlocks: log.synchronous
         ) { bytes throws(PrefsError) in
             let intact = try base.file.withBytes { source throws(PrefsError) in
                 try StoreImage.copyRecords(

@@ -5,7 +5,9 @@ import SystemLayer
 
 /// Writing a store image to a temporary file.
 enum StoreImage {
-    /// Creates `temporary` (replacing a stale one), sizes it with real blocks, writes the header page and the
+    /// Creates `temporary` (replacing a stale one), sizes it with real blocks (`writingBlocks`, a `.synchronous`
+    /// store: the free space after the records written with zeros too, up to `StoreLog.writtenAhead` bytes of it:
+    /// `Sys.writeZeros`), writes the header page and the
     /// header-copy record (version 3, authenticated with `auth` when sealed), and lets `fill` write the
     /// `logLength` bytes of records from `header.firstRecordOffset`, then flushes it (unless `flush` is false: an
     /// image whose header names a base image, `Header.baseGeneration`). The result is mapped writable; on any
@@ -20,8 +22,14 @@ enum StoreImage {
         let fd = try Sys.open(temporary, .createNew).orThrow("open", "cannot create a new store image", path: temporary)
         do throws(PrefsError) {
             try Sys.fchmod(fd, 0o600).orThrow("fchmod", "cannot set the new image's mode", path: temporary)
-            try Sys.allocate(fd, offset: 0, length: capacity, writing: writingBlocks).orThrow(
+            try Sys.allocate(fd, offset: 0, length: capacity).orThrow(
                 "posix_fallocate", "cannot allocate \(capacity) bytes for a new store image", path: temporary)
+            if writingBlocks {
+                // The free space after the records (which the copy writes through the mapping).
+                let free = header.firstRecordOffset + logLength
+                try Sys.writeZeros(fd, offset: free, length: min(capacity - free, StoreLog.writtenAhead)).orThrow(
+                    "pwrite", "cannot write the new store image's blocks", path: temporary)
+            }
         } catch {
             Sys.close(fd)
             _ = Sys.unlink(temporary)

@@ -225,14 +225,20 @@ final class MappedFile {
     }
 
     /// Grows the file to `length` bytes with real blocks (so later stores through the mapping cannot raise
-    /// SIGBUS for lack of space) and maps the new size; `writingBlocks` (a `.synchronous` store) writes them with
-    /// zeros too (`Sys.allocate`). ENOSPC becomes `diskFull` and changes nothing.
+    /// SIGBUS for lack of space) and maps the new size. ENOSPC becomes `diskFull` and changes nothing.
+    /// `writingBlocks` (a `.synchronous` store): the first `StoreLog.writtenAhead` bytes of the new blocks are also
+    /// written with zeros (`Sys.writeZeros`); should that fail, the file stays extended (its new blocks allocated,
+    /// reading as zeros) and is not mapped further, and the error names `pwrite`.
     func grow(to length: Int, writingBlocks: Bool = false) throws(PrefsError) {
         precondition(writable && length > mappedLength)
         let current = try currentSize()
         if length > current {
-            try Sys.allocate(fd, offset: current, length: length - current, writing: writingBlocks).orThrow(
+            try Sys.allocate(fd, offset: current, length: length - current).orThrow(
                 "posix_fallocate", "cannot grow the store file to \(length) bytes", path: path)
+            if writingBlocks {
+                try Sys.writeZeros(fd, offset: current, length: min(length - current, StoreLog.writtenAhead)).orThrow(
+                    "pwrite", "cannot write the store file's new blocks", path: path)
+            }
         }
         try remap(length: max(length, current))
     }

@@ -446,6 +446,12 @@ final class StoreLog {
         }
     }
 
+    /// How much of the blocks a `.synchronous` store allocates is written with zeros at once (`Sys.writeZeros`,
+    /// `MappedFile.grow`, `StoreImage.write`): enough for many writes, and bounded, so that the one write that grows
+    /// a large store does not write and flush tens of megabytes. Blocks past it are left as `posix_fallocate` gives
+    /// them (each write into them costs what it did before).
+    static let writtenAhead = 4 << 20
+
     /// Makes the mapping at least `end` bytes long: follows growth by another process, otherwise doubles
     /// the log area (or, when the disk is nearly full, grows by just what is needed).
     func ensureCapacity(_ end: Int) throws(PrefsError) {
