@@ -204,7 +204,7 @@ import Testing
         }
         let size = try readBytes(dir.file("ui.prefs")).count
         // Larger than `usableSpare` takes for an image of this size.
-        try #require(firstSize > size + max(size / 8, 16 * 1024), "the data file \(size) bytes, replaced \(firstSize)")
+        try #require(!StoreLog.spareFits(size: firstSize, capacity: size), "the data file \(size) bytes, replaced \(firstSize)")
         #expect(!FileManager.default.fileExists(atPath: dir.file("ui.prefs.tmp")), "\(dir.files)")
         for i in deleted..<200 {
             let last = stride(from: n - 1, through: 0, by: -1).first { $0 % 200 == i }!

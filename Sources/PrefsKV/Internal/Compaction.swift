@@ -304,12 +304,12 @@ extension StoreLog {
         }
         // The replaced file becomes the next spare when it is an unflushed image (never the base, nor a file a
         // sync() or a flushed path made the store's durable state).
-        // And only when it is small enough to be written into (`usableSpare`'s test against this image's size):
+        // And only when it is small enough to be written into (`spareFits`, against this image's size):
         // a file grown far past it, or left by a store that lost most of its data, would stay beside the data file
         // unused until the next sync().
         let keepsReplaced =
             base != nil && base != header.generation && header.baseGeneration == base
-            && file.mappedLength <= image.mappedLength + max(image.mappedLength / 8, 16 * 1024)
+            && Self.spareFits(size: file.mappedLength, capacity: image.mappedLength)
         let replaced = file
         let exchanged = try rename(
             image, temporary: paths.temporary, durable: base == nil, exchange: keepsReplaced)
@@ -445,6 +445,10 @@ extension StoreLog {
     /// The largest trigger, in thresholds, whose image gets `triggerRoom` rather than a page.
     static let roomLimit = 16
 
+    /// Whether a spare file of `size` bytes may take an image of `capacity` bytes: it is never shrunk, so at most an
+    /// eighth (or 16 KiB) larger.
+    static func spareFits(size: Int, capacity: Int) -> Bool { size <= capacity + max(capacity / 8, 16 * 1024) }
+
     /// The spare file (`spare`) when the next deferred compaction, whose image of generation `generation` names the
     /// base image of generation `base` and needs `capacity` bytes, may write into it: still named `<id>.prefs.tmp`,
     /// not faulted, not the base's file, at most an eighth (or 16 KiB) larger than `capacity` (it is never shrunk),
@@ -461,7 +465,7 @@ extension StoreLog {
             let spareHeader = spare.withBytes({ try? Header.parse(UnsafeRawBufferPointer(rebasing: $0[0..<Format.headerSize]), wholePage: true) }),
             spareHeader.uuid == header.uuid, spareHeader.baseGeneration == base, spareHeader.generation != base,
             spareHeader.generation < generation, let size = try? spare.currentSize(),
-            size <= capacity + max(capacity / 8, 16 * 1024)
+            Self.spareFits(size: size, capacity: capacity)
         else {
             self.spare = nil
             return nil
