@@ -1,6 +1,6 @@
 // Issue 18 (the blob rewrite): a buffered store's automatic compaction no longer waits for the disk. The image it
 // replaces stays on disk as the store's base image, `ui.prefs.prev`, until the next `sync()`, and a power cut in
-// between is recovered from it (FileFormat.md, "Compaction"). Every case writes real bytes into real files and checks
+// between is recovered from it (FileProtocols.md, "Compaction"). Every case writes real bytes into real files and checks
 // what comes back, value for value and byte for byte.
 import Foundation
 import Glibc

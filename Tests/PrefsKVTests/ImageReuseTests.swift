@@ -1,5 +1,5 @@
 // Issue 18, the blob rewrite: a buffered store's automatic compactions write each image into the file the one before
-// the last used (FileFormat.md, "Compaction"), so that a run of them between two syncs creates, faults in and frees
+// the last used (FileProtocols.md, "Compaction"), so that a run of them between two syncs creates, faults in and frees
 // no file. Every case runs on real files and checks what the names hold and what reads back.
 import Foundation
 import Glibc

@@ -9,7 +9,7 @@ import Testing
 
 /// Records, through `PrefsSyncProbe`, what a power cut right after each flush PrefsKV makes in one directory is
 /// sure to find on disk: the bytes of a store file at its `fdatasync`, and which files the store's two names
-/// (`ui.prefs`, and `ui.prefs.prev`, the base image of a buffered store: FileFormat.md, "Compaction") hold at an
+/// (`ui.prefs`, and `ui.prefs.prev`, the base image of a buffered store: FileProtocols.md, "Compaction") hold at an
 /// `fsync` of the directory. Files are told apart by their inode, not by the image they hold: a buffered store's
 /// automatic compaction writes its image into a file an earlier image used (`StoreImage.rewrite`), and a cut may
 /// leave that file with sectors of both. (The directory is on tmpfs, whose inode numbers are never reused.)

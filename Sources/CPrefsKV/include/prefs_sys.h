@@ -47,7 +47,7 @@ int prefs_spawn_close_from(void *actions, int from);
 /// prctl(2) PR_SET_DUMPABLE 0 (variadic, so not callable from Swift): the process is not dumpable.
 static inline int prefs_set_not_dumpable(void) { return prctl(PR_SET_DUMPABLE, 0L, 0L, 0L, 0L); }
 
-// Compaction of a buffered store (FileFormat.md, "Compaction"): two names swapped in one step.
+// Compaction of a buffered store (FileProtocols.md, "Compaction"): two names swapped in one step.
 
 int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
 // <stdio.h> declares it only under _GNU_SOURCE (glibc 2.28 and later).

@@ -1,4 +1,4 @@
-// The base image of a buffered store (Documentation/FileFormat.md, "Compaction"): an automatic compaction of a
+// The base image of a buffered store (Documentation/FileProtocols.md, "Compaction"): an automatic compaction of a
 // `.buffered` store does not wait for the disk. The newest file made durable (flushed by a `sync()`, or by the
 // flushed path that installed it) keeps a second name, `<id>.prefs.prev`, before the first unflushed image is
 // renamed over the data file, and every such image names that base's generation in its header. A `sync()` (or a

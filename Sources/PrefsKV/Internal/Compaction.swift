@@ -205,7 +205,7 @@ extension StoreLog {
     /// also scan every new image and check that it gives back exactly this index.
     ///
     /// The image is flushed before the rename and the directory right after it, unless `deferred` (a buffered
-    /// store's automatic compaction: FileFormat.md, "Compaction"), which makes sure the store has a base image
+    /// store's automatic compaction: FileProtocols.md, "Compaction"), which makes sure the store has a base image
     /// (`<id>.prefs.prev`, the newest file made durable), names it in the new image's header and renames the image
     /// in place unflushed: a power cut before the next `sync()` then recovers from the base image and whatever of
     /// the data file verifies (`Recovery.restoreBase`). When no base image can be trusted, the compaction flushes.

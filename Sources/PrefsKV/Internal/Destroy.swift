@@ -56,7 +56,7 @@ enum Destroy {
         }
 
         // Under the writer lock a temporary image is a leftover of a killed compaction; a base image is the store's
-        // state as of its last sync() (FileFormat.md, "Compaction"), values the data file may no longer hold.
+        // state as of its last sync() (FileProtocols.md, "Compaction"), values the data file may no longer hold.
         for (path, what) in [(paths.temporary, "a temporary image"), (paths.previous, "the store's base image")] {
             switch Sys.unlink(path) {
             case .success: removed.append(path)

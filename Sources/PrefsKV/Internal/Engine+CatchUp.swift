@@ -71,7 +71,7 @@ extension Engine {
     func reloadChangedFile() throws(PrefsError) {
         let before = log.adoptedIdentity
         try withWriterLock { () throws(PrefsError) in try reload() }
-        // A newer image of this store in the same file is a compaction's that reused it (FileFormat.md,
+        // A newer image of this store in the same file is a compaction's that reused it (FileProtocols.md,
         // "Compaction"): nothing to warn about.
         let after = log.adoptedIdentity
         if after.uuidLow == before.uuidLow && after.uuidHigh == before.uuidHigh && after.generation > before.generation

@@ -17,7 +17,7 @@ extension Engine {
         }
         // A compaction of a buffered store leaves its rename to be made durable here.
         log.syncDirectoryIfNeeded()
-        // And its base image (FileFormat.md, "Compaction") to be removed, under the writer lock, from the file the
+        // And its base image (FileProtocols.md, "Compaction") to be removed, under the writer lock, from the file the
         // name holds then, flushed: no compaction may rename an unflushed image over it in between. A handle that
         // opened that file from its persisted table reads all of it first: damage a power loss left in it is found,
         // and recovered from the base, while the base is still there.

@@ -324,7 +324,7 @@ final class Engine: @unchecked Sendable {
         else { return }
         do throws(PrefsError) {
             // A buffered store promises power-loss durability up to the last sync() only: its automatic
-            // compactions do not wait for the disk (FileFormat.md, "Compaction").
+            // compactions do not wait for the disk (FileProtocols.md, "Compaction").
             try compactLocked(threshold: threshold, deferred: !log.synchronous)
         } catch {
             autoCompactionBlockedBelow = knownEnd + length / 2

@@ -26,7 +26,7 @@ struct Header: Equatable {
     /// Where the checksum of every record of this image starts (`RecordSeed`).
     var recordSeed: RecordSeed { version >= Format.seededVersion ? RecordSeed(generation: generation) : .unseeded }
     /// The generation of the image `<id>.prefs.prev` must hold when this image was renamed into place by a buffered
-    /// store's automatic compaction without being flushed (FileFormat.md, "Compaction"): until a `sync()` makes this
+    /// store's automatic compaction without being flushed (FileProtocols.md, "Compaction"): until a `sync()` makes this
     /// one durable, the store's durable state is that base image's. Nil for every other image.
     var baseGeneration: UInt64? { baseWord == 0 ? nil : baseWord - 1 }
     /// Where the first record after the header copy goes in a new image of this header.

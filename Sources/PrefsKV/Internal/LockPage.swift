@@ -3,7 +3,7 @@
 // Taking and releasing it costs no system call when nobody else is writing (two `flock` calls per write did:
 // about a microsecond here). A writer killed while holding it does not block the others: the next locker is told
 // (EOWNERDEAD), marks it consistent and goes on; the file protocol already makes a writer's death harmless, as it
-// was with `flock`, which the kernel releases too. Documentation/FileFormat.md, "Sharing between processes".
+// was with `flock`, which the kernel releases too. Documentation/FileProtocols.md, "Sharing between processes".
 import SystemLayer
 
 /// The lock page of one handle, mapped at its first lock. Not thread-safe by itself: used under the store's

@@ -1,4 +1,4 @@
-// Recovery of a damaged data file (Documentation/FileFormat.md, "Recovery"): the scan (StoreLog+Load.swift,
+// Recovery of a damaged data file (Documentation/FileProtocols.md, "Recovery"): the scan (StoreLog+Load.swift,
 // LogScanner.swift) keeps every record that verifies and reports the damage; here the policy is applied, the damaged original is
 // copied aside byte for byte (its quarantine copy), and a compacted image of what verified replaces it. The
 // report types are public, in PrefsStore+Recovery.swift.

@@ -183,7 +183,7 @@ final class StoreLog {
     // MARK: Reading
 
     /// Whether the mapped header says nobody wrote, compacted or restored since this handle last looked: three
-    /// loads (the generation word too: a compaction may write a newer image into this file, FileFormat.md
+    /// loads (the generation word too: a compaction may write a newer image into this file, FileProtocols.md
     /// "Compaction", and leave it with the same log end).
     @inline(__always)
     var isUpToDate: Bool {
