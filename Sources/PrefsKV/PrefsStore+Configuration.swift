@@ -130,8 +130,10 @@ extension PrefsStore {
         /// ``PrefsStore/compact()``). Automatic compactions do not wait for the disk (see
         /// ``PrefsStore/Configuration/autoCompactionThreshold``).
         public static let buffered = Durability(.buffered)
-        /// Records are flushed, then the log end is published and flushed, before a write returns: a power
-        /// loss keeps every acknowledged write. Costs two `fdatasync` per write.
+        /// A write's records are flushed with a word that names them before its log end is published and the
+        /// write returns: a power loss keeps every acknowledged write. Costs one `fdatasync` per write (two in a
+        /// file of format version 6 or older, until its next compaction, or where the file system has no open
+        /// file description locks).
         public static let synchronous = Durability(.synchronous)
 
         public var description: String { value.rawValue }

@@ -53,12 +53,14 @@ extension PrefsStore {
     /// assert(report.isClean)
     /// ```
     public func verify() throws -> PrefsVerifyReport {
-        try read { e throws(PrefsError) in e.verify() }
+        try read { e throws(PrefsError) in try e.verify() }
     }
 
-    /// Scans the store file `<directory>/<id>.prefs` without opening the store: takes no lock, never
-    /// creates, recovers or modifies anything. Without a sealer, a sealed store's records are checked by
-    /// checksum only. Throws for an absent file or an unreadable header.
+    /// Scans the store file `<directory>/<id>.prefs` without opening the store: takes no lock (but, while a
+    /// `.synchronous` write is in flight or was left past the log end, the pending byte of the file, shared, which
+    /// waits for that write's writer: FileProtocols.md, "Sharing between processes"), never creates, recovers or
+    /// modifies anything. Without a sealer, a sealed store's records are checked by checksum only. Throws for an
+    /// absent file or an unreadable header.
     ///
     /// ```swift
     /// let report = try PrefsStore.verify(id: "ui", directory: dir)

@@ -323,6 +323,22 @@ public enum Sys {
         }
     }
 
+    /// F_OFD_SETLKW from <fcntl.h>.
+    private static let fOFDSetLockWait: Int32 = 38
+
+    // See: man 2 fcntl, "Open file description locks". A lock on the byte at `offset` of a store's data file,
+    // waited for: exclusive while a `.synchronous` writer's flush and publish are in flight, shared while an open
+    // reads the words that tell whether one is (StoreLog.publish, StoreLog.scan). `unlock`: releases it.
+    package static func byteLock(_ fd: Int32, at offset: Int, exclusive: Bool, unlock: Bool = false) -> Result<Void, Errno> {
+        var request = flock()
+        request.l_type = Int16(unlock ? F_UNLCK : exclusive ? F_WRLCK : F_RDLCK)
+        request.l_whence = Int16(SEEK_SET)
+        request.l_start = off_t(offset)
+        request.l_len = 1
+        request.l_pid = 0
+        return retrying { prefs_fcntl_lock(fd, unlock ? fOFDSetLock : fOFDSetLockWait, &request) }.map { _ in () }
+    }
+
     /// The C library's mutex, as laid out in a lock page (LockPage.swift).
     public typealias Mutex = pthread_mutex_t
 

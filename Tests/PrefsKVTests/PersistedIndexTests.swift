@@ -105,7 +105,7 @@ private struct IndexRecordBytes {
         let dir = try TempDir("index-format", memory: true)
         try makeStore(dir)
         let bytes = try readBytes(dir.file("ui.prefs"))
-        #expect(bytes[8] == 6, "format version 6")
+        #expect(bytes[8] == 7, "format version 7")
         let table = try IndexRecordBytes(bytes)
         #expect(table.keyCount == Self.keys && table.slotCount == 8_192)
         // The table header's CRC covers its 48 bytes and the record's sequence number.

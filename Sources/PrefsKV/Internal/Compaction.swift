@@ -349,11 +349,12 @@ extension StoreLog {
         skippedDamage = false
         nextSeq = UInt64(live.count) + 1
         knownEnd = newHeader.firstRecordOffset + length
+        adoptedLeftWrite = false
         knownEndWord = image.logEndWord
         if base == nil { directorySyncedGeneration = newHeader.generation }
         #if PREFSKV_INTERNAL_CHECKS
         var check = Snapshot(file: image, header: newHeader)
-        StoreLog.scan(into: &check, sealer: sealer)
+        StoreLog.scanLog(into: &check, sealer: sealer, logEndKnown: true, limit: nil)
         // (Unless something outside PrefsKV shrank the new file already: the next access reopens it.)
         precondition(
             image.hasFaulted
@@ -380,7 +381,7 @@ extension StoreLog {
         try rename(image, temporary: paths.temporary)
         if case .success = Sys.unlink(paths.previous) { syncDirectory(paths) }
         var snapshot = Snapshot(file: image, header: newHeader)
-        StoreLog.scan(into: &snapshot, sealer: sealer)
+        StoreLog.scanLog(into: &snapshot, sealer: sealer, logEndKnown: true, limit: nil)
         // An image this handle just wrote verifies, unless something outside PrefsKV changed it since the rename.
         if !snapshot.damage.isEmpty {
             assert(

@@ -22,6 +22,13 @@ extension Engine {
             try reloadChangedFile()
             return
         }
+        // This handle read a write its writer left past the published log end, and the log end moved: another
+        // handle completed or forgot that write, or wrote after it. Read the file again rather than follow from an
+        // end nobody published.
+        if log.adoptedLeftWrite {
+            try withWriterLock { () throws(PrefsError) in try reload() }
+            return
+        }
         var changed: [String] = []
         var vanished = KeyIndex()
         var damage: [PrefsDamage] = []
@@ -62,7 +69,7 @@ extension Engine {
 
     func noteDeadWriter() {
         pendingLog.append(
-            (.warning, "a process died holding the writer lock of \(paths.data); its unfinished write was dropped"))
+            (.warning, "a process died holding the writer lock of \(paths.data); its unfinished write was dropped, or, a synchronous write whose records had reached the file whole, completed"))
     }
 
     /// The file changed underneath this handle without going through PrefsKV (truncated, or rewritten in place):
@@ -101,6 +108,16 @@ extension Engine {
             }
         }
         if log.file.logEndWord != log.knownEndWord && !log.file.isSuperseded { try refresh() }
+        // A synchronous write flushed and never published: completed or forgotten before anyone appends.
+        if log.file.writable && !log.file.isSuperseded {
+            switch try log.resolvePending() {
+            case .none: break
+            case .published: if log.file.logEndWord != log.knownEndWord { try refresh() }
+            case .stale:
+                try reload()
+                if try log.resolvePending() == .published && log.file.logEndWord != log.knownEndWord { try refresh() }
+            }
+        }
     }
 
     /// Opens the file the path names now and replaces the state with it (recovering it when damaged); from its

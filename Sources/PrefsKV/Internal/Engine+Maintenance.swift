@@ -68,8 +68,8 @@ extension Engine {
     }
 
     /// `PrefsStore.verify()`: the whole mapped file checked (Verify.swift). Changes nothing.
-    func verify() -> PrefsVerifyReport {
-        Verify.verify(file: log.file, header: log.header, sealer: sealer, path: paths.data)
+    func verify() throws(PrefsError) -> PrefsVerifyReport {
+        try Verify.verify(file: log.file, header: log.header, sealer: sealer, path: paths.data)
     }
 
     /// `PrefsStore.backup(to:)`: a compacted image of every live record (Backup.swift).

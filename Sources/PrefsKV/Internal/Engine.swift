@@ -107,6 +107,13 @@ final class Engine: @unchecked Sendable {
             // The report an app reads is about the file it had: the one set aside (both are logged).
             if let report = setAside.first { engine.lastRecovery = report }
         }
+        // A synchronous write its writer left past the published log end, read by this open under the writer lock:
+        // published now, so that later opens read the file without waiting for it (`StoreLog.resolvePending`).
+        if engine.log.adoptedLeftWrite, pageLocked || lock.lockPage == nil, engine.log.file.writable,
+            readOnlyCause == nil
+        {
+            _ = try engine.log.resolvePending()
+        }
         return engine
     }
 

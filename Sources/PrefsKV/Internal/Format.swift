@@ -15,18 +15,20 @@ import SystemLayer
 ///   newest.
 /// - Version 5: version 4's rules, and every record's CRC32C starts with the image's generation (`RecordSeed`): a
 ///   record of another image of the store, left in a file or copied into it, does not verify in this one.
-/// - Version 6 (written now): version 5's rules, and a sealed store's set records are bound to their place by their
-///   value's AEAD instead of an authenticator: its associated data is the record's context (store, image, offset)
-///   and its header and key (`RecordAuth.withBindingData`). Plain stores are laid out as in version 5.
+/// - Version 6: version 5's rules, and a sealed store's set records are bound to their place by their value's AEAD
+///   instead of an authenticator: its associated data is the record's context (store, image, offset) and its header
+///   and key (`RecordAuth.withBindingData`). Plain stores are laid out as in version 5.
+/// - Version 7 (written now): version 6's layout, and the header's pending word (`pendingWordOffset`): a
+///   `.synchronous` write is flushed once, its records and that word, before its log end (StoreLog.publish).
 ///
-/// Older versions are read as they are and written as version 6 by their next compaction, recovery, restore or
-/// rekey.
+/// Older versions are read as they are and written as version 7 by their next compaction, recovery, restore or
+/// rekey (a synchronous write into an older image flushes twice, as that version's readers expect).
 enum Format {
     /// "PREFSKV\0" (`50 52 45 46 53 4b 56 00`), read as one little-endian word.
     static let fileMagic: UInt64 = 0x0056_4B53_4645_5250
     static let fileMagicLength = 8
     /// The newest version this library reads, and the one it writes.
-    static let version: UInt16 = 6
+    static let version: UInt16 = 7
     /// Plain stores, and sealed stores whose records are not authenticated.
     static let unauthenticatedVersion: UInt16 = 1
     /// Sealed stores whose records are authenticated (this version and later).
@@ -39,6 +41,9 @@ enum Format {
     static let seededVersion: UInt16 = 5
     /// Sealed stores whose set records are bound by their value's AEAD (this version and later).
     static let boundVersion: UInt16 = 6
+    /// Stores whose header's pending word names a `.synchronous` write flushed before its log end (this version and
+    /// later): an older release would ignore it, and lose that write after a power cut.
+    static let pendingVersion: UInt16 = 7
     /// The header occupies the first page; the log starts right after it.
     static let headerSize = 4096
     static let logStart = headerSize
@@ -65,6 +70,10 @@ enum Format {
     static let watchedOffset = 272
     /// The offset of the newest index record, encoded as the log end is (`encodeLogEnd`); 0 when there is none.
     static let indexWordOffset = 280
+    /// The end of a `.synchronous` write flushed before its log end was stored (`encodePending`), or 0.
+    static let pendingWordOffset = 288
+    /// The checksum of that write's bytes (`pendingCheck`), stored with the pending word (the same sector).
+    static let pendingCheckOffset = 296
 
     static let flagEncrypted: UInt32 = 1
 
@@ -109,6 +118,52 @@ enum Format {
     static func decodeLogEnd(_ raw: UInt64) -> Int? {
         let value = raw & 0xFFFF_FFFF_FFFF
         return UInt16(truncatingIfNeeded: raw >> 48) == logEndCheck(value) ? Int(value) : nil
+    }
+
+    /// The pending word of a `.synchronous` write whose records are `[logEnd, end)`: `end` in the low 48 bits, and
+    /// 16 bits of the CRC32C of both offsets in the high 16, so that the word names a write only beside the log end
+    /// it extends (a word left by an earlier write, or torn beside a newer log end, names none).
+    static func encodePending(end: Int, logEnd: Int) -> UInt64 {
+        precondition(end > logEnd && end < 1 << 48)
+        return UInt64(end) | UInt64(pendingCheck(end: UInt64(end), logEnd: UInt64(logEnd))) << 48
+    }
+
+    /// The end of the write a pending word names beside the log end `logEnd`, or nil when it names none.
+    static func decodePending(_ raw: UInt64, logEnd: Int) -> Int? {
+        let end = raw & 0xFFFF_FFFF_FFFF
+        guard raw != 0, end > UInt64(logEnd), end & 7 == 0,
+            UInt16(truncatingIfNeeded: raw >> 48) == pendingCheck(end: end, logEnd: UInt64(logEnd))
+        else { return nil }
+        return Int(end)
+    }
+
+    /// The pending check word of the write `[logEnd, end)` of `bytes` (the mapped file): a 64-bit hash of both
+    /// offsets and of the write's 8-byte little-endian words, each folded in as `h = (h ^ w) &* p; h ^= h >> 32`
+    /// (FNV-1a's 64-bit basis and prime, on words). A write is taken from the pending word only when its bytes still
+    /// give it: bytes of another write left in that range (a killed writer's, one whose flush failed, one forgotten
+    /// after a power cut), mixed with a newer one's sector by sector, do not. (Not a CRC: a CRC of records that end
+    /// in their own CRC32C is blind to which records they are, CRC being linear.)
+    static func pendingCheck(_ bytes: UnsafeRawBufferPointer, logEnd: Int, end: Int) -> UInt64 {
+        precondition(logEnd & 7 == 0 && end & 7 == 0 && logEnd <= end && end <= bytes.count)
+        var h: UInt64 = 0xCBF2_9CE4_8422_2325
+        @inline(__always) func fold(_ word: UInt64) {
+            h = (h ^ word) &* 0x0000_0100_0000_01B3
+            h ^= h >> 32
+        }
+        fold(UInt64(logEnd))
+        fold(UInt64(end))
+        var offset = logEnd
+        while offset < end {
+            fold(UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+            offset += 8
+        }
+        return h
+    }
+
+    private static func pendingCheck(end: UInt64, logEnd: UInt64) -> UInt16 {
+        withUnsafeBytes(of: (logEnd.littleEndian, end.littleEndian)) {
+            UInt16(truncatingIfNeeded: CRC32C.checksum($0) >> 16)
+        }
     }
 
     private static func logEndCheck(_ value: UInt64) -> UInt16 {

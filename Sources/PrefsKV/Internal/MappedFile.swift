@@ -297,6 +297,43 @@ final class MappedFile {
         return raw
     }
 
+    /// The raw pending word (`Format.encodePending`).
+    var pendingWord: UInt64 { word(Format.pendingWordOffset).pointee.load(ordering: .acquiring) }
+
+    /// The raw pending check word (`Format.pendingCheck`).
+    var pendingCheckWord: UInt64 { word(Format.pendingCheckOffset).pointee.load(ordering: .acquiring) }
+
+    /// Names the records after the log end, written and about to be flushed, as a `.synchronous` write's (0: none),
+    /// with the checksum of their bytes.
+    func storePending(_ raw: UInt64, check: UInt64 = 0) {
+        word(Format.pendingCheckOffset).pointee.store(check, ordering: .releasing)
+        word(Format.pendingWordOffset).pointee.store(raw, ordering: .releasing)
+    }
+
+    /// Whether the pending check word gives the bytes `[logEnd, end)` (inside the mapping).
+    func pendingCheckHolds(logEnd: Int, end: Int) -> Bool {
+        let check = pendingCheckWord
+        return withBytes { Format.pendingCheck($0, logEnd: logEnd, end: end) } == check
+    }
+
+    /// Takes the lock on the pending word's byte (an open file description lock, waited for): exclusive while a
+    /// writer's flush and publish are in flight or a writer resolves a left write, shared while a scan reads one
+    /// (StoreLog+Pending.swift).
+    func lockPendingWord(exclusive: Bool) throws(PrefsError) {
+        try Sys.byteLock(fd, at: Format.pendingWordOffset, exclusive: exclusive).orThrow(
+            "fcntl", "cannot lock the pending word of the store file", path: path)
+    }
+
+    /// `lockPendingWord(exclusive: true)`, false when the file system has no such locks (ENOLCK, EINVAL).
+    func tryLockPendingWord() -> Bool {
+        if case .success = Sys.byteLock(fd, at: Format.pendingWordOffset, exclusive: true) { return true }
+        return false
+    }
+
+    func unlockPendingWord() {
+        _ = Sys.byteLock(fd, at: Format.pendingWordOffset, exclusive: false, unlock: true)
+    }
+
     /// The raw index word: where the newest index record is (encoded as the log end is), or 0.
     var indexWord: UInt64 { word(Format.indexWordOffset).pointee.load(ordering: .acquiring) }
 

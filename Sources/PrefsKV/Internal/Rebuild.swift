@@ -66,7 +66,7 @@ extension StoreLog {
         var best: Snapshot?
         for header in candidateHeaders(legible, sealer: sealer) {
             var snapshot = Snapshot(file: file, header: header)
-            scan(into: &snapshot, sealer: sealer, logEndKnown: false)
+            scanLog(into: &snapshot, sealer: sealer, logEndKnown: false, limit: nil)
             if best == nil || snapshot.recordCount > best!.recordCount { best = snapshot }
         }
         if let best, best.recordCount > 0 {
@@ -97,7 +97,7 @@ extension StoreLog {
     /// The snapshot of a rebuild under `header`: the body scanned, the header page reported first.
     private static func rebuilt(file: MappedFile, header: Header, unreadable: PrefsError) -> Snapshot {
         var snapshot = Snapshot(file: file, header: header)
-        scan(into: &snapshot, sealer: nil, logEndKnown: false)
+        scanLog(into: &snapshot, sealer: nil, logEndKnown: false, limit: nil)
         snapshot.damage.insert(headerDamage(unreadable), at: 0)
         return snapshot
     }
@@ -120,7 +120,7 @@ extension StoreLog {
         var best: Snapshot?
         func consider(_ header: Header) {
             var snapshot = Snapshot(file: file, header: header)
-            scan(into: &snapshot, sealer: nil, logEndKnown: false)
+            scanLog(into: &snapshot, sealer: nil, logEndKnown: false, limit: nil)
             if best == nil || snapshot.recordCount > best!.recordCount { best = snapshot }
         }
         consider(header(generation: nil))

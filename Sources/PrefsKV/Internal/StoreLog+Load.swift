@@ -71,7 +71,9 @@ extension StoreLog {
         // (A file written again with a newer image while this scanned it, as a buffered store's spare file can be,
         // no longer holds the image it mapped: its generation word tells.)
         let unchanged = snapshot.file.headerIdentity == snapshot.file.adoptedIdentity
-        return snapshot.damage.isEmpty && !snapshot.file.isSuperseded && unchanged ? .intact(snapshot) : .needsWriterLock
+        // (A synchronous write flushed and not yet published may be in flight: only the writer lock tells.)
+        return snapshot.damage.isEmpty && !snapshot.file.isSuperseded && unchanged && !snapshot.pendingWrite
+            ? .intact(snapshot) : .needsWriterLock
     }
 
     /// Maps the data file `fd`, reads its header from the mapping (one `fstat`, no read: the scan goes through
@@ -116,7 +118,7 @@ extension StoreLog {
         if lazy && headerDamage.isEmpty && header.hasIndexRecords && lazyScan(into: &snapshot, sealer: sealer) {
             return snapshot
         }
-        scan(into: &snapshot, sealer: sealer, logEndKnown: headerDamage.isEmpty)
+        try scan(into: &snapshot, sealer: sealer, logEndKnown: headerDamage.isEmpty)
         return snapshot
     }
 
@@ -159,7 +161,7 @@ extension StoreLog {
         }
         var snapshot = Snapshot(file: file, header: header)
         snapshot.damage = headerDamage
-        scan(into: &snapshot, sealer: sealer, logEndKnown: headerDamage.isEmpty)
+        try scan(into: &snapshot, sealer: sealer, logEndKnown: headerDamage.isEmpty)
         return snapshot
     }
 
@@ -171,9 +173,16 @@ extension StoreLog {
     /// then read, as without a table, and finds whatever damage there is.
     static func lazyScan(into snapshot: inout Snapshot, sealer: (any PrefsSealer)?) -> Bool {
         let file = snapshot.file
+        // A synchronous write between its flush and its publish: waited for (an open racing a busy writer still
+        // reads the table); a write left past the log end sends the open to the whole scan, which reads it.
+        if snapshot.header.hasPendingWord && mayHavePendingWrite(file) {
+            guard (try? file.lockPendingWord(exclusive: false)) != nil else { return false }
+            file.unlockPendingWord()
+        }
         let word = file.logEndWord
         guard let end = Format.decodeLogEnd(word), end >= Format.logStart, end & 7 == 0, end <= file.mappedLength,
-            let at = Format.decodeLogEnd(file.indexWord), at >= Format.logStart, at < end
+            let at = Format.decodeLogEnd(file.indexWord), at >= Format.logStart, at < end,
+            !snapshot.header.hasPendingWord || Format.decodePending(file.pendingWord, logEnd: end) == nil
         else { return false }
         let sealed = snapshot.header.isEncrypted
         let auth = RecordAuth(header: snapshot.header, sealer: sealer)
@@ -371,8 +380,20 @@ extension StoreLog {
 
     /// Scans the whole log of a freshly mapped snapshot; with the sealer of a sealed store of version 2 or later,
     /// every record's authenticator is checked too. `logEndKnown: false` (the header page did not verify): the
-    /// log-end word is not read, and the whole file is scanned up to the free space after the last record.
-    static func scan(into snapshot: inout Snapshot, sealer: (any PrefsSealer)?, logEndKnown: Bool = true) {
+    /// log-end word is not read, and the whole file is scanned up to the free space after the last record. A
+    /// `.synchronous` write its writer left past the log end is read when whole (`scanWithPendingWrite`).
+    static func scan(into snapshot: inout Snapshot, sealer: (any PrefsSealer)?, logEndKnown: Bool = true)
+        throws(PrefsError)
+    {
+        if logEndKnown && snapshot.header.hasPendingWord && mayHavePendingWrite(snapshot.file) {
+            try scanWithPendingWrite(into: &snapshot, sealer: sealer)
+        } else {
+            scanLog(into: &snapshot, sealer: sealer, logEndKnown: logEndKnown, limit: nil)
+        }
+    }
+
+    /// `scan`, up to the log end, or to `pendingEnd` (a left write's end, past it) when given.
+    static func scanLog(into snapshot: inout Snapshot, sealer: (any PrefsSealer)?, logEndKnown: Bool, limit pendingEnd: Int?) {
         let file = snapshot.file
         let size = file.mappedLength
         let word = file.logEndWord
@@ -386,7 +407,7 @@ extension StoreLog {
             limit = size & ~7
         } else if let end = Format.decodeLogEnd(word), end >= Format.logStart, end & 7 == 0 {
             if end <= size {
-                limit = end
+                limit = pendingEnd ?? end
             } else {
                 extraDamage = PrefsDamage(
                     range: size..<end, records: 1, keys: [], reason: "the file ends before the log end")

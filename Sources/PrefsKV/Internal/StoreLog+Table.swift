@@ -64,6 +64,7 @@ extension StoreLog {
         if hasChangedUnderneath { throw changedUnderneath() }
         knownEndWord = file.publish(logEnd: offset + length)
         knownEnd = offset + length
+        adoptedLeftWrite = false
         file.publishIndex(at: offset)
         tailRecords = 0
         indexBytes = length

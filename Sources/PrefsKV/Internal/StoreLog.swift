@@ -19,6 +19,10 @@ struct Snapshot {
     var tailRecords = 0
     /// The length of the newest index record, 0 when there is none.
     var indexBytes = 0
+    /// Whether `end` includes a synchronous write the pending word names past the published log end.
+    var pendingWrite = false
+    /// That write's pending check word (`Format.pendingCheck`) as the scan found it.
+    var pendingCheck: UInt64 = 0
 }
 
 final class StoreLog {
@@ -66,6 +70,11 @@ final class StoreLog {
     @exclusivity(unchecked) var nextSeq: UInt64
     @exclusivity(unchecked) var knownEnd: Int
     @exclusivity(unchecked) var knownEndWord: UInt64
+    /// Whether `knownEnd` includes a write its writer left past the published log end (`Snapshot.pendingWrite`):
+    /// published before this handle appends (`resolvePending`).
+    var adoptedLeftWrite = false
+    /// The pending check word of that write, as read (`Snapshot.pendingCheck`).
+    var adoptedCheck: UInt64 = 0
     /// The generation of the file whose name this handle knows to be durable (an fsync of the directory
     /// followed its rename); nil until this handle has synced the directory itself.
     @exclusivity(unchecked) var directorySyncedGeneration: UInt64?
@@ -95,6 +104,8 @@ final class StoreLog {
         nextSeq = snapshot.maxSeq + 1
         knownEnd = snapshot.end
         knownEndWord = snapshot.endWord
+        adoptedLeftWrite = snapshot.pendingWrite
+        adoptedCheck = snapshot.pendingCheck
     }
 
     /// How the records of the current file are authenticated: nil for a plain store and a version-1 sealed one.
@@ -118,6 +129,8 @@ final class StoreLog {
         nextSeq = snapshot.maxSeq + 1
         knownEnd = snapshot.end
         knownEndWord = snapshot.endWord
+        adoptedLeftWrite = snapshot.pendingWrite
+        adoptedCheck = snapshot.pendingCheck
     }
 
     // MARK: Changes underneath
@@ -418,17 +431,46 @@ final class StoreLog {
     /// Makes the records in `[knownEnd, end)` part of the log, then applies them to the index.
     ///
     /// `.buffered`: one release store of the log-end word (the acknowledgement point for process crashes).
-    /// `.synchronous`: fdatasync the records, publish, fdatasync again, so a power cut can never leave the
-    /// log end pointing at bytes that did not reach the disk (and fsync the directory when a compaction since
-    /// the last one left the file's name not yet durable).
+    /// `.synchronous`: the pending word names the records (`Format.encodePending`), one fdatasync makes them and it
+    /// durable, then the log end is stored (what other processes follow: they never see a write before it is on
+    /// the disk). The log end itself reaches the disk with the next flush; until then an open that finds the
+    /// pending word beside the log end on the disk reads the records it names, and takes them whole or not at
+    /// all (`StoreLog+Load.swift`, `resolvePending`). So a power cut can never leave the log end pointing at bytes
+    /// that did not reach the disk, nor lose a write that returned. (And the directory is fsynced when a
+    /// compaction since the last one left the file's name not yet durable.)
     @inline(__always)
     func publish(end: Int, records: Int, apply: () -> Void) throws(PrefsError) {
-        if synchronous { try file.syncData() }
+        // One flush where the pending word's byte can be locked; two (records, then log end) on a file system
+        // without open file description locks, as version 6 does.
+        // (And two while this handle's end includes a write it read past the published log end: that write's
+        // records are on the disk, its scan flushed them, but the pending word names it beside that log end.)
+        let oneFlush = synchronous && header.hasPendingWord && !adoptedLeftWrite && file.tryLockPendingWord()
+        if synchronous && !oneFlush { try file.syncData() }
         // Records written into a file that shrank underneath the mapping reached memory no file holds: nothing is
         // acknowledged (the next access reopens the file).
-        if hasChangedUnderneath { throw changedUnderneath() }
+        if hasChangedUnderneath {
+            if oneFlush { file.unlockPendingWord() }
+            throw changedUnderneath()
+        }
+        if oneFlush {
+            // While the pending word names a write in flight, a scan that finds it waits (`scanWithPendingWrite`).
+            let check = file.withBytes { Format.pendingCheck($0, logEnd: knownEnd, end: end) }
+            file.storePending(Format.encodePending(end: end, logEnd: knownEnd), check: check)
+            do throws(PrefsError) {
+                try file.syncData()
+                if hasChangedUnderneath { throw changedUnderneath() }
+            } catch {
+                // Not published, and no later writer may complete it (it may still appear after a power cut, as
+                // a write whose flush failed may).
+                file.storePending(0)
+                file.unlockPendingWord()
+                throw error
+            }
+        }
         knownEndWord = file.publish(logEnd: end)
+        if oneFlush { file.unlockPendingWord() }
         knownEnd = end
+        adoptedLeftWrite = false
         nextSeq += 1
         recordCount += records
         tailRecords += records
@@ -439,7 +481,7 @@ final class StoreLog {
             try? file.announce(knownEndWord)
         }
         if synchronous {
-            try file.syncData()
+            if !oneFlush { try file.syncData() }
             syncDirectoryIfNeeded()
             // Written into an image a buffered handle's compaction left unflushed: now durable, so its base goes.
             try releaseBaseIfNeeded()

@@ -2,10 +2,12 @@
 
 enum Verify {
     /// Scans a mapped file completely and, with a sealer, opens every sealed value. Changes nothing.
-    static func verify(file: MappedFile, header: Header, sealer: (any PrefsSealer)?, path: String) -> PrefsVerifyReport {
+    static func verify(
+        file: MappedFile, header: Header, sealer: (any PrefsSealer)?, path: String
+    ) throws(PrefsError) -> PrefsVerifyReport {
         var snapshot = Snapshot(file: file, header: header)
         // With the sealer, a version-2 store's records are authenticated by the scan itself.
-        StoreLog.scan(into: &snapshot, sealer: sealer)
+        try StoreLog.scan(into: &snapshot, sealer: sealer)
         return report(on: snapshot, sealer: sealer, path: path)
     }
 

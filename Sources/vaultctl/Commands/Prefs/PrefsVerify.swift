@@ -8,7 +8,8 @@ extension Prefs {
             commandName: "verify",
             abstract: "Scan every record of a store and report any damage, changing nothing.",
             discussion: """
-                A read-only scan of the data file: takes no lock, recovers and writes nothing. Exits 0 when \
+                A read-only scan of the data file: takes no lock (but waits, on one byte of the \
+                file, for a synchronous write being flushed), recovers and writes nothing. Exits 0 when \
                 the store is clean, 65 with a report of every damaged range (offset, length, records lost, the \
                 keys still readable there, the reason) when it is not; a damaged header page is one of those \
                 ranges when the copy of the header at byte 4096 verifies. A file no copy of whose header \
