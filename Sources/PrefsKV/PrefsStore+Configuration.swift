@@ -74,7 +74,8 @@ extension PrefsStore {
         /// it (two files alternate, none is created or freed, which makes a rewrite of a large value several times
         /// cheaper). ``PrefsStore/sync()`` removes both; a handle closed without it leaves them until the next
         /// ``PrefsStore/sync()`` or compaction. A store that is rarely rewritten stays small: its file grows from 4 KiB
-        /// as its log does.
+        /// as its log does. It must be positive: an open with 0 or less throws ``PrefsError/Code/invalidInput`` (0 does
+        /// not turn it off; `nil` does).
         public var autoCompactionThreshold: Int? = 256 * 1024
         /// Where recovery reports and compaction failures are logged. Values are never logged. The default
         /// is a logger labelled "prefskv".
@@ -207,5 +208,17 @@ extension PrefsStore {
         public static let fail = RecoveryPolicy(.fail)
 
         public var description: String { value.rawValue }
+    }
+}
+
+extension PrefsStore.Configuration {
+    /// Throws ``PrefsError/Code/invalidInput`` for a setting no store can run with, before anything is opened.
+    func validate() throws(PrefsError) {
+        if let threshold = autoCompactionThreshold, threshold <= 0 {
+            throw PrefsError(
+                .invalidInput,
+                "autoCompactionThreshold must be a positive number of bytes (nil turns automatic compaction off): "
+                    + "got \(threshold)")
+        }
     }
 }

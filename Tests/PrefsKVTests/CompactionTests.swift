@@ -119,4 +119,18 @@ import Testing
         #expect(try readBytes(dir.file("ui.prefs"))[264] == 0)
         #expect(store.lastRecovery == nil && other.lastRecovery == nil)
     }
+
+    /// An automatic-compaction threshold of 0 or less is refused at the open, before any file is made: 0 did not
+    /// turn compaction off (nil does) but compacted whenever half the log was dead, at nearly every write, and
+    /// Int.min once trapped in the room arithmetic (3850acb).
+    @Test(arguments: [0, -1, Int.min])
+    func aThresholdOfZeroOrLessIsRefused(threshold: Int) throws {
+        let dir = try TempDir("threshold")
+        let error = expectError(.invalidInput) { try openStore(dir) { $0.autoCompactionThreshold = threshold } }
+        #expect(error?.message.contains("autoCompactionThreshold") == true)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("ui.prefs")))
+        let store = try openStore(dir) { $0.autoCompactionThreshold = 1 }
+        try store.set("kept", forKey: "a")
+        #expect(try store.string(forKey: "a") == "kept")
+    }
 }

@@ -69,6 +69,7 @@ final class Engine: @unchecked Sendable {
         id: String, directory: String, configuration: PrefsStore.Configuration
     ) throws(PrefsError) -> Engine {
         try StorePaths.validate(storeID: id)
+        try configuration.validate()
         let paths = StorePaths(id: id, directory: directory)
         let lock = try StoreLock.acquire(paths: paths, for: .open(configuration.sharing, readOnly: configuration.readOnly))
         var readOnlyCause = lock.readOnlyCause
