@@ -330,6 +330,34 @@ import Testing
         #expect(try store.string(forKey: "b") == "3")
     }
 
+    /// A writable handle that read a left write when it reopened a file changed underneath it (here the bytes of a
+    /// cut put in place of its file), and then finds that write's bytes no longer giving the check (a byte of it
+    /// changed after), does not publish what it read: it reads the file again, the write is forgotten, and its own
+    /// write goes where that one was.
+    @Test func aWriterThatReadALeftWriteNoLongerThereReadsTheFileAgain() throws {
+        let cut = try Self.cutAfterFlush(sealed: false)
+        let dir = try TempDir("pending-stale-writer", memory: true)
+        let store = try openStore(dir, Self.configure(false))
+        try store.set("x", forKey: "a")
+        let fd = open(dir.file("ui.prefs"), O_RDWR)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        try #require(ftruncate(fd, off_t(cut.bytes.count)) == 0)
+        #expect(pwrite(fd, cut.bytes, cut.bytes.count, 0) == cut.bytes.count)
+        #expect(try store.string(forKey: "a") == "2", "the handle reopened the file and read the left write")
+        var byte = cut.bytes[cut.end - 6] ^ 0x40
+        #expect(pwrite(fd, &byte, 1, off_t(cut.end - 6)) == 1)
+        try store.set("3", forKey: "b")
+        #expect(try store.string(forKey: "a") == "1")
+        #expect(try store.string(forKey: "b") == "3")
+        let after = try readBytes(dir.file("ui.prefs"))
+        #expect(Self.logEnd(after) == cut.end)
+        let reopened = try openStore(dir, Self.configure(false))
+        #expect(try reopened.string(forKey: "a") == "1")
+        #expect(try reopened.string(forKey: "b") == "3")
+        #expect(try reopened.verify().isClean)
+    }
+
     /// The pending word, its check and the log end lie in one 512-byte sector of the header page: a sector written
     /// whole holds all three as one flush left them.
     @Test func thePendingWordSharesTheLogEndsSector() {
