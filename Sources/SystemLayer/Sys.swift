@@ -309,12 +309,7 @@ public enum Sys {
     // for a multi-process handle, exclusive for a single-process one, held for the handle's lifetime and
     // independent of flock. Conflicts report EWOULDBLOCK (EAGAIN) or EACCES.
     package static func presenceLock(_ fd: Int32, exclusive: Bool) -> Result<Void, Errno> {
-        var request = flock()
-        request.l_type = Int16(exclusive ? F_WRLCK : F_RDLCK)
-        request.l_whence = Int16(SEEK_SET)
-        request.l_start = 0
-        request.l_len = 1
-        request.l_pid = 0
+        var request = oneByte(exclusive ? F_WRLCK : F_RDLCK, at: 0)
         let r = retrying { prefs_fcntl_lock(fd, fOFDSetLock, &request) }
         switch r {
         case .success: return .success(())
@@ -328,15 +323,27 @@ public enum Sys {
 
     // See: man 2 fcntl, "Open file description locks". A lock on the byte at `offset` of a store's data file,
     // waited for: exclusive while a `.synchronous` writer's flush and publish are in flight, shared while an open
-    // reads the words that tell whether one is (StoreLog.publish, StoreLog.scan). `unlock`: releases it.
-    package static func byteLock(_ fd: Int32, at offset: Int, exclusive: Bool, unlock: Bool = false) -> Result<Void, Errno> {
+    // reads the words that tell whether one is (StoreLog.publish, StoreLog.scan).
+    package static func byteLock(_ fd: Int32, at offset: Int, exclusive: Bool) -> Result<Void, Errno> {
+        var request = oneByte(exclusive ? F_WRLCK : F_RDLCK, at: offset)
+        return retrying { prefs_fcntl_lock(fd, fOFDSetLockWait, &request) }.map { _ in () }
+    }
+
+    /// Releases `byteLock`.
+    package static func byteUnlock(_ fd: Int32, at offset: Int) {
+        var request = oneByte(F_UNLCK, at: offset)
+        _ = retrying { prefs_fcntl_lock(fd, fOFDSetLock, &request) }
+    }
+
+    /// An open file description lock request of `type` (F_RDLCK, F_WRLCK, F_UNLCK) on the one byte at `offset`.
+    private static func oneByte(_ type: Int32, at offset: Int) -> flock {
         var request = flock()
-        request.l_type = Int16(unlock ? F_UNLCK : exclusive ? F_WRLCK : F_RDLCK)
+        request.l_type = Int16(type)
         request.l_whence = Int16(SEEK_SET)
         request.l_start = off_t(offset)
         request.l_len = 1
         request.l_pid = 0
-        return retrying { prefs_fcntl_lock(fd, unlock ? fOFDSetLock : fOFDSetLockWait, &request) }.map { _ in () }
+        return request
     }
 
     /// The C library's mutex, as laid out in a lock page (LockPage.swift).
@@ -349,12 +356,7 @@ public enum Sys {
     // other open file description (any handle, in this process or another) holds the presence byte. Takes
     // nothing.
     package static func presenceAlone(_ fd: Int32) -> Result<Bool, Errno> {
-        var request = flock()
-        request.l_type = Int16(F_WRLCK)
-        request.l_whence = Int16(SEEK_SET)
-        request.l_start = 0
-        request.l_len = 1
-        request.l_pid = 0
+        var request = oneByte(F_WRLCK, at: 0)
         return retrying { prefs_fcntl_lock(fd, fOFDGetLock, &request) }.map { _ in request.l_type == Int16(F_UNLCK) }
     }
 

@@ -331,7 +331,7 @@ final class MappedFile {
     }
 
     func unlockPendingWord() {
-        _ = Sys.byteLock(fd, at: Format.pendingWordOffset, exclusive: false, unlock: true)
+        Sys.byteUnlock(fd, at: Format.pendingWordOffset)
     }
 
     /// The raw index word: where the newest index record is (encoded as the log end is), or 0.
