@@ -43,6 +43,17 @@ import Testing
 
     static func logEnd(_ bytes: [UInt8]) -> Int { Format.decodeLogEnd(word(bytes, Format.logEndOffset))! }
 
+    /// Writes `bytes` at `offset` of the file at `path`, in place (the inode and its mappings stay), as another
+    /// writer of the file would.
+    static func writeInPlace(_ bytes: [UInt8], at offset: Int, of path: String) throws {
+        let fd = open(path, O_RDWR)
+        guard fd >= 0 else { throw TestFailure("open \(path): errno \(errno)") }
+        defer { close(fd) }
+        guard pwrite(fd, bytes, bytes.count, off_t(offset)) == bytes.count else {
+            throw TestFailure("pwrite \(path): errno \(errno)")
+        }
+    }
+
     static func configure(_ sealed: Bool) -> (inout PrefsStore.Configuration) -> Void {
         {
             $0.durability = .synchronous
@@ -176,7 +187,7 @@ import Testing
         let raw = Format.encodeLogEnd(cut.end).littleEndian
         _ = withUnsafeBytes(of: raw) { pwrite(fd, $0.baseAddress, 8, off_t(Format.logEndOffset)) }
         released.store(true, ordering: .releasing)
-        _ = Sys.byteLock(fd, at: Format.pendingWordOffset, exclusive: true, unlock: true)
+        Sys.byteUnlock(fd, at: Format.pendingWordOffset)
         for _ in 0..<600_000 where readAfterRelease.load(ordering: .acquiring) == 0 { usleep(1_000) }
         #expect(readAfterRelease.load(ordering: .acquiring) == 1)
     }
@@ -196,10 +207,7 @@ import Testing
         let store = try openStore(dir, Self.configure(false))
         #expect(try store.string(forKey: "a") == "1")
         // The peer's flush and death: its pending word reaches the file.
-        let fd = open(dir.file("ui.prefs"), O_RDWR)
-        try #require(fd >= 0)
-        #expect(pwrite(fd, pendingWord, 8, off_t(Format.pendingWordOffset)) == 8)
-        close(fd)
+        try Self.writeInPlace(pendingWord, at: Format.pendingWordOffset, of: dir.file("ui.prefs"))
         try store.set("3", forKey: "b")
         #expect(try store.string(forKey: "a") == (torn ? "1" : "2"))
         #expect(try store.string(forKey: "b") == "3")
@@ -223,6 +231,38 @@ import Testing
         #expect(try store.string(forKey: "a") == "2")
         #expect(try store.string(forKey: "key-299") == "value 299")
         #expect(store.lastRecovery == nil)
+    }
+
+    /// A write whose bytes give the check word but whose records do not verify (one byte of a record changed and the
+    /// check written again over the changed bytes, as a writer of the file could): the check alone does not take it.
+    /// An open, `verify` and a peer handle's next write (which resolves it) all leave it out; the next write goes
+    /// where it was.
+    @Test(arguments: [false, true])
+    func aWriteThatGivesTheCheckButDoesNotVerifyIsNotThere(sealed: Bool) throws {
+        var cut = try Self.cutAfterFlush(sealed: sealed)
+        cut.bytes[cut.end - 6] ^= 0x40
+        let check = cut.bytes.withUnsafeBytes { Format.pendingCheck($0, logEnd: cut.start, end: cut.end) }
+        withUnsafeBytes(of: check.littleEndian) {
+            cut.bytes.replaceSubrange(Format.pendingCheckOffset..<Format.pendingCheckOffset + 8, with: $0)
+        }
+        let dir = try TempDir("pending-check-not-records", memory: true)
+        var before = cut.bytes
+        before.replaceSubrange(Format.pendingWordOffset..<Format.pendingWordOffset + 16, with: [UInt8](repeating: 0, count: 16))
+        try writeBytes(before, to: dir.file("ui.prefs"))
+        // A peer handle open before the write was left, which resolves it at its next write.
+        let peer = try openStore(dir, Self.configure(sealed))
+        try Self.writeInPlace(Array(cut.bytes[Format.pendingWordOffset..<Format.pendingWordOffset + 16]), at: Format.pendingWordOffset, of: dir.file("ui.prefs"))
+        let sealer = sealed ? TestSealer(key: 5) : nil
+        #expect(try PrefsStore.verify(id: "ui", directory: dir.path, sealer: sealer).recordsVerified == 1)
+        let store = try openStore(dir, Self.configure(sealed))
+        #expect(try store.string(forKey: "a") == "1")
+        #expect(store.lastRecovery == nil)
+        try peer.set("3", forKey: "b")
+        let after = try readBytes(dir.file("ui.prefs"))
+        #expect(Self.logEnd(after) == cut.end, "b's write went where the write left out was")
+        #expect(try peer.string(forKey: "a") == "1")
+        #expect(try store.string(forKey: "b") == "3")
+        #expect(try PrefsStore.verify(id: "ui", directory: dir.path, sealer: sealer).isClean)
     }
 
     /// A pending word whose check word does not give the bytes it names (one bit of the check flipped here; bytes of
@@ -290,11 +330,7 @@ import Testing
         #expect(try reader.string(forKey: "a") == "2")
         #expect(Self.logEnd(try readBytes(dir.file("ui.prefs"))) == cut.start, "a read-only open publishes nothing")
         if forgotten {
-            let fd = open(dir.file("ui.prefs"), O_RDWR)
-            try #require(fd >= 0)
-            var byte = cut.bytes[cut.end - 6] ^ 0x40
-            #expect(pwrite(fd, &byte, 1, off_t(cut.end - 6)) == 1)
-            close(fd)
+            try Self.writeInPlace([cut.bytes[cut.end - 6] ^ 0x40], at: cut.end - 6, of: dir.file("ui.prefs"))
         }
         let writer = try openStore(dir, Self.configure(false))
         // (Longer than the write the reader read: after a forget it runs past that write's end.)
@@ -345,8 +381,7 @@ import Testing
         try #require(ftruncate(fd, off_t(cut.bytes.count)) == 0)
         #expect(pwrite(fd, cut.bytes, cut.bytes.count, 0) == cut.bytes.count)
         #expect(try store.string(forKey: "a") == "2", "the handle reopened the file and read the left write")
-        var byte = cut.bytes[cut.end - 6] ^ 0x40
-        #expect(pwrite(fd, &byte, 1, off_t(cut.end - 6)) == 1)
+        try Self.writeInPlace([cut.bytes[cut.end - 6] ^ 0x40], at: cut.end - 6, of: dir.file("ui.prefs"))
         try store.set("3", forKey: "b")
         #expect(try store.string(forKey: "a") == "1")
         #expect(try store.string(forKey: "b") == "3")
