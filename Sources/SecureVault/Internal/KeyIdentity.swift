@@ -57,11 +57,44 @@ package struct KeyIdentity: Equatable, Sendable {
     /// the vault tags names, not how its key is kept, so its keys are kept as format 2's.
     var keyStoreFormat: UInt8 { min(format, 2) }
     var kind: Kind
-    var vaultID: [UInt8]
-    var keyID: [UInt8]
     var argonPasses: UInt16 = 0
     var argonMemoryKiB: UInt32 = 0
-    var salt: [UInt8] = Array(repeating: 0, count: 16)
+    // The ids and the salt are kept in fixed-size words, so that an identity is plain bytes: copying a
+    // `KeyIdentity` or an optional one then needs no type metadata, which a fresh process's first sealed open
+    // otherwise built at run time for `Optional<KeyIdentity>` (about 40,000 instructions; issue 39).
+    private var vaultIDWords: (UInt64, UInt64) = (0, 0)
+    private var keyIDWord: UInt64 = 0
+    private var saltWords: (UInt64, UInt64) = (0, 0)
+
+    /// The vault's random id (16 bytes).
+    var vaultID: [UInt8] {
+        get { withUnsafeBytes(of: vaultIDWords) { Array($0) } }
+        set { Self.store(newValue, into: &vaultIDWords) }
+    }
+    /// The master key's random id (8 bytes).
+    var keyID: [UInt8] {
+        get { withUnsafeBytes(of: keyIDWord) { Array($0) } }
+        set { Self.store(newValue, into: &keyIDWord) }
+    }
+    /// The Argon2id salt (16 bytes; zeros but for a passphrase).
+    var salt: [UInt8] {
+        get { withUnsafeBytes(of: saltWords) { Array($0) } }
+        set { Self.store(newValue, into: &saltWords) }
+    }
+
+    /// Copies `bytes` into `words`, which must be exactly as long (our own callers': a programmer error otherwise).
+    private static func store<Words>(_ bytes: [UInt8], into words: inout Words) {
+        withUnsafeMutableBytes(of: &words) { destination in
+            precondition(bytes.count == destination.count, "a key identity field is \(destination.count) bytes")
+            destination.copyBytes(from: bytes)
+        }
+    }
+
+    package static func == (lhs: KeyIdentity, rhs: KeyIdentity) -> Bool {
+        lhs.format == rhs.format && lhs.kind == rhs.kind && lhs.argonPasses == rhs.argonPasses
+            && lhs.argonMemoryKiB == rhs.argonMemoryKiB && lhs.vaultIDWords == rhs.vaultIDWords
+            && lhs.keyIDWord == rhs.keyIDWord && lhs.saltWords == rhs.saltWords
+    }
 
     /// A new identity with random ids.
     static func random(kind: Kind, vaultID: [UInt8]? = nil) -> KeyIdentity {
@@ -103,9 +136,11 @@ package struct KeyIdentity: Equatable, Sendable {
         self.kind = kind
         argonPasses = UInt16(bytes[2]) | UInt16(bytes[3]) << 8
         argonMemoryKiB = bytes[4..<8].reversed().reduce(0) { $0 << 8 | UInt32($1) }
-        vaultID = Array(bytes[8..<24])
-        keyID = Array(bytes[24..<32])
-        salt = Array(bytes[32..<48])
+        bytes.withUnsafeBytes { raw in
+            withUnsafeMutableBytes(of: &vaultIDWords) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[8..<24])) }
+            withUnsafeMutableBytes(of: &keyIDWord) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[24..<32])) }
+            withUnsafeMutableBytes(of: &saltWords) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: raw[32..<48])) }
+        }
     }
 
     /// Why a header's key check that `init(encoded:)` refused is not an identity this library reads: one of a
