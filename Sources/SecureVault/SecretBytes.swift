@@ -12,8 +12,8 @@
 /// }
 /// ```
 ///
-/// Each allocation maps and locks several pages (the bytes between guard pages) in system calls, so keep
-/// long-lived secrets in one value rather than creating one per operation.
+/// Each secret takes a page of its own between guard pages (larger ones several), made and released in system
+/// calls, so keep long-lived secrets in one value rather than creating one per operation.
 public struct SecretBytes: Sendable {
     let storage: GuardedBuffer
     /// Where the bytes start in `storage` (0 but for secrets allocated together).

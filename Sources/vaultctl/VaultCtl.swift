@@ -25,7 +25,7 @@ struct VaultCtl: ParsableCommand {
     /// from the table either way.
     static func main() {
         // Before anything reads a secret: no core file, not dumpable, no backtracer dumping registers
-        // (README's vaultctl section, Documentation/SecureVault.md's threat model).
+        // (README's vaultctl section, Documentation/ThreatModel.md).
         Sys.disableCoreDumps()
         Sys.disableCrashBacktraces()
         LoggingSystem.bootstrap { label in ConsoleLogHandler(label: label) }

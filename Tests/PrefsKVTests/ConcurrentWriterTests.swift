@@ -1,5 +1,5 @@
 // Issue 34: a sealed store acts only on bytes it has checked. Its file is a shared mapping, so another process of
-// the same user (the threat model's concurrent writer: SecureVault.md) can change a byte between the store's check
+// the same user (the threat model's concurrent writer: ThreatModel.md) can change a byte between the store's check
 // and its use. Here that process is real: `prefs-racer` (Tests/PrefsRacer, C) maps the store's file and writes one
 // range of it over and over while this process reads, opens, looks up through the persisted table, deletes, sets
 // and compacts. Every case asserts what the issue asks: never a value nobody wrote, never "not found" for an item

@@ -119,7 +119,7 @@ import Testing
         #expect(result.lines == ["ok", "ok", "status 0", "nofile", "1", "value v1", "ok", "0"], "\(result)")
     }
 
-    /// Whole-file rollback, the part that is covered (Documentation/SecureVault.md, "Whole-file rollback"): an old
+    /// Whole-file rollback, the part that is covered (Documentation/ThreatModel.md, "Whole-file rollback"): an old
     /// copy put back after a rotation or a wipe finds no key, and is left as it is.
     @Test func anOldCopyPutBackAfterRotationOrWipeIsKeyMissingAndLeftUntouched() throws {
         let result = try Self.run(

@@ -67,7 +67,7 @@ import Testing
     }
 }
 
-/// What whole-file rollback does (issue 14, point 3; Documentation/SecureVault.md, "Whole-file rollback").
+/// What whole-file rollback does (issue 14, point 3; Documentation/ThreatModel.md, "Whole-file rollback").
 @Suite struct VaultRollbackTests {
     /// Not covered, on purpose: an old copy of the file put back while its key is still the vault's key reads
     /// as the vault did then, and verify finds nothing wrong with it.

@@ -45,7 +45,8 @@ package enum Sodium {
 
     // MARK: Guarded memory
 
-    /// Allocates `count` bytes of guarded memory (guard pages, canary, mlock'd, excluded from core dumps).
+    /// Allocates `count` bytes of guarded memory (guard pages, canary, mlock'd, excluded from core dumps) in pages
+    /// of their own: for secrets too large for a slot of `GuardedArena`, which makes the small ones.
     ///
     /// Failure means the process cannot map a few pages: like `malloc` failing, that traps.
     static func guardedAllocate(count: Int) -> UnsafeMutableRawPointer {
@@ -553,45 +554,5 @@ package enum Sodium {
         }
         guard status == 0 else { throw PasswordHashFailure() }
         return derived
-    }
-}
-
-/// The owner of one `sodium_malloc` region: zeroed and freed in `deinit`.
-///
-/// `@unchecked Sendable`: the bytes are written only inside `init` and made read-only by `mprotect` before
-/// the object is published, so every later access is a read.
-final class GuardedBuffer: @unchecked Sendable {
-    let pointer: UnsafeMutableRawPointer
-    let count: Int
-
-    init(count: Int, initializingWith body: (UnsafeMutableRawBufferPointer) throws -> Void) rethrows {
-        self.count = count
-        self.pointer = Sodium.guardedAllocate(count: count)
-        // If `body` throws, the object is fully initialised, so `deinit` runs and frees the region.
-        try body(UnsafeMutableRawBufferPointer(start: pointer, count: count))
-        Sodium.guardedSealReadOnly(pointer)
-    }
-
-    deinit {
-        Sodium.guardedFree(pointer)
-    }
-}
-
-/// A `sodium_malloc` region that stays writable (guard pages, canary, mlock'd, excluded from core dumps), for
-/// key material that changes: `VaultSealer`'s nonce-prefix subkeys. Zeroed and freed in `deinit`.
-///
-/// `@unchecked Sendable`: its owner serialises every access (VaultSealer holds it under a mutex).
-final class WritableGuardedBuffer: @unchecked Sendable {
-    let pointer: UnsafeMutableRawPointer
-    let count: Int
-
-    init(count: Int) {
-        self.count = count
-        pointer = Sodium.guardedAllocate(count: count)
-        Sodium.zero(UnsafeMutableRawBufferPointer(start: pointer, count: count))
-    }
-
-    deinit {
-        Sodium.guardedFree(pointer)
     }
 }

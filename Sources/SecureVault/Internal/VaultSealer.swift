@@ -279,7 +279,7 @@ final class PrefixSubkeys: @unchecked Sendable {
 
     private var sealPrefix: Prefix?
     private var openPrefix: Prefix?
-    /// Allocated at the first seal or open (a guarded allocation costs about 20 µs; a vault that never opens
+    /// Allocated at the first seal or open (a guarded allocation costs system calls; a vault that never opens
     /// a value pays nothing).
     private var keys: WritableGuardedBuffer?
     /// Every seal record published (`VaultSealer.sealRecord`): one per nonce prefix this process sealed under (a
