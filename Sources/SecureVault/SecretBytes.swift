@@ -1,4 +1,4 @@
-/// Secret bytes (a key, a token) kept in libsodium guarded memory.
+/// Secret bytes (a key, a token) kept in guarded memory.
 ///
 /// The memory is locked against swapping, excluded from core dumps, fenced by guard pages, read-only once
 /// filled, and zeroed when the last copy of the value is released. The bytes are reachable only inside

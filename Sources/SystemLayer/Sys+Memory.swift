@@ -42,4 +42,10 @@ extension Sys {
     package static func lockPages(_ base: UnsafeMutableRawPointer, length: Int) -> Bool {
         Glibc.mlock(base, length) == 0
     }
+
+    /// Unlocks pages `lockPages` locked (nothing for pages it could not lock).
+    // See: man 2 munlock
+    package static func unlockPages(_ base: UnsafeMutableRawPointer, length: Int) {
+        _ = Glibc.munlock(base, length)
+    }
 }

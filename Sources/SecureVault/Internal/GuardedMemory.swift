@@ -14,15 +14,19 @@ import SystemLayer
 ///   (`PROT_NONE` for good), so a run off either end of a secret faults as it does past a `sodium_malloc` region.
 /// - **The secret ends at its page's end** and 16 random bytes (the process's canary, as libsodium's) lie right
 ///   before it: an overflow faults on the next guard page at once, an underflow into the canary traps at release.
-/// - **Locked** (`mlock`) at a slot's first use, and kept locked: never swapped out. As `sodium_malloc` does, a slot
-///   that `RLIMIT_MEMLOCK` leaves no room for is used unlocked.
+/// - **Locked** (`mlock`) while it holds a secret, unlocked when released (so a process's `RLIMIT_MEMLOCK` budget is
+///   spent by the secrets it holds, not by every slot it ever used, and a forked child, which inherits no locks,
+///   locks its own). As `sodium_malloc` does, a secret that the limit leaves no room for is kept unlocked.
 /// - **No core dump**: the whole chunk is `MADV_DONTDUMP`.
 /// - **Read-only** once filled, for `GuardedBuffer` (`PROT_READ`); a `WritableGuardedBuffer` stays writable.
 /// - **Zeroed on release**, and the slot made inaccessible (`PROT_NONE`) until it is handed out again: a use after
-///   release faults, as one of an unmapped `sodium_malloc` region does.
-/// An allocation costs one `mprotect` to open its slot and one to make it read-only (and an `mlock` the first time a
-/// slot is used), a release two; slots are taken and returned with atomic operations, so a `fork()` while another
-/// thread holds one cannot leave the child waiting on a lock (the child only loses that slot).
+///   release faults until then, as one of an unmapped `sodium_malloc` region faults until the kernel maps something
+///   else there (often the next `sodium_malloc`).
+/// An allocation costs an `mprotect` to open its slot, an `mlock` and an `mprotect` to make it read-only; a release an
+/// `mprotect`, a `munlock` and an `mprotect`: no mapping made or removed (no page tables torn down, no other CPU
+/// interrupted to flush its TLB). Slots are taken and returned with atomic operations, so a `fork()` while another
+/// thread holds one cannot leave the child waiting on a lock (the child only loses that slot, and whatever secret a
+/// thread was releasing at that instant stays in the child's copy of it, as with `sodium_free`).
 enum GuardedArena {
     static let pageSize = Sys.pageSize
     static let canaryBytes = 16
@@ -45,8 +49,6 @@ enum GuardedArena {
         let base: UnsafeMutableRawPointer
         /// A set bit: the slot is free.
         let free = Atomic<UInt64>(.max)
-        /// A set bit: the slot's page was locked in memory at its first use.
-        let locked = Atomic<UInt64>(0)
         /// The chunk made when this one was full.
         let next = AtomicLazyReference<Chunk>()
 
@@ -99,10 +101,7 @@ enum GuardedArena {
             if let index = chunk.take() {
                 let page = chunk.page(index)
                 Sys.protectPages(page, length: pageSize, .readWrite)
-                let bit = UInt64(1) << UInt64(index)
-                if chunk.locked.load(ordering: .relaxed) & bit == 0, Sys.lockPages(page, length: pageSize) {
-                    chunk.locked.bitwiseOr(bit, ordering: .relaxed)
-                }
+                _ = Sys.lockPages(page, length: pageSize)
                 let pointer = page + pageSize - size
                 var value = canary
                 withUnsafeBytes(of: &value) { (pointer - canaryBytes).copyMemory(from: $0.baseAddress!, byteCount: canaryBytes) }
@@ -133,7 +132,9 @@ enum GuardedArena {
             Sodium.constantTimeEqual(UnsafeRawBufferPointer(start: pointer - canaryBytes, count: canaryBytes), expected)
         }
         precondition(intact, "guarded memory: the 16 bytes before a secret were overwritten (a write out of bounds)")
-        Sodium.zero(UnsafeMutableRawBufferPointer(start: pointer - canaryBytes, count: pointer.distance(to: page + pageSize) + canaryBytes))
+        let written = pointer.distance(to: page + pageSize) + canaryBytes
+        Sodium.zero(UnsafeMutableRawBufferPointer(start: pointer - canaryBytes, count: written))
+        Sys.unlockPages(page, length: pageSize)
         Sys.protectPages(page, length: pageSize, .none)
         slot.chunk.free.bitwiseOr(UInt64(1) << UInt64(slot.index), ordering: .releasing)
     }
@@ -144,8 +145,9 @@ struct GuardedRegion {
     let pointer: UnsafeMutableRawPointer
     private let slot: GuardedArena.Slot?
 
-    /// `count` bytes, readable and writable, zero.
+    /// `count` bytes, readable and writable, zero. A negative count is a programmer error.
     init(count: Int) {
+        precondition(count >= 0, "a guarded region of \(count) bytes")
         if let allocated = GuardedArena.allocate(count: count) {
             pointer = allocated.pointer
             slot = allocated.slot
