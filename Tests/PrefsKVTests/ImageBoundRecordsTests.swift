@@ -39,7 +39,7 @@ import Testing
     @Test func recordsOfAnEarlierImageLeftInTheFileAreNotTakenForTheImages() throws {
         let dir = try TempDir("image-bound")
         let (earlier, later) = try Self.earlierAndLaterImage(dir)
-        #expect(earlier[8] == 7 && later[8] == 7, "both images are of format version 7 (version 5's seeded checksums)")
+        #expect(earlier[8] == 8 && later[8] == 8, "both images are of format version 8 (version 5's seeded checksums)")
         let end = Self.logEnd(later)
         try #require(earlier.count > end + 1024, "the earlier image has records beyond the later one's log end")
         var mixed = Array(later[0..<end]) + earlier[end...]
@@ -121,7 +121,7 @@ import Testing
             try store.compact()
         }
         let compacted = try readBytes(dir.file("ui.prefs"))
-        #expect(compacted[8] == UInt8(Format.version) && Format.version == 7, "the next image is version 7")
+        #expect(compacted[8] == UInt8(Format.version) && Format.version == 8, "the next image is version 8")
         let store = try openStore(dir)
         #expect(store.lastRecovery == nil)
         #expect(try store.string(forKey: "key-0") == "key-0=v2")

@@ -167,7 +167,9 @@ import Testing
             // 256 keys, unless PREFSKV_INDEX_TAIL lowers it, as `make torture`'s second pass does).
             let table =
                 header.hasIndexRecords && written.count >= IndexTable.minimumKeys
-                ? IndexTable.recordLength(keyCount: written.count, authenticated: sealerKey != nil) : 0
+                ? IndexTable.recordLength(
+                    keyCount: written.count, authenticated: sealerKey != nil, pieces: header.authenticatesTablePieces)
+                : 0
             #expect(
                 bytes.count == Format.headerSize + 2 * (length + table) + sysconf(Int32(_SC_PAGESIZE)),
                 "live \(length), index record \(table)")

@@ -405,7 +405,7 @@ import Testing
     /// end stay out, for an open, `verify` and the next write.
     @Test func aVersion6StoreIgnoresThePendingWordAndFlushesTwice() throws {
         let cut = try Self.cutAfterFlush(sealed: false)
-        let version6 = Self.asVersion6(cut.bytes)
+        let version6 = try withFormatVersion(6, cut.bytes)
         try #require(version6[Format.versionOffset] == 6)
         let dir = try TempDir("pending-v6", memory: true)
         try writeBytes(version6, to: dir.file("ui.prefs"))
@@ -427,23 +427,5 @@ import Testing
         let reopened = try openStore(dir, Self.configure(false))
         #expect(try reopened.string(forKey: "a") == "1")
         #expect(try reopened.string(forKey: "b") == "9")
-    }
-
-    /// A plain store file of version 7 as version 6 wrote it: the version field of the header page and of its copy
-    /// (the first record), their CRCs, the copy's record checksum (seeded by the generation) recomputed.
-    static func asVersion6(_ bytes: [UInt8]) -> [UInt8] {
-        var out = bytes
-        func storeCRC(_ crc: UInt32, at offset: Int) {
-            withUnsafeBytes(of: crc.littleEndian) { out.replaceSubrange(offset..<offset + 4, with: $0) }
-        }
-        for start in [0, Format.logStart + Format.recordHeaderSize] {
-            out[start + Format.versionOffset] = 6
-            storeCRC(CRC32C.checksum(Array(out[start..<start + Format.staticCRCOffset])), at: start + Format.staticCRCOffset)
-        }
-        let generation = Array(out[Format.generationOffset..<Format.generationOffset + 8])
-        let start = Format.logStart
-        let length = out.withUnsafeBytes { RecordHeader.plausible(in: $0, at: start, limit: out.count)!.length }
-        storeCRC(CRC32C.checksum(Array(out[start..<start + 4]) + generation + out[start + 4..<start + length - 4]), at: start + length - 4)
-        return out
     }
 }

@@ -16,7 +16,9 @@ private struct IndexRecordBytes {
     var slotCount: Int
     var keyCount: Int
     var seed: UInt64
-    var slotsOffset: Int { valueOffset + 56 }
+    /// The pieces' MACs before the slots: a sealed store of version 8 (FileFormat.md, "Index records").
+    var macBytes: Int
+    var slotsOffset: Int { valueOffset + 56 + macBytes }
 
     init(_ bytes: [UInt8]) throws {
         func u64(_ at: Int) -> UInt64 { bytes[at..<at + 8].reversed().reduce(0) { $0 << 8 | UInt64($1) } }
@@ -29,6 +31,8 @@ private struct IndexRecordBytes {
         slotCount = Int(u64(valueOffset))
         keyCount = Int(u64(valueOffset + 8))
         seed = u64(valueOffset + 32)
+        let sealedVersion8 = bytes[8] >= 8 && bytes[12] & 1 != 0
+        macBytes = sealedVersion8 ? 16 * ((slotCount + 511) / 512) : 0
     }
 
     func slot(_ i: Int, in bytes: [UInt8]) -> UInt64 {
@@ -105,7 +109,7 @@ private struct IndexRecordBytes {
         let dir = try TempDir("index-format", memory: true)
         try makeStore(dir)
         let bytes = try readBytes(dir.file("ui.prefs"))
-        #expect(bytes[8] == 7, "format version 7")
+        #expect(bytes[8] == 8, "format version 8")
         let table = try IndexRecordBytes(bytes)
         #expect(table.keyCount == Self.keys && table.slotCount == 8_192)
         // The table header's CRC covers its 48 bytes and the record's sequence number.
@@ -479,17 +483,7 @@ private struct IndexRecordBytes {
         try makeStore(dir, sealer: TestSealer(key: 7))
         let store = try openStore(dir) { $0.sealer = TestSealer(key: 7) }
         #expect(readsFromTable(store))
-        let bytes = try readBytes(dir.file("ui.prefs"))
-        let table = try IndexRecordBytes(bytes)
-        var emptied = bytes
-        for slot in 0..<table.slotCount { table.store(0, slot: slot, into: &emptied, fixCheck: true) }
-        let fd = open(dir.file("ui.prefs"), O_WRONLY)
-        defer { close(fd) }
-        let start = table.slotsOffset
-        let written = emptied[start..<start + 8 * table.slotCount].withUnsafeBytes {
-            pwrite(fd, $0.baseAddress, $0.count, off_t(start))
-        }
-        #expect(written == 8 * table.slotCount)
+        try emptyEverySlot(in: dir.file("ui.prefs"))
         try expectEveryValue(store)
     }
 
@@ -504,8 +498,10 @@ private struct IndexRecordBytes {
     }
 
     /// Someone without the key trades the record offsets of two slots (check bits and the record's CRC made right
-    /// again), which would hide both keys: the table's authenticator fails, a vault's open says `tampered` and
-    /// leaves the file byte-identical, and a salvaging open keeps every authentic record.
+    /// again), which would hide both keys. The table is checked in pieces (version 8): the open checks its head and
+    /// opens; the piece's MAC fails at the first read that reaches it, which under `.fail` says `tampered` and leaves
+    /// the file byte-identical, and no read answers a key missing or with another value; `verify` (which checks every
+    /// piece) says `tampered`; a salvaging open keeps every authentic record.
     @Test func aForgedTableInASealedStoreIsTampering() throws {
         let dir = try TempDir("index-forged", memory: true)
         try makeStore(dir, sealer: TestSealer(key: 7))
@@ -518,20 +514,168 @@ private struct IndexRecordBytes {
         table.store(wordA & ~offsetBits | wordB & offsetBits, slot: a, into: &bytes, fixCheck: true)
         table.store(wordB & ~offsetBits | wordA & offsetBits, slot: b, into: &bytes, fixCheck: true)
         // The record's CRC over the forged table, so only the authenticator can tell.
+        fixRecordCRC(of: table, in: &bytes)
+        try writeBytes(bytes, to: dir.file("ui.prefs"))
+        do {
+            let strict = try openStore(dir) {
+                $0.sealer = TestSealer(key: 7)
+                $0.recovery = .fail
+            }
+            #expect(readsFromTable(strict), "the head verifies: the open reads the table")
+            var refused = 0
+            for i in 0..<Self.keys {
+                do {
+                    #expect(try strict.string(forKey: "key.\(i)") == Self.value(i), "never missing nor another value")
+                } catch let error as PrefsError {
+                    #expect(error.code == .tampered)
+                    refused += 1
+                }
+            }
+            #expect(refused > 0, "the forged piece is found by the reads that reach it")
+            #expect(try strict.verify().damage.contains { $0.isTampering })
+        }
+        #expect(try readBytes(dir.file("ui.prefs")) == bytes)
+        #expect(try PrefsStore.verify(id: "ui", directory: dir.path, sealer: TestSealer(key: 7)).damage.contains {
+            $0.isTampering
+        })
+        // Salvaging keeps every authentic record: each key reads its own value.
+        let salvaged = try openStore(dir) { $0.sealer = TestSealer(key: 7) }
+        try expectEveryValue(salvaged)
+    }
+
+    /// Recomputes the index record's CRC over its bytes as they are (someone without the key can).
+    fileprivate func fixRecordCRC(of table: IndexRecordBytes, in bytes: inout [UInt8]) {
         let valueLength = (12..<16).reversed().reduce(0) { $0 << 8 | Int(bytes[table.offset + $1]) }
         let length = Format.recordLength(keyLength: 0, valueLength: valueLength, authenticated: true)
         let crc = recordChecksum(bytes[table.offset..<table.offset + length - 4], inFile: bytes)
         for i in 0..<4 { bytes[table.offset + length - 4 + i] = UInt8(truncatingIfNeeded: crc >> (8 * i)) }
+    }
+
+    /// A sealed store's table is checked in pieces (version 8): the open checks the head alone, a read the pieces
+    /// its probe reaches, and reading every key checks every piece once (issue 39: a 10,000-key sealed store's open
+    /// spent two thirds of its instructions authenticating the whole table).
+    @Test func aSealedOpenChecksOnlyTheTablePiecesItsReadsReach() throws {
+        let dir = try TempDir("index-pieces", memory: true)
+        try makeStore(dir, sealer: TestSealer(key: 7))
+        let bytes = try readBytes(dir.file("ui.prefs"))
+        let written = try IndexRecordBytes(bytes)
+        #expect(written.macBytes == 16 * 16, "8,192 slots: 16 pieces of 512, a MAC each")
+        let store = try openStore(dir) { $0.sealer = TestSealer(key: 7) }
+        func verified() -> Int { store.engine.withLock { $0.log.table?.piecesVerified ?? -1 } }
+        #expect(verified() == 0, "the open checks the head only")
+        #expect(try store.string(forKey: "key.1") == Self.value(1))
+        #expect((1...2).contains(verified()), "one piece, or two when the probe runs across a piece's end")
+        try expectEveryValue(store)
+        #expect(verified() == 16, "every piece checked once")
+        #expect(try store.string(forKey: "key.absent") == nil)
+        #expect(try store.verify().isClean)
+    }
+
+    /// Someone without the key swaps two pieces of a sealed table, the record's CRC made right. `verify`, whose full
+    /// scan checks every piece's MAC, says `tampered` (a scan that checked only the head would call the file clean);
+    /// the reads that reach the pieces find the table damaged (their MACs, and the slots' check bits, which include
+    /// the slot's number) and read the log, and every key answers its own value.
+    @Test func twoPiecesOfASealedTableSwappedDoNotVerify() throws {
+        let dir = try TempDir("index-pieces-swapped", memory: true)
+        try makeStore(dir, sealer: TestSealer(key: 7))
+        var bytes = try readBytes(dir.file("ui.prefs"))
+        let table = try IndexRecordBytes(bytes)
+        let first = table.slotsOffset
+        let second = first + 4096
+        let piece = Array(bytes[first..<second])
+        bytes.replaceSubrange(first..<second, with: bytes[second..<second + 4096])
+        bytes.replaceSubrange(second..<second + 4096, with: piece)
+        fixRecordCRC(of: table, in: &bytes)
         try writeBytes(bytes, to: dir.file("ui.prefs"))
-        #expect {
-            try openStore(dir) {
+        let verification = try PrefsStore.verify(id: "ui", directory: dir.path, sealer: TestSealer(key: 7))
+        #expect(verification.damage.contains { $0.isTampering })
+        #expect(try readBytes(dir.file("ui.prefs")) == bytes, "verify changes nothing")
+        let store = try openStore(dir) { $0.sealer = TestSealer(key: 7) }
+        try expectEveryValue(store)
+    }
+
+    /// A sealed store of version 7 (its tables authenticated whole) still opens from its table, and its appends,
+    /// tables included, keep version 7's layout: what the previous release wrote reads as it did.
+    @Test func aSealedVersion7StoreStillReadsAndWritesWholeTables() throws {
+        let dir = try TempDir("index-sealed-7", memory: true)
+        do {
+            let store = try openStore(dir) {
+                $0.autoCompactionThreshold = nil
                 $0.sealer = TestSealer(key: 7)
-                $0.recovery = .fail
             }
-        } throws: { ($0 as? PrefsError)?.code == .tampered }
-        #expect(try readBytes(dir.file("ui.prefs")) == bytes)
-        // Salvaging keeps every authentic record: each key reads its own value.
-        let salvaged = try openStore(dir) { $0.sealer = TestSealer(key: 7) }
-        try expectEveryValue(salvaged)
+            try store.set("first", forKey: "key.first")
+        }
+        let version7 = try withFormatVersion(7, try readBytes(dir.file("ui.prefs")), sealer: TestSealer(key: 7))
+        try writeBytes(version7, to: dir.file("ui.prefs"))
+        try makeStore(dir, sealer: TestSealer(key: 7))
+        let bytes = try readBytes(dir.file("ui.prefs"))
+        #expect(bytes[8] == 7, "appends keep the file's version")
+        let table = try IndexRecordBytes(bytes)
+        #expect(table.keyCount == Self.keys + 1)
+        let store = try openStore(dir) { $0.sealer = TestSealer(key: 7) }
+        #expect(readsFromTable(store))
+        #expect(store.engine.withLock { $0.log.table?.pieceCount } == 0)
+        try expectEveryValue(store)
+        #expect(try store.string(forKey: "key.first") == "first")
+        #expect(try store.verify().isClean)
+        #expect(store.lastRecovery == nil)
+    }
+
+    /// Slots rewritten in the file after their piece was checked are never read: a lookup reads the private copy.
+    /// Every piece is checked by a first pass of reads; then every slot of the file is emptied (check bits made
+    /// right) and the handle forgets what it looked up: the next reads find every key through the copy, with no
+    /// piece checked again and no read of the whole log.
+    @Test func slotsRewrittenAfterTheirPieceWasCheckedAreNeverRead() throws {
+        let dir = try TempDir("index-pieces-copy", memory: true)
+        try makeStore(dir, sealer: TestSealer(key: 7))
+        let store = try openStore(dir) { $0.sealer = TestSealer(key: 7) }
+        try expectEveryValue(store)
+        #expect(store.engine.withLock { $0.log.table?.piecesVerified } == 16)
+        try emptyEverySlot(in: dir.file("ui.prefs"))
+        store.engine.withLock { $0.log.index.removeAll() }
+        try expectEveryValue(store)
+        #expect(store.engine.withLock { $0.log.table?.piecesVerified } == 16, "no piece read again")
+        #expect(readsFromTable(store), "no read of the whole log")
+    }
+
+    /// A table of fewer than 512 slots is one short piece; the largest stores get no table when its record would be
+    /// longer than a record may be (version 8's sealed tables reach that at half the keys of a plain one).
+    @Test func aShortPieceAndTheLargestTables() throws {
+        let dir = try TempDir("index-short-piece", memory: true)
+        do {
+            let store = try openStore(dir) {
+                $0.autoCompactionThreshold = nil
+                $0.sealer = TestSealer(key: 7)
+            }
+            for i in 0..<IndexTable.minimumKeys { try store.set(Self.value(i), forKey: "key.\(i)") }
+        }
+        let table = try IndexRecordBytes(try readBytes(dir.file("ui.prefs")))
+        #expect(table.slotCount == 512 && table.macBytes == 16, "one piece")
+        let store = try openStore(dir) { $0.sealer = TestSealer(key: 7) }
+        #expect(readsFromTable(store))
+        for i in 0..<IndexTable.minimumKeys { #expect(try store.string(forKey: "key.\(i)") == Self.value(i)) }
+        #expect(try store.verify().isClean)
+        // 2^21 keys: 2^22 slots (32 MiB) in every table; one more key: 2^23 slots, 64 MiB, which a plain table's
+        // record holds and a sealed version-8 one's (its 16,384 MACs added) does not; past 2^22 keys none.
+        let half = 1 << 21
+        #expect(IndexTable.fits(keyCount: half, pieces: false) && IndexTable.fits(keyCount: half, pieces: true))
+        #expect(IndexTable.fits(keyCount: half + 1, pieces: false) && !IndexTable.fits(keyCount: half + 1, pieces: true))
+        #expect(IndexTable.fits(keyCount: 2 * half, pieces: false) && !IndexTable.fits(keyCount: 2 * half + 1, pieces: false))
+    }
+
+    /// Rewrites every slot of the file's newest table as a valid empty slot (check bits made right), in place, as
+    /// someone without the key can while a handle has the file open.
+    func emptyEverySlot(in path: String) throws {
+        let bytes = try readBytes(path)
+        let table = try IndexRecordBytes(bytes)
+        var emptied = bytes
+        for slot in 0..<table.slotCount { table.store(0, slot: slot, into: &emptied, fixCheck: true) }
+        let fd = open(path, O_WRONLY)
+        defer { close(fd) }
+        let start = table.slotsOffset
+        let written = emptied[start..<start + 8 * table.slotCount].withUnsafeBytes {
+            pwrite(fd, $0.baseAddress, $0.count, off_t(start))
+        }
+        #expect(written == 8 * table.slotCount)
     }
 }

@@ -281,3 +281,29 @@ func recordSeed(ofFile bytes: [UInt8]) -> RecordSeed {
 func recordChecksum(_ record: ArraySlice<UInt8>, inFile file: [UInt8]) -> UInt32 {
     Array(record).withUnsafeBytes { recordSeed(ofFile: file).checksum($0) }
 }
+
+/// A store file of the current version as version `version` wrote it, for files whose layout that version shares
+/// (the caller's to know): the version field of the header page and of its copy (the first record), their CRCs, the
+/// copy's authenticator (`sealer`: a sealed store, whose copy is authenticated) and its checksum (seeded by the
+/// generation) made again.
+func withFormatVersion(_ version: UInt8, _ bytes: [UInt8], sealer: (any PrefsSealer)? = nil) throws -> [UInt8] {
+    var out = bytes
+    func storeCRC(_ crc: UInt32, at offset: Int) {
+        withUnsafeBytes(of: crc.littleEndian) { out.replaceSubrange(offset..<offset + 4, with: $0) }
+    }
+    for start in [0, Format.logStart + Format.recordHeaderSize] {
+        out[start + Format.versionOffset] = version
+        storeCRC(CRC32C.checksum(Array(out[start..<start + Format.staticCRCOffset])), at: start + Format.staticCRCOffset)
+    }
+    let start = Format.logStart
+    let length = out.withUnsafeBytes { RecordHeader.plausible(in: $0, at: start, limit: out.count)!.length }
+    if let sealer {
+        let header = try out.withUnsafeBytes { try Header.parse(UnsafeRawBufferPointer(rebasing: $0[0..<4096])) }
+        let auth = try #require(RecordAuth(header: header, sealer: sealer))
+        var record = Array(out[start..<start + length])
+        record.withUnsafeMutableBytes { auth.sign($0, at: start) }
+        out.replaceSubrange(start..<start + length, with: record)
+    }
+    storeCRC(recordChecksum(out[start..<start + length - 4], inFile: out), at: start + length - 4)
+    return out
+}

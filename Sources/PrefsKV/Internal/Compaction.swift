@@ -264,9 +264,12 @@ extension StoreLog {
         if let threshold {
             // The index record the store will keep for these keys (StoreLog+Table.swift), which the trigger counts
             // as live.
+            let pieces = newHeader.authenticatesTablePieces
             let table =
                 newHeader.hasIndexRecords && live.count >= IndexTable.minimumKeys
-                ? IndexTable.recordLength(keyCount: live.count, authenticated: auth != nil) : 0
+                    && IndexTable.fits(keyCount: live.count, pieces: pieces)
+                ? IndexTable.recordLength(
+                    keyCount: live.count, authenticated: auth != nil, pieces: pieces) : 0
             let trigger = 2 * (length + table)
             if trigger >= threshold / 4 * 3 {
                 let room = trigger / Self.roomLimit <= threshold ? Self.triggerRoom(logLength: length) : Sys.pageSize

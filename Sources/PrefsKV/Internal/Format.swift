@@ -3,7 +3,7 @@
 // SealedValue.swift; they must agree (FileFormatTests checks the worked example there against bytes produced here).
 import SystemLayer
 
-/// Layout constants of format versions 1 to 6.
+/// Layout constants of format versions 1 to 8.
 ///
 /// - Version 1: plain stores, and sealed stores whose records are not authenticated.
 /// - Version 2: sealed stores whose every record carries an authenticator (a MAC under the sealer's key, binding
@@ -18,17 +18,21 @@ import SystemLayer
 /// - Version 6: version 5's rules, and a sealed store's set records are bound to their place by their value's AEAD
 ///   instead of an authenticator: its associated data is the record's context (store, image, offset) and its header
 ///   and key (`RecordAuth.withBindingData`). Plain stores are laid out as in version 5.
-/// - Version 7 (written now): version 6's layout, and the header's pending word (`pendingWordOffset`): a
-///   `.synchronous` write is flushed once, its records and that word, before its log end (StoreLog.publish).
+/// - Version 7: version 6's layout, and the header's pending word (`pendingWordOffset`): a `.synchronous` write is
+///   flushed once, its records and that word, before its log end (StoreLog.publish).
+/// - Version 8 (written now): version 7's rules, and a sealed store's index record authenticates its table in
+///   pieces (IndexTable.swift): its authenticator covers the record up to its slots, which hold one MAC for every
+///   4 KiB of slots, so that an open checks the head and a lookup only the pieces it reads. Plain stores are laid
+///   out as in version 7.
 ///
-/// Older versions are read as they are and written as version 7 by their next compaction, recovery, restore or
-/// rekey (a synchronous write into an older image flushes twice, as that version's readers expect).
+/// Older versions are read as they are and written as version 8 by their next compaction, recovery, restore or
+/// rekey (a synchronous write into an image older than 7 flushes twice, as that version's readers expect).
 enum Format {
     /// "PREFSKV\0" (`50 52 45 46 53 4b 56 00`), read as one little-endian word.
     static let fileMagic: UInt64 = 0x0056_4B53_4645_5250
     static let fileMagicLength = 8
     /// The newest version this library reads, and the one it writes.
-    static let version: UInt16 = 7
+    static let version: UInt16 = 8
     /// Plain stores, and sealed stores whose records are not authenticated.
     static let unauthenticatedVersion: UInt16 = 1
     /// Sealed stores whose records are authenticated (this version and later).
@@ -44,6 +48,8 @@ enum Format {
     /// Stores whose header's pending word names a `.synchronous` write flushed before its log end (this version and
     /// later): an older release would ignore it, and lose that write after a power cut.
     static let pendingVersion: UInt16 = 7
+    /// Sealed stores whose index records authenticate their tables in pieces (this version and later).
+    static let tablePiecesVersion: UInt16 = 8
     /// The header occupies the first page; the log starts right after it.
     static let headerSize = 4096
     static let logStart = headerSize

@@ -19,6 +19,8 @@ struct Header: Equatable {
     var authenticatesRecords: Bool { isEncrypted && version >= Format.authenticatedVersion }
     /// Whether the set records of the log are bound by their value's AEAD (a sealed store of version 6 or later).
     var bindsValues: Bool { isEncrypted && version >= Format.boundVersion }
+    /// Whether an index record authenticates its table in pieces (a sealed store of version 8 or later).
+    var authenticatesTablePieces: Bool { isEncrypted && version >= Format.tablePiecesVersion }
     /// Whether the pending word names a synchronous write past the log end (version 7 and later).
     var hasPendingWord: Bool { version >= Format.pendingVersion }
     /// Whether the log starts with a copy of this header (version 3 and later).

@@ -36,6 +36,8 @@ struct RecordAuth {
     let generation: UInt64
     /// Whether set records are bound by their value's AEAD (version 6) rather than authenticated.
     let bindsValues: Bool
+    /// Whether an index record's authenticator covers its head, and MACs its table's pieces (version 8).
+    let signsTablePieces: Bool
 
     /// The authentication of records under `header`, when the store is sealed, of version 2, and a sealer is given.
     init?(header: Header, sealer: (any PrefsSealer)?) {
@@ -44,6 +46,7 @@ struct RecordAuth {
         uuid = header.uuid
         generation = header.generation
         bindsValues = header.bindsValues
+        signsTablePieces = header.authenticatesTablePieces
     }
 
     /// Whether set records of an image authenticated by `auth` carry an authenticator (their lengths count it).
@@ -53,12 +56,17 @@ struct RecordAuth {
     static let contextSize = 40
     /// "PKVa", little-endian.
     private static let domain: UInt32 = 0x6156_4B50
+    /// "PKVt", little-endian: a table piece's MAC (version 8).
+    private static let pieceDomain: UInt32 = 0x7456_4B50
 
     @inline(__always)
-    private func withContext<R>(offset: Int, _ body: (UnsafeRawBufferPointer) -> R) -> R {
+    private func withContext<R>(
+        offset: Int, domain: UInt32 = RecordAuth.domain, version: UInt16 = Format.authenticatedVersion,
+        _ body: (UnsafeRawBufferPointer) -> R
+    ) -> R {
         withUnsafeTemporaryAllocation(byteCount: RecordAuth.contextSize, alignment: 8) { context in
             RecordAuth.storeContext(
-                into: context, domain: RecordAuth.domain, version: Format.authenticatedVersion,
+                into: context, domain: domain, version: version,
                 image: ImageIdentity(uuid: uuid, generation: generation), offset: offset)
             return body(UnsafeRawBufferPointer(context))
         }
@@ -81,10 +89,15 @@ struct RecordAuth {
 
     /// Computes the authenticator of the record whose `length` bytes start `record` (at file offset `offset`)
     /// and stores it in its place, before the CRC.
+    /// An index record of version 8 is covered up to its slots (`IndexTable.signedLength`), whose piece MACs it
+    /// holds.
     @inline(__always)
     func sign(_ record: UnsafeMutableRawBufferPointer, at offset: Int) {
         let macStart = record.count - Format.recordTrailerSize - Format.authenticatorSize
-        let covered = UnsafeRawBufferPointer(rebasing: record[4..<macStart])
+        let coveredEnd =
+            signsTablePieces && record.load(fromByteOffset: 4, as: UInt8.self) == RecordKind.index.rawValue
+            ? IndexTable.signedLength(ofOwnRecord: UnsafeRawBufferPointer(record)) : macStart
+        let covered = UnsafeRawBufferPointer(rebasing: record[4..<coveredEnd])
         let out = UnsafeMutableRawBufferPointer(rebasing: record[macStart..<macStart + Format.authenticatorSize])
         withContext(offset: offset) { context in sealer.authenticate(context: context, record: covered, into: out) }
     }
@@ -100,17 +113,48 @@ struct RecordAuth {
                 fileOffset: fileOffset ?? record.offset, sealer: sealer)
         }
         guard record.isAuthenticated, !record.isBound else { return false }
+        if signsTablePieces && record.kind == .index {
+            return IndexTable.isAuthentic(record, in: bytes, fileOffset: fileOffset ?? record.offset, auth: self)
+        }
         let end = record.offset + record.length
         let macStart = end - Format.recordTrailerSize - Format.authenticatorSize
-        let covered = UnsafeRawBufferPointer(rebasing: bytes[record.offset + 4..<macStart])
-        return withUnsafeTemporaryAllocation(byteCount: Format.authenticatorSize, alignment: 8) { expected in
-            withContext(offset: fileOffset ?? record.offset) { context in
+        return matches(
+            UnsafeRawBufferPointer(rebasing: bytes[record.offset + 4..<macStart]),
+            authenticator: UnsafeRawBufferPointer(rebasing: bytes[macStart..<macStart + Format.authenticatorSize]),
+            offset: fileOffset ?? record.offset)
+    }
+
+    /// Whether `authenticator` (16 bytes) is the authenticator of `covered`, the bytes a record at file offset
+    /// `offset` covers. Constant time: the comparison does not stop at the first differing byte.
+    func matches(_ covered: UnsafeRawBufferPointer, authenticator: UnsafeRawBufferPointer, offset: Int) -> Bool {
+        withUnsafeTemporaryAllocation(byteCount: Format.authenticatorSize, alignment: 8) { expected in
+            withContext(offset: offset) { context in
                 sealer.authenticate(context: context, record: covered, into: expected)
             }
-            // Constant time: the comparison does not stop at the first differing byte.
-            return Sys.constantTimeEqual(
-                UnsafeRawBufferPointer(expected),
-                UnsafeRawBufferPointer(rebasing: bytes[macStart..<macStart + Format.authenticatorSize]))
+            return Sys.constantTimeEqual(UnsafeRawBufferPointer(expected), authenticator)
+        }
+    }
+
+    /// The 16-byte MAC of a table piece (version 8): the sealer's authenticator, under the context of the piece's
+    /// file offset in domain `"PKVt"` and version 8, of the table's seed (u64) followed by the piece's bytes. The
+    /// seed, random for each table, ties a piece to its table: a piece of another table written at the same offset
+    /// of this image (one whose write a power cut took away) does not verify.
+    func pieceMAC(seed: UInt64, piece: UnsafeRawBufferPointer, offset: Int, into output: UnsafeMutableRawBufferPointer) {
+        withUnsafeTemporaryAllocation(byteCount: 8 + piece.count, alignment: 8) { input in
+            input.storeBytes(of: seed.littleEndian, as: UInt64.self)
+            if piece.count > 0 { (input.baseAddress! + 8).copyMemory(from: piece.baseAddress!, byteCount: piece.count) }
+            withContext(offset: offset, domain: RecordAuth.pieceDomain, version: Format.tablePiecesVersion) { context in
+                sealer.authenticate(context: context, record: UnsafeRawBufferPointer(input), into: output)
+            }
+        }
+    }
+
+    /// Whether `mac` (16 bytes) is the MAC of the table piece `piece` at file offset `offset` (`pieceMAC`); constant
+    /// time.
+    func pieceMatches(seed: UInt64, piece: UnsafeRawBufferPointer, mac: UnsafeRawBufferPointer, offset: Int) -> Bool {
+        withUnsafeTemporaryAllocation(byteCount: Format.authenticatorSize, alignment: 8) { expected in
+            pieceMAC(seed: seed, piece: piece, offset: offset, into: expected)
+            return Sys.constantTimeEqual(UnsafeRawBufferPointer(expected), mac)
         }
     }
 }

@@ -40,8 +40,10 @@ extension StoreLog {
         precondition(table == nil, "an index record is written from an index of every key")
         guard header.hasIndexRecords, knownEnd < 1 << 40, !skippedDamage else { return }
         let auth = self.auth
-        let valueLength = IndexTable.valueLength(keyCount: index.count)
-        let length = IndexTable.recordLength(keyCount: index.count, authenticated: auth != nil)
+        let pieces = header.authenticatesTablePieces ? auth : nil
+        guard IndexTable.fits(keyCount: index.count, pieces: pieces != nil) else { return }
+        let valueLength = IndexTable.valueLength(keyCount: index.count, pieces: pieces != nil)
+        let length = IndexTable.recordLength(keyCount: index.count, authenticated: auth != nil, pieces: pieces != nil)
         let offset = knownEnd
         try ensureCapacity(offset + length)
         let seq = nextSeq - 1
@@ -57,7 +59,7 @@ extension StoreLog {
             ) { value in
                 IndexTable.write(
                     index, into: value, recordOffset: offset, seq: UInt64(seq), liveBytes: liveBytes,
-                    recordCount: recordCount, seed: seed, recordSeed: recordSeed)
+                    recordCount: recordCount, seed: seed, recordSeed: recordSeed, pieces: pieces)
             }
         }
         if synchronous { try file.syncData() }
@@ -73,6 +75,15 @@ extension StoreLog {
         file.withBytes { bytes in
             let table = IndexTable.read(in: bytes, at: offset, limit: knownEnd, auth: auth, recordSeed: recordSeed)
             precondition(table != nil, "an index record just written does not read back")
+            if let auth {
+                // The whole record as a scan checks it (a table of pieces: every piece), not only what lookups reach.
+                let whole = PrivateCopy.of(bytes, offset..<offset + length) { copy -> Bool in
+                    guard let record = RecordHeader.verified(in: copy, at: 0, limit: copy.count, seed: recordSeed)
+                    else { return false }
+                    return auth.isAuthentic(record, in: copy, fileOffset: offset)
+                }
+                precondition(whole, "an index record just written does not verify whole")
+            }
             for (key, entry) in index {
                 guard case .found(let record) = table!.probe(key, in: bytes, sealed: header.isEncrypted, auth: auth)
                 else { preconditionFailure("an index record just written does not give back its keys") }
