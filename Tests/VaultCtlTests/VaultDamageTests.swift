@@ -237,4 +237,86 @@ import Testing
         }
         #expect(try Array(Data(contentsOf: URL(fileURLWithPath: vault.vaultFile()))) == files["replayed"])
     }
+
+    /// A vault of 300 items has a persisted table (FileFormat.md, "Index records"; sealed: authenticated, from version 8
+    /// in pieces). Someone without the key trades the record offsets of two of its slots, check bits and the record's
+    /// CRC made right, which would make both items `notFound` (66) or answer one with the other's secret: every
+    /// `vault get` (of every tenth item: the table holds one piece, which every lookup of an item the table holds
+    /// reaches) answers its own secret or `tampered` (65, nothing printed), at least one is refused, `vault verify`
+    /// says tampered (65), and nothing changes the file.
+    @Test func aForgedTableIsTampered65NeverAbsentOrAnotherItem() throws {
+        let vault = try VaultSandbox()
+        let count = 300
+        var secrets: [String] = []
+        for i in 0..<count {
+            let secret = VaultSandbox.secret("item\(i)")
+            secrets.append(secret)
+            try vault.input("set-\(i)", secret, secret: secret)
+        }
+        func u64(_ bytes: [UInt8], _ at: Int) -> UInt64 {
+            (0..<8).reduce(0) { $0 | UInt64(bytes[at + $1]) << (8 * UInt64($1)) }
+        }
+        func le(_ value: UInt64, _ count: Int) -> [UInt8] {
+            (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * UInt64($0))) }
+        }
+        var forged: [UInt8] = []
+        try vault.run(
+            revealing: Set((0..<count).map { "get-\($0)" }),
+            pauses: [
+                "forge": {
+                    var bytes = try Array(Data(contentsOf: URL(fileURLWithPath: vault.vaultFile())))
+                    // The index word (offset 280) names the newest table: record header 32 bytes, table header 56,
+                    // a sealed version-8 table's 16-byte MAC for each 512 slots, then the slots.
+                    let table = Int(u64(bytes, 280) & 0xFFFF_FFFF_FFFF)
+                    try #require(table >= 4096 && bytes[table + 4] == 6, "the vault file has no table")
+                    try #require(bytes[8] == 8, "format version 8")
+                    let value = table + 32
+                    let slotCount = Int(u64(bytes, value))
+                    let seed = u64(bytes, value + 32)
+                    let slots = value + 56 + 16 * ((slotCount + 511) / 512)
+                    func slot(_ i: Int) -> UInt64 { u64(bytes, slots + 8 * i) }
+                    func check(_ i: Int, _ word: UInt64) -> UInt64 {
+                        let crc = UInt64(crc32c(le(UInt64(i), 8) + le(word & ~0xFFFF, 8) + le(seed, 8)) & 0xFFFF)
+                        return crc == 0 ? 1 : crc
+                    }
+                    let used = (0..<slotCount).filter { slot($0) >> 27 != 0 }
+                    try #require(used.count >= 2)
+                    let (a, b) = (used[0], used[1])
+                    let (wordA, wordB) = (slot(a), slot(b))
+                    let offsetBits: UInt64 = ~0 << 27
+                    for (i, word) in [(a, wordA & ~offsetBits | wordB & offsetBits), (b, wordB & ~offsetBits | wordA & offsetBits)] {
+                        let fixed = word & ~0xFFFF | check(i, word)
+                        bytes.replaceSubrange(slots + 8 * i..<slots + 8 * i + 8, with: le(fixed, 8))
+                    }
+                    let valueLength = Int(u64(bytes, table + 12) & 0xFFFF_FFFF)
+                    let length = (32 + valueLength + 16 + 4 + 7) / 8 * 8
+                    let crc = recordCRC(bytes[table..<table + length - 4], inFile: bytes)
+                    bytes.replaceSubrange(table + length - 4..<table + length, with: le(UInt64(crc), 4))
+                    try Data(bytes).write(to: URL(fileURLWithPath: vault.vaultFile()))
+                    forged = bytes
+                }
+            ],
+            script: """
+                for i in $(seq 0 \(count - 1)); do V set-$i vault set --service app item$i; done
+                PAUSE forge
+                for i in $(seq 0 10 \(count - 1)); do V get-$i vault get --service app item$i --reveal; done
+                V verify vault verify --service app
+                """)
+        var refused = 0
+        for i in 0..<count where vault.steps.contains("get-\(i)") {
+            let step = try vault.step("get-\(i)")
+            if step.status == 0 {
+                #expect(step.standardOutput.trimmingCharacters(in: .newlines) == secrets[i], "item\(i): its own secret")
+            } else {
+                #expect(step.status == 65 && step.standardOutput.isEmpty, "\(step)")
+                #expect(step.standardError.hasPrefix("vaultctl: tampered: "), "\(step)")
+                refused += 1
+            }
+        }
+        #expect(refused > 0, "the forged slots are found by the reads that reach them")
+        let verify = try vault.step("verify")
+        #expect(verify.status == 65 && verify.lines.contains { $0.contains("fail authentication") }, "\(verify)")
+        #expect(try Array(Data(contentsOf: URL(fileURLWithPath: vault.vaultFile()))) == forged)
+    }
 }
+
