@@ -15,8 +15,17 @@ trap 'rm -rf "$work"' EXIT
 "$bin" worker set-int prefskv "$work/store" 10 >/dev/null
 
 # The two entry points, by their mangled names (they change only if their Swift signatures do).
-open_symbol='$s7PrefsKV0A5StoreC2id9directory13configurationACSS_SSAC13ConfigurationVtKcfc'
+open_symbol='$s7PrefsKV0A5StoreC2id9directory13configurationACSS_SSAC13ConfigurationVtKcfC'
 read_symbol='$s7PrefsKV0A5StoreC5int646forKeys5Int64VSgSS_tKF'
+# Both must be in the binary: a name that matches nothing collects nothing, silently (until stop 58 the open's name
+# was that of an initializer the allocating one no longer called, and only the read was audited).
+nm "$bin" >"$work/symbols.txt"
+for symbol in "$open_symbol" "$read_symbol"; do
+    if ! grep -qF " $symbol" "$work/symbols.txt"; then
+        echo "audit-first-open: $symbol is not in $bin: did PrefsStore.init or int64(forKey:) change signature?" >&2
+        exit 2
+    fi
+done
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" \
     --toggle-collect="$open_symbol" --toggle-collect="$read_symbol" \
     "$bin" worker cold prefskv "$work/store" 1 key.5 >/dev/null 2>"$work/valgrind.log"

@@ -34,10 +34,14 @@ struct RecordAuth {
     let sealer: any PrefsSealer
     let uuid: StoreUUID
     let generation: UInt64
+    /// The image's format version (a sealed store's: 2 or later). One field rather than a flag for each rule: a
+    /// sixth stored property made Swift copy an optional `RecordAuth` through its type metadata, built at run time in
+    /// a fresh process's first open (about 40,000 instructions; `make audit-first-open`).
+    private let version: UInt16
     /// Whether set records are bound by their value's AEAD (version 6) rather than authenticated.
-    let bindsValues: Bool
+    var bindsValues: Bool { version >= Format.boundVersion }
     /// Whether an index record's authenticator covers its head, and MACs its table's pieces (version 8).
-    let signsTablePieces: Bool
+    var signsTablePieces: Bool { version >= Format.tablePiecesVersion }
 
     /// The authentication of records under `header`, when the store is sealed, of version 2, and a sealer is given.
     init?(header: Header, sealer: (any PrefsSealer)?) {
@@ -45,8 +49,7 @@ struct RecordAuth {
         self.sealer = sealer
         uuid = header.uuid
         generation = header.generation
-        bindsValues = header.bindsValues
-        signsTablePieces = header.authenticatesTablePieces
+        version = header.version
     }
 
     /// Whether set records of an image authenticated by `auth` carry an authenticator (their lengths count it).
