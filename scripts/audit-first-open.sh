@@ -39,7 +39,7 @@ echo "first open + first read of a 10-key store in a fresh process: $total instr
 runtime='swift_getGenericMetadata|swift_getTypeByMangledName|swift_getCanonicalPrespecializedGenericMetadata|'
 runtime+='swift_allocateGeneric|swift_getTupleTypeMetadata|swift_getExistentialTypeMetadata|swift_initClassMetadata|'
 runtime+='swift_conformsToProtocol|[^_]dlsym'
-if grep -E "$runtime" "$work/annotated.txt" | grep -q .; then
+if grep -Eq "$runtime" "$work/annotated.txt"; then
     echo "audit-first-open: the open path built type metadata at run time or looked up a symbol:" >&2
     grep -E "$runtime" "$work/annotated.txt" | swift demangle --simplified >&2
     exit 1

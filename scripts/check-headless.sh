@@ -33,7 +33,10 @@ build Examples/HeadlessService --package-path "$package"
 bin="$("$swift" build --package-path "$package" --show-bin-path)/HeadlessService"
 client="$("$swift" build --package-path "$root" --show-bin-path)/vaultctl"
 pattern='lib(secret-1|gio-2\.0|gobject-2\.0|glib-2\.0)\.so'
-ldd "$client" | grep -Eq "$pattern" || fail "$client (default traits) shows no libsecret in ldd: this check cannot tell"
+# ldd's output is read whole before it is searched: `ldd | grep -q` under pipefail fails when grep stops at the first
+# match while ldd still writes (SIGPIPE), as it did on a loaded machine (stop 58).
+client_libraries=$(ldd "$client")
+grep -Eq "$pattern" <<<"$client_libraries" || fail "$client (default traits) shows no libsecret in ldd: this check cannot tell"
 if ldd "$bin" | grep -E "$pattern"; then fail "$bin, built without the SecretService trait, loads the libraries above"; fi
 
 # shellcheck disable=SC2016 # expanded by the inner shell
