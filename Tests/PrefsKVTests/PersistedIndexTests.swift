@@ -83,12 +83,14 @@ private struct IndexRecordBytes {
     static func value(_ i: Int) -> String { "value \(i) " + String(repeating: "x", count: i % 37) }
 
     /// A store of `keys` strings, closed (the close writes its table); `then` writes more before it closes.
-    func makeStore(_ dir: TempDir, sealer: TestSealer? = nil, then: (PrefsStore) throws -> Void = { _ in }) throws {
+    func makeStore(
+        _ dir: TempDir, sealer: TestSealer? = nil, keys: Int = Self.keys, then: (PrefsStore) throws -> Void = { _ in }
+    ) throws {
         let store = try openStore(dir) {
             $0.autoCompactionThreshold = nil
             $0.sealer = sealer
         }
-        for i in 0..<Self.keys { try store.set(Self.value(i), forKey: "key.\(i)") }
+        for i in 0..<keys { try store.set(Self.value(i), forKey: "key.\(i)") }
         try then(store)
     }
 
@@ -598,13 +600,7 @@ private struct IndexRecordBytes {
     /// tables included, keep version 7's layout: what the previous release wrote reads as it did.
     @Test func aSealedVersion7StoreStillReadsAndWritesWholeTables() throws {
         let dir = try TempDir("index-sealed-7", memory: true)
-        do {
-            let store = try openStore(dir) {
-                $0.autoCompactionThreshold = nil
-                $0.sealer = TestSealer(key: 7)
-            }
-            try store.set("first", forKey: "key.first")
-        }
+        try makeStore(dir, sealer: TestSealer(key: 7), keys: 0) { try $0.set("first", forKey: "key.first") }
         let version7 = try withFormatVersion(7, try readBytes(dir.file("ui.prefs")), sealer: TestSealer(key: 7))
         try writeBytes(version7, to: dir.file("ui.prefs"))
         try makeStore(dir, sealer: TestSealer(key: 7))
@@ -642,14 +638,8 @@ private struct IndexRecordBytes {
     /// longer than a record may be (version 8's sealed tables reach that at half the keys of a plain one).
     @Test func aShortPieceAndTheLargestTables() throws {
         let dir = try TempDir("index-short-piece", memory: true)
-        do {
-            let store = try openStore(dir) {
-                $0.autoCompactionThreshold = nil
-                $0.sealer = TestSealer(key: 7)
-            }
-            // 256 keys: 512 slots (`PREFSKV_INDEX_TAIL`, in make torture's second pass, only writes tables sooner).
-            for i in 0..<256 { try store.set(Self.value(i), forKey: "key.\(i)") }
-        }
+        // 256 keys: 512 slots (`PREFSKV_INDEX_TAIL`, in make torture's second pass, only writes tables sooner).
+        try makeStore(dir, sealer: TestSealer(key: 7), keys: 256)
         let table = try IndexRecordBytes(try readBytes(dir.file("ui.prefs")))
         #expect(table.slotCount == 512 && table.macBytes == 16, "one piece")
         let store = try openStore(dir) { $0.sealer = TestSealer(key: 7) }
