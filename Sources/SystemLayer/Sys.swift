@@ -448,8 +448,21 @@ public enum Sys {
     }
 
     /// Runs `body` on a new detached thread (no Dispatch: its worker pool allocates at times of its choosing).
-    // See: man 3 pthread_create
+    // See: man 3 pthread_detach
     package static func detachThread(_ body: @escaping @Sendable () -> Void) -> Bool {
+        guard let started = startThread(body) else { return false }
+        pthread_detach(started.thread)
+        return true
+    }
+
+    /// A thread `startThread` started, to be waited for with `join` (exactly once).
+    package struct JoinableThread: @unchecked Sendable {
+        fileprivate let thread: pthread_t
+    }
+
+    /// Runs `body` on a new thread that `join` waits for; nil when no thread can be started.
+    // See: man 3 pthread_create, man 3 pthread_join
+    package static func startThread(_ body: @escaping @Sendable () -> Void) -> JoinableThread? {
         let context = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
         var thread = pthread_t()
         let status = pthread_create(
@@ -460,10 +473,15 @@ public enum Sys {
             }, context)
         guard status == 0 else {
             Unmanaged<ThreadBody>.fromOpaque(context).release()
-            return false
+            return nil
         }
-        pthread_detach(thread)
-        return true
+        return JoinableThread(thread: thread)
+    }
+
+    /// Waits for a thread `startThread` started to return.
+    package static func join(_ thread: JoinableThread) {
+        let status = pthread_join(thread.thread, nil)
+        precondition(status == 0, "joined a thread twice, or one startThread did not start")
     }
 
     /// One inotify event: the watch it came from and, for a directory watch, the file name it concerns.

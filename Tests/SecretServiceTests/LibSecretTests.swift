@@ -196,6 +196,47 @@ import TestSupport
         #expect(outcomes[4] == "found 42", "\(result)")
     }
 
+    /// A process's first lookup opens its transfer session (`OpenSession`, a Diffie-Hellman exchange) while it reads
+    /// the collection's lock state, not after its search: with the daemon stopped once the process has connected,
+    /// both calls are on the bus while neither can be answered (before the session was opened on a helper thread,
+    /// `OpenSession` came only after the search had been answered, so it never showed up here). Told by the calls
+    /// the bus carried, not by time: each wait is for an event, bounded only so that a failure ends. Then the daemon
+    /// runs again and the lookup finds the secret.
+    @Test func aLookupOpensItsSessionWhileItReadsTheLockState() throws {
+        let id = KeyringSession.randomID()
+        let result = try KeyringSession.scenario(
+            script: """
+            echo 42 | $H secret-store \(id) k
+            $H secret-lookup \(id) k --after "$HOME/go" >"$HOME/lookup.txt" &
+            LOOKUP=$!
+            for _ in $(seq 1 1200); do [ -e "$HOME/go.ready" ] && break; sleep 0.05; done
+            dbus-monitor --session "type='method_call',interface='org.freedesktop.Secret.Service'" \
+              "type='method_call',interface='org.freedesktop.DBus.Properties'" >"$HOME/calls.txt" 2>/dev/null &
+            MONITOR=$!
+            for _ in $(seq 1 1200); do [ -s "$HOME/calls.txt" ] && break; sleep 0.05; done
+            PID=$(DAEMON_PID)
+            kill -STOP "$PID"
+            touch "$HOME/go"
+            for _ in $(seq 1 1200); do
+              grep -q 'member=ReadAlias$' "$HOME/calls.txt" && grep -q 'member=OpenSession$' "$HOME/calls.txt" && break
+              sleep 0.05
+            done
+            grep -c 'member=ReadAlias$' "$HOME/calls.txt"
+            grep -c 'member=OpenSession$' "$HOME/calls.txt"
+            grep -c 'member=SearchItems$' "$HOME/calls.txt"
+            kill -CONT "$PID"
+            wait "$LOOKUP"
+            cat "$HOME/lookup.txt"
+            kill "$MONITOR"
+            """)
+        let outcomes = result.outcomes
+        try #require(outcomes.count == 5, "\(result)")
+        #expect(outcomes[1] == "1", "the lock-state read was sent: \(result)")
+        #expect(outcomes[2] == "1", "the session is opened while the lock state is unanswered: \(result)")
+        #expect(outcomes[3] == "0", "nothing is searched before the lock state is known: \(result)")
+        #expect(outcomes[4] == "found 42", "\(result)")
+    }
+
     @Test func killedDaemonComesBackLockedAndIsReportedAsLocked() throws {
         let id = KeyringSession.randomID()
         let result = try KeyringSession.scenario(

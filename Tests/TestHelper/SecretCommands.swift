@@ -6,8 +6,11 @@
 //                                      "default"); prints "stored"
 //   (secret-store, secret-lookup and secret-clear take `--service NAME`: then the attributes are a format-2
 //   vault's, vault=VAULT key=KEY format=2 service=NAME)
-//   secret-lookup VAULT KEY            prints "found <hex>", "absent", "several <n>" (that many items match)
-//                                      or "elsewhere <path>" (the one match is outside the default collection)
+//   secret-lookup VAULT KEY [--after FILE]
+//                                      prints "found <hex>", "absent", "several <n>" (that many items match)
+//                                      or "elsewhere <path>" (the one match is outside the default collection);
+//                                      --after: connects and reads the lock state first, creates FILE.ready,
+//                                      and looks up once FILE exists (the deadline counts from then)
 //   secret-clear  VAULT KEY            prints "cleared" or "nothing"
 //   secret-state                       prints "unlocked", "locked" or "missing" (the default collection)
 //   secret-lock                        locks the default collection through the wrapper; prints "locked"
@@ -54,6 +57,14 @@ enum SecretCommands {
                     collection: collection, deadline: deadline)
                 line = "stored"
             case "secret-lookup":
+                if let index = arguments.firstIndex(of: "--after"), index + 1 < arguments.count {
+                    // Connected first (the service proxy and the lock state, no session), then the lookup once
+                    // FILE exists; FILE.ready tells the script that the process is connected and waiting.
+                    _ = try LibSecret.collectionState(deadline: deadline)
+                    let file = arguments[index + 1]
+                    _ = creat(file + ".ready", 0o600)
+                    while access(file, F_OK) != 0 { usleep(10_000) }
+                }
                 switch try LibSecret.lookup(schema: schema, attributes: attributes(), deadline: deadline) {
                 case .found(let secret): line = "found " + secret.bytes.withUnsafeBytes { hexEncode($0) }
                 case .absent: line = "absent"

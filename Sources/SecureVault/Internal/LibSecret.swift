@@ -85,12 +85,16 @@ extension LibSecret {
         return try call(deadline: deadline) { cancellable throws(SecretServiceFailure) -> LookupResult in
             let service = try sharedService(cancellable)
             defer { g_object_unref(service) }
+            // The transfer session is opened meanwhile, on a helper thread (LibSecret+Session.swift).
+            let session = SessionOpener(service: service, deadline: cancellable)
+            defer { session?.abandon() }
             // The lock state first: a search with nothing unlocked is what KeePassXC turns into a dialog.
             let expected = try unlockedCollection(alias, service: service, prompting: prompting, cancellable)
             // Object paths, not item proxies: a proxy costs seven bus round trips (match rules, name owner,
             // its properties, and removing the rules again), more than the lookup itself. A read is then
-            // SearchItems, ReadAlias, OpenSession (once per process) and GetSecret. The search names the schema
-            // (`xdg:schema`, which libsecret stores with every item), so whatever it finds claims to be ours.
+            // ReadAlias, the Locked property, SearchItems and GetSecret, with OpenSession (once per process) sent
+            // meanwhile by the helper thread. The search names the schema (`xdg:schema`, which libsecret stores
+            // with every item), so whatever it finds claims to be ours.
             var searched = attributes
             searched["xdg:schema"] = schema.name
             let (unlocked, locked) = try searchPaths(service: service, attributes: searched, cancellable)
@@ -103,6 +107,7 @@ extension LibSecret {
                     // Its collection is unlocked (checked above): the provider approves access per item.
                     try approve([path], service: service, prompting: prompting, cancellable)
                 }
+                session?.finish()
                 return .found(try loadSecret(path: path, service: service, cancellable))
             }
             // Nothing visible, and the collection that would hold it is unlocked: absent.
