@@ -134,7 +134,9 @@ extension PrefsStore {
         /// A write's records are flushed with a word that names them before its log end is published and the
         /// write returns: a power loss keeps every acknowledged write. Costs one `fdatasync` per write (two in a
         /// file of format version 6 or older, until its next compaction, or where the file system has no open
-        /// file description locks).
+        /// file description locks). A write whose flush fails throws ``PrefsError/Code/io``: it is not published,
+        /// except where it flushes twice and the second flush (its log end's) fails, which leaves it published with
+        /// its durability unknown.
         public static let synchronous = Durability(.synchronous)
 
         public var description: String { value.rawValue }

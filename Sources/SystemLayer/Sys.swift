@@ -239,12 +239,14 @@ public enum Sys {
 
     // See: man 2 fdatasync. Flushes the file's data, including pages dirtied through a shared mapping.
     package static func fdatasync(_ fd: Int32) -> Result<Void, Errno> {
-        retrying { Glibc.fdatasync(fd) }.map { _ in FlushObserver.flushed(fd) }
+        if let injected = FlushObserver.injected(.flush, fd) { return .failure(injected) }
+        return retrying { Glibc.fdatasync(fd) }.map { _ in FlushObserver.flushed(fd) }
     }
 
     // See: man 2 fsync. Used on directories, so that a rename or a new name reaches the disk.
     package static func fsync(_ fd: Int32) -> Result<Void, Errno> {
-        retrying { Glibc.fsync(fd) }.map { _ in FlushObserver.flushed(fd) }
+        if let injected = FlushObserver.injected(.flush, fd) { return .failure(injected) }
+        return retrying { Glibc.fsync(fd) }.map { _ in FlushObserver.flushed(fd) }
     }
 
     // See: man 2 rename. Atomic replacement of `to` within one file system.
@@ -325,6 +327,7 @@ public enum Sys {
     // waited for: exclusive while a `.synchronous` writer's flush and publish are in flight, shared while an open
     // reads the words that tell whether one is (StoreLog.publish, StoreLog.scan).
     package static func byteLock(_ fd: Int32, at offset: Int, exclusive: Bool) -> Result<Void, Errno> {
+        if let injected = FlushObserver.injected(.byteLock, fd) { return .failure(injected) }
         var request = oneByte(exclusive ? F_WRLCK : F_RDLCK, at: offset)
         return retrying { prefs_fcntl_lock(fd, fOFDSetLockWait, &request) }.map { _ in () }
     }

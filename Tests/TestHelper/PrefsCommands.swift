@@ -109,6 +109,22 @@ enum PrefsCommands {
         say("done")
     }
 
+    /// `prefs-get DIR ID KEY [SEALER-KEY]`: prints the string under KEY in a fresh handle ("absent" when none), or
+    /// "error <code>" when the open or the read fails.
+    static func get(_ args: [String]) {
+        guard args.count == 3 || args.count == 4 else { fail("usage: prefs-get DIR ID KEY [SEALER-KEY]") }
+        var configuration = PrefsStore.Configuration()
+        configuration.sealer = args.count == 4 ? TortureCommands.sealer(Int(args[3]) ?? 0) : nil
+        do {
+            let store = try PrefsStore(id: args[1], directory: args[0], configuration: configuration)
+            say(try store.string(forKey: args[2]) ?? "absent")
+        } catch let error as PrefsError {
+            say("error \(error.code)")
+        } catch {
+            say("error \(error)")
+        }
+    }
+
     /// `prefs-set DIR ID KEY VALUE [SEALER-KEY]`: sets a string (in a store sealed by the `TestSealer` of that key
     /// number, when given) and prints `ok`.
     static func set(_ args: [String]) {
