@@ -207,7 +207,7 @@ import TestSupport
         let result = try KeyringSession.scenario(
             script: """
             echo 42 | $H secret-store \(id) k
-            $H secret-lookup \(id) k --after "$HOME/go" >"$HOME/lookup.txt" &
+            VAULT_TEST_DEADLINE_MS=60000 $H secret-lookup \(id) k --after "$HOME/go" >"$HOME/lookup.txt" &
             LOOKUP=$!
             for _ in $(seq 1 1200); do [ -e "$HOME/go.ready" ] && break; sleep 0.05; done
             dbus-monitor --session "type='method_call',interface='org.freedesktop.Secret.Service'" \

@@ -62,7 +62,8 @@ enum SecretCommands {
                     // FILE exists; FILE.ready tells the script that the process is connected and waiting.
                     _ = try LibSecret.collectionState(deadline: deadline)
                     let file = arguments[index + 1]
-                    _ = creat(file + ".ready", 0o600)
+                    let ready = creat(file + ".ready", 0o600)
+                    if ready >= 0 { close(ready) }
                     while access(file, F_OK) != 0 { usleep(10_000) }
                 }
                 switch try LibSecret.lookup(schema: schema, attributes: attributes(), deadline: deadline) {

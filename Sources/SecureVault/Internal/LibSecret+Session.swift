@@ -2,6 +2,7 @@
 // collection's lock state and searches (LibSecret.swift).
 #if SecretService
 internal import CSecret
+import Synchronization
 import SystemLayer
 
 /// Opens the process's Secret Service transfer session on a helper thread.
@@ -17,7 +18,8 @@ import SystemLayer
 ///
 /// Bounded like the lookup: the helper's call is cancelled when the lookup's deadline passes, or at once when the
 /// lookup ends without loading a secret (absent, locked, several), which then waits at most for the key pair
-/// being made. A helper's failure is dropped: the load then opens the session itself, and reports what fails.
+/// being made; after that, the process's lookups open the session as libsecret does, at their first load. A
+/// helper's failure is dropped: the load then opens the session itself, and reports what fails.
 ///
 /// Used by the lookup's thread only; the helper thread is given the service and the helper's cancellable, GObjects
 /// documented as safe to use from several threads (libsecret guards its session with the service's mutex).
@@ -31,7 +33,9 @@ final class SessionOpener {
     /// Starts opening `service`'s session, bounded by `deadline` (the lookup's cancellable); nil when the service
     /// has a session already or no thread can be started (the load then opens it, as libsecret does).
     init?(service: UnsafeMutablePointer<SecretService>, deadline: UnsafeMutablePointer<GCancellable>) {
-        guard secret_service_get_session_dbus_path(service) == nil else { return nil }
+        guard secret_service_get_session_dbus_path(service) == nil, !Self.stopped.load(ordering: .relaxed) else {
+            return nil
+        }
         self.service = service
         self.deadline = deadline
         cancellable = g_cancellable_new()!
@@ -62,12 +66,19 @@ final class SessionOpener {
         release()
     }
 
-    /// Stops the helper and waits for it: the lookup loads nothing.
+    /// Stops the helper and waits for it: the lookup loads nothing. No later lookup of the process starts one (the
+    /// first load opens the session itself, as libsecret does): a process whose lookups keep finding nothing (a
+    /// keyring locked, a token not yet set) would otherwise make a key pair, and leave the service a session it
+    /// never uses, at every lookup.
     func abandon() {
         guard thread != nil else { return }
+        Self.stopped.store(true, ordering: .relaxed)
         g_cancellable_cancel(cancellable)
         finish()
     }
+
+    /// Set once a helper was stopped (`abandon`).
+    private static let stopped = Atomic<Bool>(false)
 
     deinit { abandon() }
 
