@@ -16,8 +16,10 @@ extension PrefsStore {
     /// Rewrites the live records into a new file (written, flushed, renamed over the old one, directory
     /// flushed) sized at most twice the live bytes plus the header page. Other handles and processes pick
     /// the new file up on their next access. Runs on its own after writes that leave garbage at half the
-    /// log or more (see ``Configuration/autoCompactionThreshold``). A failure (a full disk) leaves the
-    /// store as it was.
+    /// log or more (see ``Configuration/autoCompactionThreshold``). A failure (a full disk, a flush of the new
+    /// file that fails) leaves the store as it was; a failed flush of the directory throws ``PrefsError/Code/io``
+    /// with the new file in place, its name's durability unknown until the next synchronous write or ``sync()``
+    /// flushes the directory again.
     ///
     /// ```swift
     /// try store.compact()

@@ -249,6 +249,84 @@ import Testing
         #expect(store.lastRecovery == nil)
     }
 
+    /// The directory's flush after a compaction renamed its image in place fails: `compact()` throws `io` (the image
+    /// in place and read by every handle, its name's durability unknown), and the name is not taken as durable: the
+    /// next synchronous write flushes the directory again, and when that fails too the write throws `io` with its
+    /// value published (as a failed second flush), until one succeeds; later writes flush it no more. Before, the
+    /// error was dropped and the name taken as durable: `compact()` returned, and so did every later write, which a
+    /// power cut could lose with the name (found by the review of this suite).
+    @Test(arguments: [false, true])
+    func aDirectoryFlushThatFailsIsNotTakenAsDone(sealed: Bool) throws {
+        let dir = try TempDir("directory-flush", memory: true)
+        let store = try openStore(dir, PendingWriteTests.configure(sealed))
+        for i in 0..<10 { try store.set("value \(i)", forKey: "k\(i)") }
+        let inode = ImageReuseTests.inode(dir.file("ui.prefs"))
+        let compaction = Faults(.flush, of: dir.path, times: 1)
+        do {
+            try compaction.during { try store.compact() }
+            Issue.record("compact() returned although the directory was not flushed")
+        } catch let error as PrefsError {
+            #expect(error.code == .io, "\(error)")
+            #expect("\(error)".contains("fsync"), "\(error)")
+        }
+        #expect(compaction.failed.withLock { $0 } == 1)
+        #expect(ImageReuseTests.inode(dir.file("ui.prefs")) != inode, "the image is in place")
+        #expect(try Self.readElsewhere(dir, "k4", sealed: sealed) == "value 4")
+        let failing = Faults(.flush, of: dir.path, times: 1)
+        do {
+            try failing.during { try store.set("after", forKey: "k4") }
+            Issue.record("the write returned although the directory was not flushed")
+        } catch let error as PrefsError {
+            #expect(error.code == .io, "\(error)")
+        }
+        #expect(failing.seen.withLock { $0 } == 1, "the write flushed the directory again")
+        #expect(try store.string(forKey: "k4") == "after", "published, its durability unknown")
+        #expect(try Self.readElsewhere(dir, "k4", sealed: sealed) == "after")
+        let counting = Faults(.flush, of: dir.path, times: 0)
+        try counting.during { try store.set("again", forKey: "k4") }
+        #expect(counting.seen.withLock { $0 } == 1, "and the next one again, which succeeds")
+        let after = Faults(.flush, of: dir.path, times: 0)
+        try after.during { try store.set("last", forKey: "k4") }
+        #expect(after.seen.withLock { $0 } == 0, "then the name is durable")
+        #expect(try openStore(dir, PendingWriteTests.configure(sealed)).string(forKey: "k4") == "last")
+    }
+
+    /// A write another process left past the log end after this handle opened (its flush done, it died before
+    /// publishing): the handle's next write first publishes it (`resolvePending`, after a flush of its own, since
+    /// its writer may have died before its flush returned). When that flush fails, the write throws `io` and
+    /// publishes nothing, neither the left write nor its own: the file as it was, byte for byte, the left write
+    /// still named by the pending word; the next write with a working flush publishes both. (That later flush is
+    /// trusted: Linux reports a writeback error once per open file, so a flush after one that failed can succeed
+    /// with pages the disk never got; FileProtocols.md, "Durability".)
+    @Test func aLeftWriteWhosePublishingFlushFailsStaysLeft() throws {
+        let cut = try PendingWriteTests.cutAfterFlush(sealed: false)
+        let pendingWord = Array(cut.bytes[Format.pendingWordOffset..<Format.pendingWordOffset + 8])
+        var before = cut.bytes
+        before.replaceSubrange(
+            Format.pendingWordOffset..<Format.pendingWordOffset + 8, with: [UInt8](repeating: 0, count: 8))
+        let dir = try TempDir("left-write-publish", memory: true)
+        try writeBytes(before, to: dir.file("ui.prefs"))
+        let store = try openStore(dir, PendingWriteTests.configure(false))
+        #expect(try store.string(forKey: "a") == "1")
+        try PendingWriteTests.writeInPlace(pendingWord, at: Format.pendingWordOffset, of: dir.file("ui.prefs"))
+        let left = try readBytes(dir.file("ui.prefs"))
+        let faults = Faults(.flush, of: dir.file("ui.prefs"), times: 1)
+        do {
+            try faults.during { try store.set("3", forKey: "b") }
+            Issue.record("the write returned although the left write's flush failed")
+        } catch let error as PrefsError {
+            #expect(error.code == .io, "\(error)")
+        }
+        #expect(faults.failed.withLock { $0 } == 1)
+        #expect(try readBytes(dir.file("ui.prefs")) == left, "nothing published, the left write still named")
+        #expect(try store.string(forKey: "b") == nil)
+        try store.set("4", forKey: "b")
+        #expect(try store.string(forKey: "a") == "2")
+        #expect(try Self.readElsewhere(dir, "a", sealed: false) == "2")
+        #expect(try Self.readElsewhere(dir, "b", sealed: false) == "4")
+        #expect(try openStore(dir, PendingWriteTests.configure(false)).lastRecovery == nil)
+    }
+
     /// A buffered store's `sync()` whose flush fails throws `io` and loses nothing: every value reads back in this
     /// handle and another process, and the next `sync()` returns and leaves a store that opens without recovery.
     @Test(arguments: [false, true])

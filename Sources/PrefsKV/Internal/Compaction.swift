@@ -314,13 +314,13 @@ extension StoreLog {
             base != nil && base != header.generation && header.baseGeneration == base
             && Self.spareFits(size: file.mappedLength, capacity: image.mappedLength)
         let replaced = file
-        let exchanged = try rename(
-            image, temporary: paths.temporary, durable: base == nil, exchange: keepsReplaced)
+        let exchanged = try rename(image, temporary: paths.temporary, exchange: keepsReplaced)
         if reused { image.setSuperseded(false) }
         if exchanged { spare = replaced }
         // A flushed image is the store's durable state: a base image, if any, is stale from now on (and may hold
-        // values since deleted). An unflushed one keeps it.
-        if base == nil, case .success = Sys.unlink(paths.previous) { syncDirectory(paths) }
+        // values since deleted; the new image names none, so a base a power cut brings back is never read). An
+        // unflushed one keeps it. (The directory is flushed once this handle has adopted the image, below.)
+        if base == nil { _ = Sys.unlink(paths.previous) }
 
         // The image holds the live records in the same order, back to back after the header copy.
         var offset = newHeader.firstRecordOffset
@@ -354,7 +354,6 @@ extension StoreLog {
         knownEnd = newHeader.firstRecordOffset + length
         adoptedLeftWrite = false
         knownEndWord = image.logEndWord
-        if base == nil { directorySyncedGeneration = newHeader.generation }
         #if PREFSKV_INTERNAL_CHECKS
         var check = Snapshot(file: image, header: newHeader)
         StoreLog.scanLog(into: &check, sealer: sealer, logEndKnown: true, limit: nil)
@@ -371,18 +370,23 @@ extension StoreLog {
                     },
             "a compacted image does not give back the index it was written from")
         #endif
+        // A flushed image's name made durable, after the handle adopted it: a failure throws with the image in
+        // place and its name's durability unknown, and the next synchronous write or `sync()` flushes the
+        // directory again (`syncDirectoryIfNeeded`).
+        if base == nil { try syncDirectoryIfNeeded() }
         return !expired.isEmpty
     }
 
     // MARK: Installing an image
 
     /// Swaps a flushed image in: marks the current file superseded (other handles then reopen the path),
-    /// renames the image over the data file, fsyncs the directory, and adopts the image (scanning it). A base
-    /// image is stale from then on and removed (after a rekey it holds values under the old key).
+    /// renames the image over the data file, adopts the image (scanning it), and fsyncs the directory (a failure
+    /// throws with the image in place). A base image is stale from then on and removed (after a rekey it holds
+    /// values under the old key).
     func install(_ image: MappedFile, header newHeader: Header) throws(PrefsError) {
         spare = nil  // StoreImage.write removed its name
         try rename(image, temporary: paths.temporary)
-        if case .success = Sys.unlink(paths.previous) { syncDirectory(paths) }
+        _ = Sys.unlink(paths.previous)
         var snapshot = Snapshot(file: image, header: newHeader)
         StoreLog.scanLog(into: &snapshot, sealer: sealer, logEndKnown: true, limit: nil)
         // An image this handle just wrote verifies, unless something outside PrefsKV changed it since the rename.
@@ -393,16 +397,16 @@ extension StoreLog {
             throw changedUnderneath()
         }
         adopt(snapshot)
-        directorySyncedGeneration = newHeader.generation
+        try syncDirectoryIfNeeded()
     }
 
-    /// Marks the current file superseded, renames the image over the data file, and fsyncs the directory unless
-    /// the image is not `durable` (not flushed: the directory is then fsynced by the next `sync()`). With
+    /// Marks the current file superseded and renames the image over the data file; the caller flushes the directory
+    /// once it has adopted the image (a flushed one; an unflushed one's is flushed by the next `sync()`). With
     /// `exchange`, the two names are exchanged instead (`renameat2`), so that the temporary name then holds the
     /// replaced file; returns whether they were (false: renamed, on a file system that cannot exchange names).
     @discardableResult
     private func rename(
-        _ image: MappedFile, temporary: String, durable: Bool = true, exchange: Bool = false
+        _ image: MappedFile, temporary: String, exchange: Bool = false
     ) throws(PrefsError) -> Bool {
         let marks = file.writable && !file.isUnreadableOriginal
         if marks { file.setSuperseded(true) }
@@ -427,7 +431,6 @@ extension StoreLog {
             _ = Sys.unlink(temporary)
             throw PrefsError.system(e, call, "cannot put the new store image in place", path: paths.data)
         }
-        if durable { syncDirectory(paths) }
         return exchanged
     }
 

@@ -16,7 +16,7 @@ extension Engine {
             try log.file.syncData()
         }
         // A compaction of a buffered store leaves its rename to be made durable here.
-        log.syncDirectoryIfNeeded()
+        try log.syncDirectoryIfNeeded()
         // And its base image (FileProtocols.md, "Compaction") to be removed, under the writer lock, from the file the
         // name holds then, flushed: no compaction may rename an unflushed image over it in between. A handle that
         // opened that file from its persisted table reads all of it first: damage a power loss left in it is found,

@@ -482,7 +482,7 @@ final class StoreLog {
         }
         if synchronous {
             if !oneFlush { try file.syncData() }
-            syncDirectoryIfNeeded()
+            try syncDirectoryIfNeeded()
             // Written into an image a buffered handle's compaction left unflushed: now durable, so its base goes.
             try releaseBaseIfNeeded()
         }
@@ -517,11 +517,13 @@ final class StoreLog {
     }
 
     /// Makes the name of the current file durable if no fsync of the directory is known to have followed the
-    /// rename that put it there (a buffered compaction by this or another handle, or a file this handle did not
-    /// see being installed). Called by `sync()` and by synchronous writes.
-    func syncDirectoryIfNeeded() {
+    /// rename that put it there (a compaction by this or another handle, or a file this handle did not see being
+    /// installed). Called by `sync()`, synchronous writes and flushed compactions. A failure throws and leaves the
+    /// name unsynced, so that the next of those flushes the directory again (a rename whose flush failed, taken
+    /// as done, let a later synchronous write return that a power cut could lose with the name).
+    func syncDirectoryIfNeeded() throws(PrefsError) {
         guard directorySyncedGeneration != header.generation else { return }
-        syncDirectory(paths)
+        if let error = syncDirectoryChecked(paths) { throw error }
         directorySyncedGeneration = header.generation
     }
 
