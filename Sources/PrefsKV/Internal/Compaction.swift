@@ -204,7 +204,8 @@ extension StoreLog {
     /// rehashing, no rescan of the image). Builds with `PREFSKV_INTERNAL_CHECKS` (debug builds: the tests)
     /// also scan every new image and check that it gives back exactly this index.
     ///
-    /// The image is flushed before the rename and the directory right after it, unless `deferred` (a buffered
+    /// The image is flushed before the rename and the directory right after it (`flushDirectoryAfterRename`: a
+    /// failure is not thrown here, `compact()` throws it), unless `deferred` (a buffered
     /// store's automatic compaction: FileProtocols.md, "Compaction"), which makes sure the store has a base image
     /// (`<id>.prefs.prev`, the newest file made durable), names it in the new image's header and renames the image
     /// in place unflushed: a power cut before the next `sync()` then recovers from the base image and whatever of
@@ -317,10 +318,10 @@ extension StoreLog {
         let exchanged = try rename(image, temporary: paths.temporary, exchange: keepsReplaced)
         if reused { image.setSuperseded(false) }
         if exchanged { spare = replaced }
-        // A flushed image is the store's durable state: a base image, if any, is stale from now on (and may hold
-        // values since deleted; the new image names none, so a base a power cut brings back is never read). An
-        // unflushed one keeps it. (The directory is flushed once this handle has adopted the image, below.)
-        if base == nil { _ = Sys.unlink(paths.previous) }
+        // A flushed image is the store's durable state once its name is: a base image, if any, is stale from then on
+        // (and may hold values since deleted), and removed after the directory flush, never before. An unflushed
+        // image keeps it (its directory is flushed by the next `sync()`).
+        let nameDurable = base == nil && flushDirectoryAfterRename()
 
         // The image holds the live records in the same order, back to back after the header copy.
         var offset = newHeader.firstRecordOffset
@@ -373,20 +374,38 @@ extension StoreLog {
         // A flushed image's name made durable, after the handle adopted it: a failure throws with the image in
         // place and its name's durability unknown, and the next synchronous write or `sync()` flushes the
         // directory again (`syncDirectoryIfNeeded`).
-        if base == nil { try syncDirectoryIfNeeded() }
+        if nameDurable { directorySyncedGeneration = newHeader.generation }
         return !expired.isEmpty
+    }
+
+    /// Flushes the directory after an image was renamed over the data file, then removes the base image, which the
+    /// renamed image makes stale (in this order: a removal that reached the disk before the rename would leave a
+    /// power cut the old name without its base). A failure is kept in `directoryFlushFailure`, for `compact()` to
+    /// throw, and leaves the name taken as not durable: the next synchronous write, `sync()` or flushed compaction
+    /// flushes the directory again (`syncDirectoryIfNeeded`). (Before, the error was dropped and the name taken as
+    /// durable, so later synchronous writes returned that a power cut could lose with the name.) The base stays
+    /// until a flush succeeds: the image names none, so a base left there is never read.
+    private func flushDirectoryAfterRename() -> Bool {
+        if let error = syncDirectoryChecked(paths) {
+            directoryFlushFailure = error
+            return false
+        }
+        directoryFlushFailure = nil
+        if case .success = Sys.unlink(paths.previous) { syncDirectory(paths) }
+        return true
     }
 
     // MARK: Installing an image
 
     /// Swaps a flushed image in: marks the current file superseded (other handles then reopen the path),
-    /// renames the image over the data file, adopts the image (scanning it), and fsyncs the directory (a failure
-    /// throws with the image in place). A base image is stale from then on and removed (after a rekey it holds
-    /// values under the old key).
+    /// renames the image over the data file, fsyncs the directory, and adopts the image (scanning it). A base
+    /// image is stale from then on and removed once the directory is flushed (after a rekey it holds values under
+    /// the old key). A failed directory flush is not thrown (a restore, a rekey and a recovery have taken effect):
+    /// it leaves the name taken as not durable (`flushDirectoryAfterRename`).
     func install(_ image: MappedFile, header newHeader: Header) throws(PrefsError) {
         spare = nil  // StoreImage.write removed its name
         try rename(image, temporary: paths.temporary)
-        _ = Sys.unlink(paths.previous)
+        let nameDurable = flushDirectoryAfterRename()
         var snapshot = Snapshot(file: image, header: newHeader)
         StoreLog.scanLog(into: &snapshot, sealer: sealer, logEndKnown: true, limit: nil)
         // An image this handle just wrote verifies, unless something outside PrefsKV changed it since the rename.
@@ -397,7 +416,7 @@ extension StoreLog {
             throw changedUnderneath()
         }
         adopt(snapshot)
-        try syncDirectoryIfNeeded()
+        if nameDurable { directorySyncedGeneration = newHeader.generation }
     }
 
     /// Marks the current file superseded and renames the image over the data file; the caller flushes the directory

@@ -314,6 +314,10 @@ final class Engine: @unchecked Sendable {
             codec.retainNames { index[$0] != nil }
         }
         autoCompactionBlockedBelow = 0
+        // `compact()` promises a durable image: one whose name could not be flushed is in place (every handle reads
+        // it) and throws. (An automatic compaction does not: the next synchronous write or sync() flushes the
+        // directory again.)
+        if threshold == nil, !deferred, let failure = log.directoryFlushFailure { throw failure }
     }
 
     /// After a write: compacts when garbage is at least half the log and the log has reached three quarters

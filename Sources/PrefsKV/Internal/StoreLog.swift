@@ -78,6 +78,9 @@ final class StoreLog {
     /// The generation of the file whose name this handle knows to be durable (an fsync of the directory
     /// followed its rename); nil until this handle has synced the directory itself.
     @exclusivity(unchecked) var directorySyncedGeneration: UInt64?
+    /// The error of the last directory flush after a rename that failed (`flushDirectoryAfterRename`), until one
+    /// succeeds: `compact()` throws it.
+    @exclusivity(unchecked) var directoryFlushFailure: PrefsError?
     /// The generation of the image renamed in place unflushed whose base image this handle removed after flushing
     /// it (`releaseBaseIfNeeded`).
     @exclusivity(unchecked) var baseReleasedGeneration: UInt64?
