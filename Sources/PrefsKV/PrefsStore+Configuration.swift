@@ -135,9 +135,9 @@ extension PrefsStore {
         /// write returns: a power loss keeps every acknowledged write. Costs one `fdatasync` per write (two in a
         /// file of format version 6 or older, until its next compaction, or where the file system has no open
         /// file description locks). A write whose flush fails throws ``PrefsError/Code/io``: it is not published,
-        /// unless the flush that failed came after its publish (the second of two, or the directory's, which a
-        /// handle's first synchronous write and the first after a compaction, restore or rekey make), which leaves
-        /// it published with its durability unknown.
+        /// unless the flush that failed came after its publish (the second of two, or the directory's, made by the
+        /// first write after the file's name changed without this handle flushing the directory), which leaves it
+        /// published with its durability unknown.
         public static let synchronous = Durability(.synchronous)
 
         public var description: String { value.rawValue }

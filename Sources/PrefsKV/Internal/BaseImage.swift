@@ -29,6 +29,11 @@ extension StoreLog {
             guard case .absent = existing else { return nil }
         } else if case .absent = existing {
             // Nothing to replace.
+        } else if directorySyncedGeneration != current && (try? syncDirectoryIfNeeded()) == nil {
+            // The current file's name is not known durable (its directory flush failed): the base it replaced is
+            // not removed before it is (a removal that reached the disk first would leave a power cut the old name
+            // without its base); no base, and the compaction flushes its image.
+            return nil
         } else if case .failure = Sys.unlink(paths.previous) {
             return nil
         }

@@ -371,9 +371,9 @@ extension StoreLog {
                     },
             "a compacted image does not give back the index it was written from")
         #endif
-        // A flushed image's name made durable, after the handle adopted it: a failure throws with the image in
-        // place and its name's durability unknown, and the next synchronous write or `sync()` flushes the
-        // directory again (`syncDirectoryIfNeeded`).
+        // The name taken as durable only when the directory flush after the rename succeeded; otherwise the next
+        // synchronous write or `sync()` flushes the directory again (`syncDirectoryIfNeeded`), and `compact()`
+        // throws the failure (`Engine.compactLocked`).
         if nameDurable { directorySyncedGeneration = newHeader.generation }
         return !expired.isEmpty
     }
@@ -388,11 +388,23 @@ extension StoreLog {
     private func flushDirectoryAfterRename() -> Bool {
         if let error = syncDirectoryChecked(paths) {
             directoryFlushFailure = error
+            staleBaseMayRemain = true
             return false
         }
         directoryFlushFailure = nil
         if case .success = Sys.unlink(paths.previous) { syncDirectory(paths) }
         return true
+    }
+
+    /// Under the writer lock, once the directory was flushed for the current file (`syncDirectoryIfNeeded`): removes
+    /// a base image an image naming none left because its directory flush failed (`flushDirectoryAfterRename`), so
+    /// that it does not stay until the next compaction (after a rekey it holds values under the old key). A base the
+    /// current file names is never touched.
+    func removeStaleBaseIfNeeded() {
+        guard staleBaseMayRemain, header.baseGeneration == nil, directorySyncedGeneration == header.generation
+        else { return }
+        if case .success = Sys.unlink(paths.previous) { syncDirectory(paths) }
+        staleBaseMayRemain = false
     }
 
     // MARK: Installing an image
@@ -420,7 +432,7 @@ extension StoreLog {
     }
 
     /// Marks the current file superseded and renames the image over the data file; the caller flushes the directory
-    /// once it has adopted the image (a flushed one; an unflushed one's is flushed by the next `sync()`). With
+    /// (a flushed image: `flushDirectoryAfterRename`, right after; an unflushed one's, the next `sync()`). With
     /// `exchange`, the two names are exchanged instead (`renameat2`), so that the temporary name then holds the
     /// replaced file; returns whether they were (false: renamed, on a file system that cannot exchange names).
     @discardableResult

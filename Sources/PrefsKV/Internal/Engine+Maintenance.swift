@@ -28,6 +28,13 @@ extension Engine {
                 try log.file.syncData()
                 try log.releaseBaseIfNeeded()
             }
+        } else if log.staleBaseMayRemain {
+            // A base left by a compaction whose directory flush failed, once the directory is flushed.
+            try withWriterLock { () throws(PrefsError) in
+                try catchUpLocked()
+                try log.syncDirectoryIfNeeded()
+                log.removeStaleBaseIfNeeded()
+            }
         }
     }
 

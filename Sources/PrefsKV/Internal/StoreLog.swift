@@ -81,6 +81,9 @@ final class StoreLog {
     /// The error of the last directory flush after a rename that failed (`flushDirectoryAfterRename`), until one
     /// succeeds: `compact()` throws it.
     @exclusivity(unchecked) var directoryFlushFailure: PrefsError?
+    /// A base image may be left that the current file does not name (its directory flush failed):
+    /// `removeStaleBaseIfNeeded` removes it once the directory is flushed.
+    @exclusivity(unchecked) var staleBaseMayRemain = false
     /// The generation of the image renamed in place unflushed whose base image this handle removed after flushing
     /// it (`releaseBaseIfNeeded`).
     @exclusivity(unchecked) var baseReleasedGeneration: UInt64?
@@ -486,6 +489,7 @@ final class StoreLog {
         if synchronous {
             if !oneFlush { try file.syncData() }
             try syncDirectoryIfNeeded()
+            removeStaleBaseIfNeeded()
             // Written into an image a buffered handle's compaction left unflushed: now durable, so its base goes.
             try releaseBaseIfNeeded()
         }
