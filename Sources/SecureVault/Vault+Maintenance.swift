@@ -116,6 +116,11 @@ extension Vault {
             var report = VaultRotationReport()
             let deletion: MasterKeys.Deletion
             do throws(VaultError) {
+                // The re-keyed file's name durable before the old key goes: a re-key whose directory flush failed
+                // has taken effect, but a power cut could bring the old-key file back, which its key must still
+                // open. (`sync()` flushes the directory again and throws while it fails.) Kept, its delete is
+                // journaled for the next rotation or wipe, as a delete the key store refused.
+                try prefs { try store.sync() }
                 deletion = try keys.delete(old.identity)
             } catch {
                 deletion = MasterKeys.Deletion(removed: false, leftReason: error.message)

@@ -5,8 +5,8 @@
 /// goes on. PrefsKV's `PrefsSyncProbe` installs it; `Tests/PrefsKVTests/PowerLossTests.swift` snapshots the
 /// file at each one to build the images a power cut could leave. A fault rule (`installFaults`), when one is
 /// installed, is asked before each flush and each byte lock (`Sys.byteLock`) and may fail it with an error instead
-/// (nothing flushed, nothing locked): `Tests/PrefsKVTests/FlushFailureTests.swift`. Costs one uncontended lock per
-/// flush and per byte lock when nothing is installed.
+/// (nothing flushed, nothing locked): `Tests/PrefsKVTests/FlushFailureTests.swift`. Costs two uncontended locks per
+/// flush and one per byte lock when nothing is installed.
 package enum FlushObserver {
     /// The observer, held by a class: a closure stored in the generic mutex and read back out of it at every
     /// flush was wrapped in one more reabstraction thunk each time, and the chain, as long as the flushes made,

@@ -310,6 +310,50 @@ import Testing
         #expect(try reopened.data(forKey: "blob") == Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500))
     }
 
+    /// A deferred compaction that finds a stale base (one kept by a failed directory flush, which the current file
+    /// does not name) replaces it only once the current file's name is known durable: the first directory flush of
+    /// that compaction comes before the stale base is removed (told by what `ui.prefs.prev` held at each directory
+    /// flush, recorded by the fault rule; no time). When that flush fails, the compaction keeps no base and flushes
+    /// its image instead. Before, the stale base was removed and the current file linked first.
+    @Test func aStaleBaseIsReplacedOnlyOnceTheNameIsDurable() throws {
+        let dir = try TempDir("stale-base-replace", memory: true)
+        let store = try openStore(dir) { $0.autoCompactionThreshold = 16 * 1024 }
+        for i in 0..<20 { try store.set("value \(i)", forKey: "k\(i)") }
+        try store.sync()
+        var n = 0
+        try ImageReuseTests.rewriteUntilCompacted(store, dir, &n)
+        let staleBase = try #require(ImageReuseTests.inode(dir.file("ui.prefs.prev")))
+        let faults = Faults(.flush, of: dir.path, times: 1)
+        Self.expectIO("compact() returned although the directory was not flushed", naming: "fsync") {
+            try faults.during { try store.compact() }
+        }
+        #expect(ImageReuseTests.inode(dir.file("ui.prefs.prev")) == staleBase)
+        // The next automatic compaction: what `.prev` holds at each directory flush, its first flush failed.
+        let directory = Faults(.flush, of: dir.path).path
+        let base = dir.file("ui.prefs.prev")
+        let seen = Mutex<[UInt64?]>([])
+        FlushObserver.installFaults { call, fd in
+            guard call == .flush, Faults.path(of: fd) == directory else { return nil }
+            let first = seen.withLock { held in
+                held.append(ImageReuseTests.inode(base))
+                return held.count == 1
+            }
+            return first ? Errno(rawValue: EIO) : nil
+        }
+        defer { FlushObserver.installFaults(nil) }
+        try ImageReuseTests.rewriteUntilCompacted(store, dir, &n)
+        FlushObserver.installFaults(nil)
+        let held = seen.withLock { $0 }
+        #expect(held.first == .some(staleBase), "the stale base still there at the first directory flush: \(held)")
+        let header = try readBytes(dir.file("ui.prefs"))
+        #expect(header[114..<122].allSatisfy { $0 == 0 }, "no base named: the image was flushed")
+        try store.sync()
+        #expect(!FileManager.default.fileExists(atPath: dir.file("ui.prefs.prev")))
+        let reopened = try openStore(dir)
+        #expect(reopened.lastRecovery == nil)
+        #expect(try reopened.data(forKey: "blob") == Data(repeating: UInt8(truncatingIfNeeded: n), count: 1_500))
+    }
+
     /// A rekey and a restore whose directory flush fails have taken effect (the new image in place and adopted:
     /// this handle reads through the new key, or the restored values), so they return; the name is taken as not
     /// durable, and the next synchronous write flushes the directory again. (A first version of the fix threw from

@@ -1,4 +1,6 @@
 import Foundation
+import Glibc
+import SystemLayer
 import Testing
 
 @testable import SecureVault
@@ -32,6 +34,46 @@ import Testing
         } catch {
             Issue.record("\(error)")
         }
+    }
+
+    /// A rotation whose re-key took effect but whose directory flush failed (the name of the re-keyed file not
+    /// known durable: a power cut could bring the old-key file back) keeps the old key, journaled as a deferred
+    /// delete, and reports why; the data reads under the new key; the next rotation, its directory flushed, deletes
+    /// both old keys. Before, the old key was deleted at once: the file a power cut could bring back had no key
+    /// left (found by the review of stop 59). The fault: the store's directory `fsync` fails, through the system
+    /// layer's seam (PrefsKV's FlushFailureTests).
+    @Test func aRotationWhoseDirectoryFlushFailsKeepsTheOldKey() throws {
+        let (dir, vault) = try Self.vaultWithOneItem()
+        let before = try #require(try vault.existingIdentity())
+        var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let directory = String(
+            decoding: (realpath(dir.path, &resolved) != nil ? resolved : []).prefix { $0 != 0 }.map {
+                UInt8(bitPattern: $0)
+            }, as: UTF8.self)
+        FlushObserver.installFaults { call, fd in
+            guard call == .flush else { return nil }
+            var buffer = [CChar](repeating: 0, count: 4096)
+            let n = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
+            guard n > 0 else { return nil }
+            let path = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            return path == directory ? Errno(rawValue: EIO) : nil
+        }
+        let report: VaultRotationReport
+        do {
+            defer { FlushObserver.installFaults(nil) }
+            report = try vault.rotateKey()
+        }
+        #expect(!report.removedOldKey, "\(report)")
+        #expect(report.keptKeyReason?.contains("fsync") == true, "\(report)")
+        #expect(dir.keys.count == 2)
+        let lines = Self.journal(dir)
+        #expect(lines.count == 1 && lines[0].contains(before.keyIDHex) && lines[0].hasSuffix(" deferred"), "\(lines)")
+        #expect(try vault.existingIdentity() != before)
+        #expect(try dir.vault().string(for: "a") == "one")
+        try dir.vault().rotateKey()
+        #expect(dir.keys.count == 1)
+        #expect(Self.journal(dir).isEmpty)
+        #expect(try dir.vault().string(for: "a") == "one")
     }
 
     @Test(arguments: [false, true])

@@ -13,8 +13,9 @@ import SystemLayer
 /// between (gnome-keyring about 2.6 ms). libsecret opens the session lazily, at the first secret a process loads,
 /// after the lookup's three round trips, so a cold token read paid all of it one step after another. Started here
 /// at the lookup's beginning, the key pair is made while the lock state is read and the item searched; the session
-/// is the same one libsecret would have opened (libsecret keeps the first session a service gets), and nothing is
-/// sent that the lookup would not have sent: `OpenSession` is no search, no unlock and no prompt for any provider.
+/// is the same one libsecret would have opened (libsecret keeps the first session a service gets). The one call it
+/// adds is a process's first lookup that loads nothing (absent, locked) sending `OpenSession`, which it did not
+/// before: no search, no unlock and no prompt for any provider.
 ///
 /// Bounded like the lookup: the helper's call is cancelled when the lookup's deadline passes, or at once when the
 /// lookup ends without loading a secret (absent, locked, several), which then waits at most for the key pair
