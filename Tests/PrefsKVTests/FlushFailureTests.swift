@@ -283,6 +283,22 @@ import Testing
         #expect(try openStore(dir, PendingWriteTests.configure(sealed)).string(forKey: "k4") == "last")
     }
 
+    /// A buffered store of 20 keys, synced, then rewritten until an automatic compaction renamed an unflushed image
+    /// in place (the synced file kept as its base, `ui.prefs.prev`), then `compact()` with its directory flush failed
+    /// (it must throw `io` naming `fsync`): the store and the inode of the base it kept. `n` counts the rewrites.
+    static func baseKeptByAFailedCompaction(_ dir: TempDir, _ n: inout Int) throws -> (PrefsStore, UInt64) {
+        let store = try openStore(dir) { $0.autoCompactionThreshold = 16 * 1024 }
+        for i in 0..<20 { try store.set("value \(i)", forKey: "k\(i)") }
+        try store.sync()
+        try ImageReuseTests.rewriteUntilCompacted(store, dir, &n)
+        let base = try #require(ImageReuseTests.inode(dir.file("ui.prefs.prev")), "a base kept until the next sync()")
+        let faults = Faults(.flush, of: dir.path, times: 1)
+        Self.expectIO("compact() returned although the directory was not flushed", naming: "fsync") {
+            try faults.during { try store.compact() }
+        }
+        return (store, base)
+    }
+
     /// A buffered store between two syncs (its automatic compactions renamed an unflushed image in place, with the
     /// last synced file kept as its base, `ui.prefs.prev`): an explicit compaction whose directory flush fails
     /// throws and keeps the base (removed before the rename reached the disk, a power cut could leave the old
@@ -291,17 +307,9 @@ import Testing
     /// fixed; the review found both.)
     @Test func aBaseKeptByAFailedDirectoryFlushGoesWithTheNextSync() throws {
         let dir = try TempDir("stale-base", memory: true)
-        let store = try openStore(dir) { $0.autoCompactionThreshold = 16 * 1024 }
-        for i in 0..<20 { try store.set("value \(i)", forKey: "k\(i)") }
-        try store.sync()
         var n = 0
-        try ImageReuseTests.rewriteUntilCompacted(store, dir, &n)
-        #expect(FileManager.default.fileExists(atPath: dir.file("ui.prefs.prev")), "a base kept until the next sync()")
-        let faults = Faults(.flush, of: dir.path, times: 1)
-        Self.expectIO("compact() returned although the directory was not flushed", naming: "fsync") {
-            try faults.during { try store.compact() }
-        }
-        #expect(FileManager.default.fileExists(atPath: dir.file("ui.prefs.prev")), "kept: the rename may not be on the disk")
+        let (store, base) = try Self.baseKeptByAFailedCompaction(dir, &n)
+        #expect(ImageReuseTests.inode(dir.file("ui.prefs.prev")) == base, "kept: the rename may not be on the disk")
         for i in 0..<20 { #expect(try store.string(forKey: "k\(i)") == "value \(i)") }
         try store.sync()
         #expect(!FileManager.default.fileExists(atPath: dir.file("ui.prefs.prev")), "removed once the directory is flushed")
@@ -317,16 +325,8 @@ import Testing
     /// its image instead. Before, the stale base was removed and the current file linked first.
     @Test func aStaleBaseIsReplacedOnlyOnceTheNameIsDurable() throws {
         let dir = try TempDir("stale-base-replace", memory: true)
-        let store = try openStore(dir) { $0.autoCompactionThreshold = 16 * 1024 }
-        for i in 0..<20 { try store.set("value \(i)", forKey: "k\(i)") }
-        try store.sync()
         var n = 0
-        try ImageReuseTests.rewriteUntilCompacted(store, dir, &n)
-        let staleBase = try #require(ImageReuseTests.inode(dir.file("ui.prefs.prev")))
-        let faults = Faults(.flush, of: dir.path, times: 1)
-        Self.expectIO("compact() returned although the directory was not flushed", naming: "fsync") {
-            try faults.during { try store.compact() }
-        }
+        let (store, staleBase) = try Self.baseKeptByAFailedCompaction(dir, &n)
         #expect(ImageReuseTests.inode(dir.file("ui.prefs.prev")) == staleBase)
         // The next automatic compaction: what `.prev` holds at each directory flush, its first flush failed.
         let directory = Faults(.flush, of: dir.path).path
