@@ -7,6 +7,7 @@ import Glibc
 import Synchronization
 import SystemLayer
 import TestSealer
+import TestSupport
 import Testing
 
 @testable import PrefsKV
@@ -24,14 +25,7 @@ import Testing
         let failed = Mutex(0)
 
         init(_ call: FlushObserver.Call, of path: String, error: Errno = Errno(rawValue: EIO), times: Int = .max) {
-            // (The directory resolved, not the file: the file may not exist yet.)
-            var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-            let directory = (path as NSString).deletingLastPathComponent
-            let name = (path as NSString).lastPathComponent
-            let base =
-                realpath(directory, &resolved) != nil
-                ? String(decoding: resolved.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : directory
-            self.path = base + "/" + name
+            self.path = resolvedPath(path)
             self.call = call
             self.error = error
             budget = Mutex(times)
@@ -40,7 +34,7 @@ import Testing
         /// Installs the rule for the duration of `body`.
         func during<R>(_ body: () throws -> R) rethrows -> R {
             FlushObserver.installFaults { [self] call, fd in
-                guard call == self.call, Self.path(of: fd) == self.path else { return nil }
+                guard call == self.call, pathOfDescriptor(fd) == self.path else { return nil }
                 seen.withLock { $0 += 1 }
                 let fails = budget.withLock { left in
                     guard left > 0 else { return false }
@@ -55,12 +49,6 @@ import Testing
             return try body()
         }
 
-        static func path(of fd: Int32) -> String? {
-            var buffer = [CChar](repeating: 0, count: 4096)
-            let n = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
-            guard n > 0 else { return nil }
-            return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        }
     }
 
     /// What a second process reads under `key` (the test helper's `prefs-get`).
@@ -133,8 +121,8 @@ import Testing
         let counted = Faults(.flush, of: dir.file("ui.prefs"), times: 0)
         try locks.during {
             FlushObserver.installFaults { call, fd in
-                if call == .byteLock, Faults.path(of: fd) == locks.path { return locks.error }
-                if call == .flush, Faults.path(of: fd) == counted.path { counted.seen.withLock { $0 += 1 } }
+                if call == .byteLock, pathOfDescriptor(fd) == locks.path { return locks.error }
+                if call == .flush, pathOfDescriptor(fd) == counted.path { counted.seen.withLock { $0 += 1 } }
                 return nil
             }
             try store.set("2", forKey: "a")
@@ -146,8 +134,8 @@ import Testing
         Self.expectIO("the write returned although its flush failed") {
             try locks.during {
                 FlushObserver.installFaults { call, fd in
-                    if call == .byteLock, Faults.path(of: fd) == locks.path { return locks.error }
-                    if call == .flush, Faults.path(of: fd) == failing.path,
+                    if call == .byteLock, pathOfDescriptor(fd) == locks.path { return locks.error }
+                    if call == .flush, pathOfDescriptor(fd) == failing.path,
                         failing.budget.withLock({ left in
                             guard left > 0 else { return false }
                             left -= 1
@@ -182,7 +170,7 @@ import Testing
         let path = Faults(.flush, of: dir.file("ui.prefs")).path
         let flushes = Mutex(0)
         FlushObserver.installFaults { call, fd in
-            guard Faults.path(of: fd) == path else { return nil }
+            guard pathOfDescriptor(fd) == path else { return nil }
             if call == .byteLock { return Errno(rawValue: ENOLCK) }
             let n = flushes.withLock { count in
                 count += 1
@@ -333,7 +321,7 @@ import Testing
         let base = dir.file("ui.prefs.prev")
         let seen = Mutex<[UInt64?]>([])
         FlushObserver.installFaults { call, fd in
-            guard call == .flush, Faults.path(of: fd) == directory else { return nil }
+            guard call == .flush, pathOfDescriptor(fd) == directory else { return nil }
             let first = seen.withLock { held in
                 held.append(ImageReuseTests.inode(base))
                 return held.count == 1

@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 import TestKit
 import TestSealer
+import TestSupport
 import Testing
 
 @testable import PrefsKV
@@ -49,10 +50,7 @@ final class FlushRecorder: Sendable {
     }
 
     func observe(_ fd: Int32) {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let n = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
-        guard n > 0 else { return }
-        let path = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard let path = pathOfDescriptor(fd) else { return }
         if path == directory {
             let names = self.names()
             flushes.withLock { $0.append(.directory(names)) }

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import SystemLayer
+import TestSupport
 import Testing
 
 @testable import SecureVault
@@ -45,18 +46,9 @@ import Testing
     @Test func aRotationWhoseDirectoryFlushFailsKeepsTheOldKey() throws {
         let (dir, vault) = try Self.vaultWithOneItem()
         let before = try #require(try vault.existingIdentity())
-        var resolved = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let directory = String(
-            decoding: (realpath(dir.path, &resolved) != nil ? resolved : []).prefix { $0 != 0 }.map {
-                UInt8(bitPattern: $0)
-            }, as: UTF8.self)
+        let directory = resolvedPath(dir.path)
         FlushObserver.installFaults { call, fd in
-            guard call == .flush else { return nil }
-            var buffer = [CChar](repeating: 0, count: 4096)
-            let n = readlink("/proc/self/fd/\(fd)", &buffer, buffer.count - 1)
-            guard n > 0 else { return nil }
-            let path = String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            return path == directory ? Errno(rawValue: EIO) : nil
+            call == .flush && pathOfDescriptor(fd) == directory ? Errno(rawValue: EIO) : nil
         }
         let report: VaultRotationReport
         do {
