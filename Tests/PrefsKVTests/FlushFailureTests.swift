@@ -80,13 +80,15 @@ import Testing
     /// A synchronous write whose one flush fails throws `io` naming `fdatasync`, is not published and leaves no
     /// pending word (no later writer or open may complete it): this handle, a second one and another process read
     /// the value before it, the log end is the one before it byte for byte, `verify` finds the store clean, and the
-    /// next write goes where it was and returns. (Before these tests the path was reviewed, never run.)
+    /// next write returns, written with the store into a new file (a later flush of the file whose flush failed could
+    /// succeed without what that flush lost). (Before these tests the path was reviewed, never run.)
     @Test(arguments: [false, true])
     func aSynchronousWriteWhoseFlushFailsIsNotPublished(sealed: Bool) throws {
         let dir = try TempDir("flush-fails", memory: true)
         let store = try openStore(dir, PendingWriteTests.configure(sealed))
         try store.set("1", forKey: "a")
         let before = try readBytes(dir.file("ui.prefs"))
+        let inode = ImageReuseTests.inode(dir.file("ui.prefs"))
         let faults = Faults(.flush, of: dir.file("ui.prefs"), times: 1)
         Self.expectIO("the write returned although its flush failed", naming: "fdatasync") {
             try faults.during { try store.set("2", forKey: "a") }
@@ -101,7 +103,9 @@ import Testing
         #expect(try Self.readElsewhere(dir, "a", sealed: sealed) == "1")
         let report = try PrefsStore.verify(id: "ui", directory: dir.path, sealer: sealed ? TestSealer(key: 5) : nil)
         #expect(report.isClean, "\(report)")
+        #expect(ImageReuseTests.inode(dir.file("ui.prefs")) == inode)
         try store.set("3", forKey: "a")
+        #expect(ImageReuseTests.inode(dir.file("ui.prefs")) != inode, "written into a new file")
         #expect(PendingWriteTests.logEnd(try readBytes(dir.file("ui.prefs"))) > PendingWriteTests.logEnd(before))
         #expect(try other.string(forKey: "a") == "3")
         #expect(try Self.readElsewhere(dir, "a", sealed: sealed) == "3")
@@ -410,18 +414,28 @@ import Testing
     }
 
     /// A buffered store's `sync()` whose flush fails throws `io` and loses nothing: every value reads back in this
-    /// handle and another process, and the next `sync()` returns and leaves a store that opens without recovery.
+    /// handle and another process, and the next `sync()` returns, having written the store into a new file and
+    /// flushed that (a second `fdatasync` of the same file could succeed without the pages the first one lost; the
+    /// one after it flushes the file as usual), and leaves a store that opens without recovery.
     @Test(arguments: [false, true])
     func aSyncWhoseFlushFailsLosesNothing(sealed: Bool) throws {
         let dir = try TempDir("sync-fails", memory: true)
         let store = try openStore(dir) { $0.sealer = sealed ? TestSealer(key: 5) : nil }
         for i in 0..<20 { try store.set("value \(i)", forKey: "k\(i)") }
+        let inode = ImageReuseTests.inode(dir.file("ui.prefs"))
         let faults = Faults(.flush, of: dir.file("ui.prefs"))
         #expect(throws: PrefsError.self) { try faults.during { try store.sync() } }
         #expect(faults.failed.withLock { $0 } >= 1)
         for i in 0..<20 { #expect(try store.string(forKey: "k\(i)") == "value \(i)") }
         #expect(try Self.readElsewhere(dir, "k7", sealed: sealed) == "value 7")
+        #expect(ImageReuseTests.inode(dir.file("ui.prefs")) == inode)
         try store.sync()
+        let rewritten = ImageReuseTests.inode(dir.file("ui.prefs"))
+        #expect(rewritten != inode, "written into a new file")
+        try store.set("value 20", forKey: "k20")
+        try store.sync()
+        #expect(ImageReuseTests.inode(dir.file("ui.prefs")) == rewritten, "only once")
+        #expect(try Self.readElsewhere(dir, "k20", sealed: sealed) == "value 20")
         let reopened = try openStore(dir) { $0.sealer = sealed ? TestSealer(key: 5) : nil }
         for i in 0..<20 { #expect(try reopened.string(forKey: "k\(i)") == "value \(i)") }
         #expect(reopened.lastRecovery == nil)

@@ -489,15 +489,15 @@ extension StoreLog {
 
     /// The spare file (`spare`) when the next deferred compaction, whose image of generation `generation` names the
     /// base image of generation `base` and needs `capacity` bytes, may write into it: still named `<id>.prefs.tmp`,
-    /// not faulted, not the base's file, at most an eighth (or 16 KiB) larger than `capacity` (it is never shrunk),
-    /// and its header (as it maps it) of this store, verifying, of an older generation (records of the earlier image
-    /// must fail their checksums in the new one), and naming that same base. A power cut while it is being
+    /// not faulted, never failed a flush, not the base's file, at most an eighth (or 16 KiB) larger than `capacity`
+    /// (it is never shrunk), and its header (as it maps it) of this store, verifying, of an older generation (records
+    /// of the earlier image must fail their checksums in the new one), and naming that same base. A power cut while it is being
     /// rewritten may leave its earlier image's header on the disk: that image was renamed in place after the same
     /// base, so it holds everything the base holds, or is damaged and restored from it. Anything else drops the
     /// spare (nil).
     func usableSpare(base: UInt64, generation: UInt64, capacity: Int) -> MappedFile? {
         guard let spare else { return nil }
-        guard spare.writable, !spare.hasFaulted, case .success(let named) = Sys.lstat(paths.temporary),
+        guard spare.writable, !spare.hasFaulted, !spare.flushFailed, case .success(let named) = Sys.lstat(paths.temporary),
             named.isSameFile(as: spare.identity), case .success(let previous) = Sys.lstat(paths.previous),
             !previous.isSameFile(as: spare.identity),
             let spareHeader = spare.withBytes({ try? Header.parse(UnsafeRawBufferPointer(rebasing: $0[0..<Format.headerSize]), wholePage: true) }),

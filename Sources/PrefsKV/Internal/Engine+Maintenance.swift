@@ -9,6 +9,7 @@ extension Engine {
     func sync() throws(PrefsError) {
         try refreshIfNeeded()
         guard log.file.writable else { return }
+        if log.file.flushFailed { try withWriterLock { () throws(PrefsError) in try rewriteAfterFailedFlush() } }
         try log.file.syncData()
         // Flushed into a file deleted or replaced while open: that is not durable for anyone.
         if log.file.isUnlinked {
@@ -36,6 +37,21 @@ extension Engine {
                 log.removeStaleBaseIfNeeded()
             }
         }
+    }
+
+    /// Under the writer lock, before a `sync()` or a synchronous write promises durability: when a flush of the
+    /// current file failed (`MappedFile.flushFailed`), writes every live record into a new image, flushed, and
+    /// renames it over the data file (a compaction, as `compact()` makes), so that nothing the failed flush may
+    /// have left off the disk is taken as flushed by a later `fdatasync` of the same file. Throws what the
+    /// compaction throws; the store is then as it was, and the next promise tries again. (Records whose bytes the
+    /// file no longer holds fail their checks and are not copied: the compaction stops with `changedUnderneath`,
+    /// and the next open recovers.)
+    func rewriteAfterFailedFlush() throws(PrefsError) {
+        try catchUpLocked()
+        guard log.file.flushFailed, log.file.writable else { return }
+        pendingLog.append(
+            (.warning, "a flush of \(paths.data) failed earlier: the store is written into a new file"))
+        try compactLocked()
     }
 
     /// `PrefsStore.stats`.

@@ -226,6 +226,7 @@ final class Engine: @unchecked Sendable {
             if log.synchronous, log.table != nil, log.header.baseGeneration != nil, log.baseFileExists {
                 try readWholeLog()
             }
+            if log.synchronous, log.file.flushFailed { try rewriteAfterFailedFlush() }
         } catch {
             endWrite()
             throw error

@@ -39,6 +39,11 @@ final class MappedFile {
     /// The header words naming the store and image as this handle adopted them (`StoreLog.adoptedIdentity`): read
     /// when the file is mapped, set again when this handle writes a new image into it (`beginRewrite`).
     @exclusivity(unchecked) var adoptedIdentity = HeaderIdentity(uuidLow: 0, uuidHigh: 0, generation: 0)
+    /// Set when an `fdatasync` of this file failed. What reached the disk is then unknown, and a later flush of the
+    /// same file may succeed without it (Linux reports a writeback error once for each open file, and may have
+    /// marked the pages that failed clean): the store's next promise of durability writes it into a new file
+    /// instead (`Engine.rewriteAfterFailedFlush`), and the file is never taken as a spare.
+    @exclusivity(unchecked) private(set) var flushFailed = false
 
     /// Maps the whole of `fd` (at least one header page). Takes ownership of `fd`: it is closed on failure.
     /// `status` is the file's `fstat`, when the caller has just made it.
@@ -360,7 +365,10 @@ final class MappedFile {
     }
 
     func syncData() throws(PrefsError) {
-        try Sys.fdatasync(fd).orThrow("fdatasync", "cannot flush the store file", path: path)
+        if case .failure(let e) = Sys.fdatasync(fd) {
+            flushFailed = true
+            throw PrefsError.system(e, "fdatasync", "cannot flush the store file", path: path)
+        }
     }
 }
 
