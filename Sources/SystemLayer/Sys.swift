@@ -19,6 +19,9 @@ package struct FileStatus: Equatable {
     package var links: UInt64 = 1
     /// The owner's user id.
     package var owner: UInt32 = 0
+    /// The last change of the file's data or metadata (`st_ctim`, in nanoseconds): the kernel sets it, no call can
+    /// set it back.
+    package var changeTime: Int64 = 0
 
     /// Whether `other` is the same file (device and inode): two statuses of one file, or of one name at two times.
     package func isSameFile(as other: FileStatus) -> Bool { inode == other.inode && device == other.device }
@@ -150,9 +153,11 @@ public enum Sys {
     private static func status(_ call: (UnsafeMutablePointer<Glibc.stat>) -> Int32) -> Result<FileStatus, Errno> {
         var st = Glibc.stat()
         return retrying { call(&st) }.map { _ in
-            FileStatus(
+            var status = FileStatus(
                 size: Int(st.st_size), device: UInt64(st.st_dev), inode: UInt64(st.st_ino), mode: st.st_mode,
                 links: UInt64(st.st_nlink), owner: st.st_uid)
+            status.changeTime = Int64(st.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(st.st_ctim.tv_nsec)
+            return status
         }
     }
 

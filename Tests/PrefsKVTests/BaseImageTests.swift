@@ -243,6 +243,32 @@ import Testing
         #expect(try Self.generation(dir.file("ui.prefs.prev")) == synced)
     }
 
+    /// A compaction takes the base the compaction before it verified on one `lstat` (the same file, unchanged
+    /// since), and reads it again when it changed: a base written into in place (the first byte of its header and of
+    /// the header's copy at 4096, and a byte appended: the same inode) is no longer taken, and the next image names
+    /// none (it is flushed instead). (A change that keeps the size is seen by the change time, which kernels before
+    /// 6.13 keep to a clock tick: this test changes the size too, to hold on every kernel.)
+    @Test func aBaseChangedInPlaceBetweenTwoCompactionsIsReadAgain() throws {
+        let dir = try TempDir("base-changed", memory: true)
+        let store = try makeStore(dir)
+        let synced = try Self.generation(dir.file("ui.prefs"))
+        try compactAutomatically(store, dir)
+        try compactAutomatically(store, dir)
+        #expect(try Self.baseWord(dir.file("ui.prefs")) == synced + 1, "the base verified and remembered")
+        let inode = ImageReuseTests.inode(dir.file("ui.prefs.prev"))
+        let fd = open(dir.file("ui.prefs.prev"), O_WRONLY)
+        #expect(fd >= 0)
+        var byte: UInt8 = 0x58
+        let size = lseek(fd, 0, SEEK_END)
+        #expect(pwrite(fd, &byte, 1, 0) == 1 && pwrite(fd, &byte, 1, 4096) == 1 && pwrite(fd, &byte, 1, size) == 1)
+        close(fd)
+        #expect(ImageReuseTests.inode(dir.file("ui.prefs.prev")) == inode)
+        let blob = try compactAutomatically(store, dir)
+        #expect(try Self.baseWord(dir.file("ui.prefs")) == 0, "a changed base is read again, and not taken")
+        #expect(try store.string(forKey: "blob") == blob)
+        for i in 0..<20 { #expect(try store.string(forKey: String(format: "key-%02d", i)) == Self.value(i)) }
+    }
+
     /// Removing a store removes its base image too: it holds values the data file may no longer hold.
     @Test func destroyRemovesTheBaseImage() throws {
         let dir = try TempDir("base-destroy", memory: true)

@@ -87,6 +87,8 @@ final class StoreLog {
     /// The generation of the image renamed in place unflushed whose base image this handle removed after flushing
     /// it (`releaseBaseIfNeeded`).
     @exclusivity(unchecked) var baseReleasedGeneration: UInt64?
+    /// `<id>.prefs.prev` as `prepareBase` last found it the base the current file names (`VerifiedBase`).
+    @exclusivity(unchecked) var verifiedBase = VerifiedBase()
     /// The header words naming the store and image, as the mapping held them when this handle adopted the file.
     var adoptedIdentity: HeaderIdentity { file.adoptedIdentity }
     /// The file this handle's last automatic compaction of a buffered store replaced, still named
