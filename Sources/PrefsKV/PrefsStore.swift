@@ -470,13 +470,21 @@ public final class PrefsStore: Sendable {
         try ValueCodec.validate(length: length, key: key)
         let expiresAt = ValueCodec.expiresAt(expiresAfter)
         checkNotInsideTransaction()
-        let deliver = try gate.withLock { _ throws(PrefsError) in
-            try engine.withLock { e throws(PrefsError) in
-                try e.beginWrite()
-                defer { e.endWrite() }
-                try e.set(name: key, type: type, expiresAt: expiresAt, valueLength: length, fill: fill)
-                return e.hasPendingEvents
+        let deliver: Bool
+        do {
+            deliver = try gate.withLock { _ throws(PrefsError) in
+                try engine.withLock { e throws(PrefsError) in
+                    try e.beginWrite()
+                    defer { e.endWrite() }
+                    try e.set(name: key, type: type, expiresAt: expiresAt, valueLength: length, fill: fill)
+                    return e.hasPendingEvents
+                }
             }
+        } catch {
+            // A write published before it threw (a flush after its publish failed), and other handles' changes
+            // caught up with, are heard all the same.
+            if engine.withLock({ $0.hasPendingEvents }) { deliverEvents() }
+            throw error
         }
         if deliver { deliverEvents() }
     }

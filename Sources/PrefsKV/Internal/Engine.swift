@@ -253,12 +253,17 @@ final class Engine: @unchecked Sendable {
         try lookUp(name)
         if log.holds(name, type: type, expiresAt: expiresAt, valueLength: valueLength, fill: fill) { return }
         var utf8Name = name
-        try typed {
-            try utf8Name.withUTF8 { key in
-                try log.appendSet(
-                    name: name, key: UnsafeRawBufferPointer(key), type: type, expiresAt: expiresAt,
-                    valueLength: valueLength, fill: fill)
+        let published = log.knownEndWord
+        do throws(PrefsError) {
+            try typed {
+                try utf8Name.withUTF8 { key in
+                    try log.appendSet(
+                        name: name, key: UnsafeRawBufferPointer(key), type: type, expiresAt: expiresAt,
+                        valueLength: valueLength, fill: fill)
+                }
             }
+        } catch {
+            throw queueIfPublished(error, since: published, [name])
         }
         if wantsChanges { pendingChanges.append(PrefsChange(keys: [name], isExternal: false)) }
         afterWrite()
@@ -270,11 +275,17 @@ final class Engine: @unchecked Sendable {
         name: String, type: ValueType, expiresAt: Int64, valueLength: Int, fill: (UnsafeMutableRawBufferPointer) -> Void
     ) throws(PrefsError) {
         guard case .sealed(let sealed) = codec else { preconditionFailure("setSealed on a plain store") }
-        let wrote = try sealed.withTagAndIndexKey(ofName: name) { tag, indexKey throws(PrefsError) -> Bool in
-            try lookUp(indexKey)
-            return try sealed.set(
-                name: name, indexKey: indexKey, tag: tag, type: type, expiresAt: expiresAt, valueLength: valueLength,
-                in: log, learnsName: wantsChanges, fill: fill)
+        let published = log.knownEndWord
+        let wrote: Bool
+        do throws(PrefsError) {
+            wrote = try sealed.withTagAndIndexKey(ofName: name) { tag, indexKey throws(PrefsError) -> Bool in
+                try lookUp(indexKey)
+                return try sealed.set(
+                    name: name, indexKey: indexKey, tag: tag, type: type, expiresAt: expiresAt,
+                    valueLength: valueLength, in: log, learnsName: wantsChanges, fill: fill)
+            }
+        } catch {
+            throw queueIfPublished(error, since: published, [name])
         }
         guard wrote else { return }
         if wantsChanges { pendingChanges.append(PrefsChange(keys: [name], isExternal: false)) }
@@ -288,7 +299,12 @@ final class Engine: @unchecked Sendable {
         try readWholeLog()
         let plan = try TransactionPlan(ops, log: log, codec: codec, collectsChanges: wantsChanges)
         guard !plan.records.isEmpty else { return }
-        try plan.write(log: log, codec: codec, learnsNames: wantsChanges)
+        let published = log.knownEndWord
+        do throws(PrefsError) {
+            try plan.write(log: log, codec: codec, learnsNames: wantsChanges)
+        } catch {
+            throw queueIfPublished(error, since: published, plan.changed)
+        }
         if wantsChanges && !plan.changed.isEmpty {
             pendingChanges.append(PrefsChange(keys: KeyIndex.sortedUnique(plan.changed), isExternal: false))
         }
@@ -396,38 +412,11 @@ final class Engine: @unchecked Sendable {
         log.sealer = sealer
     }
 
-    // MARK: Events
-
-    /// Queues the keys whose values differ between an old mapping and the current state.
-    func noteChanges(from oldFile: MappedFile, oldIndex: KeyIndex, isExternal: Bool) {
-        let changed = codec.names(
-            forIndexKeys: codec.changedIndexKeys(in: log, from: oldFile, oldIndex: oldIndex), in: log,
-            formerImage: log.stillShowsItsImage(oldFile) ? (oldFile, oldIndex, oldFile.adoptedIdentity.image) : nil)
-        if !changed.isEmpty { pendingChanges.append(PrefsChange(keys: changed, isExternal: isExternal)) }
-    }
-
     var readOnlyError: PrefsError {
         if configuration.readOnly {
             return PrefsError(.readOnly, "cannot write: the store was opened with Configuration.readOnly", path: paths.data)
         }
         let cause = readOnlyCause ?? .readOnlyFileSystem
         return PrefsError.system(cause, "open", "cannot write: the store was opened read-only", path: paths.data)
-    }
-
-    /// The queued changes and log lines, taken; with `externalOnly`, the changes of other processes only (this
-    /// handle's own writes stay queued, in order, for the writer that made them).
-    func takeEvents(
-        externalOnly: Bool = false
-    ) -> (
-        changes: [PrefsChange], log: [(level: Logger.Level, message: Logger.Message)]
-    ) {
-        defer { pendingLog.removeAll() }
-        guard externalOnly, pendingChanges.contains(where: { !$0.isExternal }) else {
-            defer { pendingChanges.removeAll() }
-            return (pendingChanges, pendingLog)
-        }
-        let external = pendingChanges.filter(\.isExternal)
-        pendingChanges.removeAll { $0.isExternal }
-        return (external, pendingLog)
     }
 }
