@@ -28,7 +28,7 @@ extension PrefsStore {
         checkNotInsideTransaction()
         let deliver = try gate.withLock { _ throws(PrefsError) in
             try engine.withLock { e throws(PrefsError) in
-                try e.beginWrite()
+                try e.beginWrite(replacesFile: true)
                 defer { e.endWrite() }
                 try e.compactLocked()
                 return e.hasPendingEvents
@@ -139,7 +139,7 @@ extension PrefsStore {
         checkNotInsideTransaction()
         let deliver = try gate.withLock { _ throws(PrefsError) in
             try engine.withLock { e throws(PrefsError) in
-                try e.beginWrite()
+                try e.beginWrite(replacesFile: true)
                 defer { e.endWrite() }
                 try e.restore(from: path)
                 return e.hasPendingEvents

@@ -247,7 +247,9 @@ import Testing
     /// since), and reads it again when it changed: a base written into in place (the first byte of its header and of
     /// the header's copy at 4096, and a byte appended: the same inode) is no longer taken, and the next image names
     /// none (it is flushed instead). (A change that keeps the size is seen by the change time, which kernels before
-    /// 6.13 keep to a clock tick: this test changes the size too, to hold on every kernel.)
+    /// 6.13 keep to a clock tick: this test changes the size too, to hold on every kernel; so it guards that a changed
+    /// base is read again, and would pass without the remembered base too. That the remembered one is taken on one
+    /// `lstat` is shown by `strace`: Performance.md, stop 60.)
     @Test func aBaseChangedInPlaceBetweenTwoCompactionsIsReadAgain() throws {
         let dir = try TempDir("base-changed", memory: true)
         let store = try makeStore(dir)

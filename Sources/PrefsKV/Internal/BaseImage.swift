@@ -34,6 +34,13 @@ extension StoreLog {
                 return base
             }
             guard case .absent = existing else { return nil }
+        }
+        // A file whose flush failed is not known durable: no base, and the compaction flushes its image (which
+        // replaces it).
+        if file.flushFailed { return nil }
+        if header.baseGeneration != nil {
+            // (A base named but gone: made again below from the current file, durable since the `sync()` that
+            // removed it.)
         } else if case .absent = existing {
             // Nothing to replace.
         } else if directorySyncedGeneration != current && (try? syncDirectoryIfNeeded()) == nil {
@@ -121,8 +128,9 @@ extension StoreLog {
 
 /// The base image a handle last verified (`StoreLog.prepareBase`): `<id>.prefs.prev`'s status then, and the store and
 /// generation its header named. A file whose `lstat` gives the same device, inode, size, mode, owner, link count and
-/// change time is the same file, not written or changed since (the kernel sets the change time at every write and
-/// metadata change, and no call sets it back; a kernel before 6.13 keeps it to a clock tick, so a write into the
+/// change time is the same file, not written or changed since (the kernel sets the change time at every write call
+/// and metadata change, and no call sets it back; a store through a shared mapping sets it only at the first store
+/// into a page since that page was written back, and a kernel before 6.13 keeps it to a clock tick: a write into the
 /// base within the tick of its check, keeping its size, is not seen here), so its header is still the one verified.
 /// Nothing here is trusted further: PrefsKV never writes into a base, and a recovery reads the base whole and checks
 /// every record of it (`Recovery.restoreBase`).

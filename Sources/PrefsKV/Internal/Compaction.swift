@@ -109,7 +109,7 @@ enum StoreImage {
     /// it).
     static func copyRecords(
         _ entries: some Sequence<Entry>, from source: UnsafeRawBufferPointer, sourceHeader: Header, sourcePath: String,
-        into bytes: UnsafeMutableRawBufferPointer, header: Header, auth: RecordAuth?
+        into bytes: UnsafeMutableRawBufferPointer, header: Header, auth: RecordAuth?, verifiesRecords: Bool = false
     ) throws(PrefsError) -> Bool {
         let sourceSeed = sourceHeader.recordSeed
         let seed = header.recordSeed
@@ -122,6 +122,10 @@ enum StoreImage {
                 : entry.crcOffset + 4 <= source.count
                     && UInt32(littleEndian: source.load(fromByteOffset: entry.crcOffset, as: UInt32.self))
                         == entry.recordCRC
+                    && (!verifiesRecords
+                        || RecordHeader.verified(
+                            in: source, at: entry.recordOffset, limit: source.count, seed: sourceSeed)?.length
+                            == entry.recordLength)
             guard intact else { return false }
             guard
                 let length = copy(
@@ -277,11 +281,13 @@ extension StoreLog {
                 capacity = max(capacity, Format.headerSize + trigger + room)
             }
         }
+        // A file whose flush failed may have lost pages since the index was made: every record's CRC is checked.
+        let verifies = file.flushFailed
         let fill = { (bytes: UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void in
             let intact = try self.file.withBytes { source throws(PrefsError) in
                 try StoreImage.copyRecords(
                     live.lazy.map { $0.entry }, from: source, sourceHeader: self.header, sourcePath: self.paths.data,
-                    into: bytes, header: newHeader, auth: auth)
+                    into: bytes, header: newHeader, auth: auth, verifiesRecords: verifies)
             }
             if !intact || self.file.hasFaulted { throw self.changedUnderneath() }
         }

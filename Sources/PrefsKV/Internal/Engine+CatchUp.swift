@@ -155,9 +155,13 @@ extension Engine {
     /// Under the writer lock: when the data file was deleted or renamed over from outside while open, marks it
     /// superseded (so every handle on it stops using it) and follows the path: a replacing store is adopted, a
     /// deleted one is `notFound`. Nothing is ever written into a file that has no name.
-    func followIfUnlinked() throws(PrefsError) {
-        // Unretained: the log holds its file (asked at every write).
-        guard Unmanaged.passUnretained(log.file)._withUnsafeGuaranteedRef({ $0.hasLostItsName }) else { return }
+    func followIfUnlinked(checkingNow: Bool = false) throws(PrefsError) {
+        // Unretained: the log holds its file (asked at every write). `checkingNow`: with `fstat` and `lstat` rather
+        // than the watch's flag, which the watcher's thread raises a moment after the change.
+        let unlinked =
+            checkingNow
+            ? log.file.isUnlinked : Unmanaged.passUnretained(log.file)._withUnsafeGuaranteedRef({ $0.hasLostItsName })
+        guard unlinked else { return }
         if log.file.writable { log.file.setSuperseded(true) }
         // A deleted directory takes the lock file with it: a handle whose lock file is gone excludes nobody.
         guard lock.isCurrent else {

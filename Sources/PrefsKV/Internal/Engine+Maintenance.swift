@@ -13,7 +13,7 @@ extension Engine {
         try log.file.syncData()
         // Flushed into a file deleted or replaced while open: that is not durable for anyone.
         if log.file.isUnlinked {
-            try withWriterLock { () throws(PrefsError) in try followIfUnlinked() }
+            try withWriterLock { () throws(PrefsError) in try followIfUnlinked(checkingNow: true) }
             try log.file.syncData()
         }
         // A compaction of a buffered store leaves its rename to be made durable here.
@@ -42,11 +42,16 @@ extension Engine {
     /// Under the writer lock, before a `sync()` or a synchronous write promises durability: when a flush of the
     /// current file failed (`MappedFile.flushFailed`), writes every live record into a new image, flushed, and
     /// renames it over the data file (a compaction, as `compact()` makes), so that nothing the failed flush may
-    /// have left off the disk is taken as flushed by a later `fdatasync` of the same file. Throws what the
-    /// compaction throws; the store is then as it was, and the next promise tries again. (Records whose bytes the
-    /// file no longer holds fail their checks and are not copied: the compaction stops with `changedUnderneath`,
-    /// and the next open recovers.)
+    /// have left off the disk is taken as flushed by a later `fdatasync` of the same file. A file deleted or
+    /// replaced meanwhile is followed first (never brought back by the rename). The copy checks each plain record's
+    /// CRC over its bytes (a compaction of a file that never failed a flush checks only that its stored CRC is the
+    /// index's: the record is still the one the index means); when a record no longer verifies (pages the kernel
+    /// dropped after the failed flush, read back from the disk), the file is read again whole and recovered as any
+    /// damage is (salvaged into a new file, or thrown under `RecoveryPolicy.fail`): `compactLocked`. Throws what that
+    /// throws: the store as it was, or (when only the directory could not be flushed) the new file in place with
+    /// its name flushed again by the next promise.
     func rewriteAfterFailedFlush() throws(PrefsError) {
+        try followIfUnlinked(checkingNow: true)
         try catchUpLocked()
         guard log.file.flushFailed, log.file.writable else { return }
         pendingLog.append(

@@ -210,8 +210,11 @@ final class Engine: @unchecked Sendable {
 
     // MARK: Writing
 
-    /// Takes the writer lock (multi-process) and reads what other handles appended since.
-    func beginWrite() throws(PrefsError) {
+    /// Takes the writer lock (multi-process) and reads what other handles appended since. A synchronous handle whose
+    /// file failed a flush writes it anew first (`rewriteAfterFailedFlush`), unless the caller `replacesFile` with a
+    /// flushed image of its own (`compact()`, whose copy checks every record of such a file too, and `restore`, which
+    /// reads a backup instead).
+    func beginWrite(replacesFile: Bool = false) throws(PrefsError) {
         guard log.file.writable, readOnlyCause == nil else { throw readOnlyError }
         if multiProcess, try lock.lockWriter() { noteDeadWriter() }
         lock.holdsWriterLock = true
@@ -226,7 +229,7 @@ final class Engine: @unchecked Sendable {
             if log.synchronous, log.table != nil, log.header.baseGeneration != nil, log.baseFileExists {
                 try readWholeLog()
             }
-            if log.synchronous, log.file.flushFailed { try rewriteAfterFailedFlush() }
+            if log.synchronous, log.file.flushFailed, !replacesFile { try rewriteAfterFailedFlush() }
         } catch {
             endWrite()
             throw error
@@ -323,10 +326,22 @@ final class Engine: @unchecked Sendable {
 
     /// Under the writer lock: compacts the log into a new image (Compaction.swift); `deferred`: without waiting
     /// for the disk, the previous image kept as the store's base until the next `sync()`.
+    ///
+    /// A file whose flush failed (`MappedFile.flushFailed`) may have lost pages: its copy checks every record
+    /// (`StoreLog.compact`), and when one no longer verifies the file is read again whole and recovered as any damage
+    /// is (a new file), then compacted only if it is still that file.
     func compactLocked(threshold: Int? = nil, deferred: Bool = false) throws(PrefsError) {
         guard log.file.writable else { throw readOnlyError }
         try readWholeLog()
-        if try log.compact(threshold: threshold, watched: watchesImages, deferred: deferred) {
+        let expiredDropped: Bool
+        do throws(PrefsError) {
+            expiredDropped = try log.compact(threshold: threshold, watched: watchesImages, deferred: deferred)
+        } catch where error.code == .changedUnderneath && log.file.flushFailed {
+            try reload(lazy: false)
+            guard log.file.flushFailed else { return }
+            expiredDropped = try log.compact(threshold: threshold, watched: watchesImages, deferred: deferred)
+        }
+        if expiredDropped {
             let index = log.index
             codec.retainNames { index[$0] != nil }
         }
@@ -392,6 +407,8 @@ final class Engine: @unchecked Sendable {
     /// Under the writer lock: re-seals every live value with `newSealer` (Rekey.swift).
     func rekey(to newSealer: (any PrefsSealer)?) throws(PrefsError) {
         guard log.file.writable else { throw readOnlyError }
+        // Its values are read from the file: one whose flush failed is written anew first, every record checked.
+        if log.file.flushFailed { try rewriteAfterFailedFlush() }
         try readWholeLog()
         let (image, header) = try Rekey.image(of: log, codec: codec, to: newSealer, watched: watchesImages)
         let oldSealer = sealer

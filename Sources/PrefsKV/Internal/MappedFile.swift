@@ -39,10 +39,12 @@ final class MappedFile {
     /// The header words naming the store and image as this handle adopted them (`StoreLog.adoptedIdentity`): read
     /// when the file is mapped, set again when this handle writes a new image into it (`beginRewrite`).
     @exclusivity(unchecked) var adoptedIdentity = HeaderIdentity(uuidLow: 0, uuidHigh: 0, generation: 0)
-    /// Set when an `fdatasync` of this file failed. What reached the disk is then unknown, and a later flush of the
-    /// same file may succeed without it (Linux reports a writeback error once for each open file, and may have
-    /// marked the pages that failed clean): the store's next promise of durability writes it into a new file
-    /// instead (`Engine.rewriteAfterFailedFlush`), and the file is never taken as a spare.
+    /// Set when an `fdatasync` of this file failed, in this handle or any other of this process (`FailedFlushes`: a
+    /// mapping of the file made after the error, which Linux would not tell of it, knows it too). What reached the
+    /// disk is then unknown, and a later flush of the same file may succeed without it (Linux reports a writeback
+    /// error once for each open file, and may have marked the pages that failed clean): the store's next promise of
+    /// durability writes it into a new file instead (`Engine.rewriteAfterFailedFlush`), and the file is never taken
+    /// as a spare nor made a base image.
     @exclusivity(unchecked) private(set) var flushFailed = false
 
     /// Maps the whole of `fd` (at least one header page). Takes ownership of `fd`: it is closed on failure.
@@ -70,6 +72,7 @@ final class MappedFile {
         faultCount = MappedFile.counter(prefs_guard_no_faults())
         guardMapping()
         adoptedIdentity = headerIdentity
+        flushFailed = FailedFlushes.contains(identity, adoptedIdentity)
     }
 
     deinit {
@@ -191,9 +194,12 @@ final class MappedFile {
     var isUnlinked: Bool {
         guard case .success(let status) = Sys.fstat(fd) else { return false }
         if status.links == 0 { return true }
-        // Moved away: the inode still has a name, but not ours.
-        guard case .success(let named) = Sys.lstat(path) else { return true }
-        return !named.isSameFile(as: status)
+        // Moved away: the inode still has a name, but not ours. (Only a name that is not there says so: a failure
+        // that tells nothing of the name, EACCES or ENOMEM, does not.)
+        switch Sys.lstat(path) {
+        case .success(let named): return !named.isSameFile(as: status)
+        case .failure(let e): return e == .noEntry || e == .notADirectory
+        }
     }
 
     /// `isUnlinked`, but paying for it only when the process's inotify watch saw this file's link count change
@@ -366,9 +372,16 @@ final class MappedFile {
 
     func syncData() throws(PrefsError) {
         if case .failure(let e) = Sys.fdatasync(fd) {
-            flushFailed = true
+            noteFlushFailed()
             throw PrefsError.system(e, "fdatasync", "cannot flush the store file", path: path)
         }
+    }
+
+    /// Records that a flush of this file failed (`flushFailed`), for every mapping of it this process makes from now
+    /// on (a handle that has it mapped already learns of the error from its own next flush, which fails).
+    func noteFlushFailed() {
+        flushFailed = true
+        FailedFlushes.record(identity, headerIdentity)
     }
 }
 
@@ -394,5 +407,40 @@ struct HeaderIdentity: Equatable {
     /// The words `header` puts in a page (this code runs on little-endian machines only).
     init(_ header: Header) {
         self.init(uuidLow: header.uuid.low, uuidHigh: header.uuid.high, generation: header.generation)
+    }
+}
+
+/// The files of which an `fdatasync` failed in this process (`MappedFile.flushFailed`), each by its device and inode
+/// and the store and image its header named then: a later file given the same inode number (a file system reuses
+/// freed ones) holds another image, and is not taken for it. Only grows, by one entry per failed flush. A count read
+/// first keeps the set (and its generic metadata) off every open until a flush has failed.
+enum FailedFlushes {
+    private struct File: Hashable {
+        let device: UInt64
+        let inode: UInt64
+        let uuidLow: UInt64
+        let uuidHigh: UInt64
+        let generation: UInt64
+
+        init(_ status: FileStatus, _ image: HeaderIdentity) {
+            device = status.device
+            inode = status.inode
+            uuidLow = image.uuidLow
+            uuidHigh = image.uuidHigh
+            generation = image.generation
+        }
+    }
+
+    private static let count = Atomic<Int>(0)
+    private static let files = SanitizedMutex<Set<File>>([])
+
+    static func record(_ status: FileStatus, _ image: HeaderIdentity) {
+        _ = files.withLock { $0.insert(File(status, image)) }
+        count.add(1, ordering: .releasing)
+    }
+
+    static func contains(_ status: FileStatus, _ image: HeaderIdentity) -> Bool {
+        guard count.load(ordering: .acquiring) > 0 else { return false }
+        return files.withLock { $0.contains(File(status, image)) }
     }
 }

@@ -61,7 +61,10 @@ extension StoreLog {
     private static func settled(_ file: MappedFile) -> Bool {
         switch Sys.fdatasync(file.fd) {
         case .success: return true
-        case .failure(let error): return error == .invalidArgument || error == .readOnlyFileSystem
+        case .failure(let error):
+            if error == .invalidArgument || error == .readOnlyFileSystem { return true }
+            file.noteFlushFailed()
+            return false
         }
     }
 
