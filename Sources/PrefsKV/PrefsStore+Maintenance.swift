@@ -3,7 +3,9 @@ import SystemLayer
 extension PrefsStore {
     /// Flushes the store file to the disk (`fdatasync`): every write made before survives a power loss. After an
     /// automatic compaction of a `.buffered` store (which does not wait for the disk) it also makes the new file's
-    /// name durable and removes the previous image kept until then (`<id>.prefs.prev`).
+    /// name durable and removes the previous image kept until then (`<id>.prefs.prev`). After a flush of the file
+    /// failed (a call threw ``PrefsError/Code/io``), it first writes the store into a new file and flushes that: a
+    /// later flush of the same file could succeed without what the failed one lost.
     ///
     /// ```swift
     /// try store.set(token, forKey: "session")

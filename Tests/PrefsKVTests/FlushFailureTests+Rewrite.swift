@@ -24,6 +24,20 @@ extension FlushFailureTests {
         return store
     }
 
+    /// Fails `store`'s next `sync()` (its data file's flush), then changes one byte of the file in place, as another
+    /// writer would (or a page lost after the failed flush): `at` bytes into its record number `record`, counted from
+    /// the header's copy at 4096.
+    static func failSyncThenChange(_ store: PrefsStore, _ dir: TempDir, record: Int, at offset: Int) throws {
+        let faults = Faults(.flush, of: dir.file("ui.prefs"), times: 1)
+        #expect(throws: PrefsError.self) { try faults.during { try store.sync() } }
+        let offsets = BaseImageTests.recordOffsets(try readBytes(dir.file("ui.prefs")))
+        try #require(offsets.count > record)
+        let fd = open(dir.file("ui.prefs"), O_WRONLY)
+        defer { close(fd) }
+        var byte: UInt8 = 0x21
+        #expect(pwrite(fd, &byte, 1, off_t(offsets[record] + offset)) == 1)
+    }
+
     /// The failure is remembered by the file, not by one mapping of it: a handle that maps the file again (a handle
     /// opened from its persisted index reads the file whole for `stats()`) and another handle of this process
     /// opened after the error (which Linux would not tell of it) both write the store into a new file at their next
@@ -76,14 +90,7 @@ extension FlushFailureTests {
         let dir = try TempDir("flush-fails-changed", memory: true)
         let store = try openStore(dir) { $0.sealer = sealed ? TestSealer(key: 5) : nil }
         for i in 0..<20 { try store.set("value \(i)", forKey: "k\(i)") }
-        let faults = Faults(.flush, of: dir.file("ui.prefs"), times: 1)
-        #expect(throws: PrefsError.self) { try faults.during { try store.sync() } }
-        let offsets = BaseImageTests.recordOffsets(try readBytes(dir.file("ui.prefs")))
-        try #require(offsets.count >= 8)
-        let fd = open(dir.file("ui.prefs"), O_WRONLY)
-        var byte: UInt8 = 0x21
-        #expect(pwrite(fd, &byte, 1, off_t(offsets[7] + 36)) == 1)
-        close(fd)
+        try Self.failSyncThenChange(store, dir, record: 7, at: 36)
         try store.sync()
         #expect(store.lastRecovery != nil, "the changed record found and the store salvaged")
         let present = try (0..<20).filter { try store.string(forKey: "k\($0)") == "value \($0)" }
@@ -153,14 +160,7 @@ extension FlushFailureTests {
         let dir = try TempDir("flush-fails-auto", memory: true)
         let base = BaseImageTests()
         let store = try base.makeStore(dir)
-        let faults = Faults(.flush, of: dir.file("ui.prefs"), times: 1)
-        #expect(throws: PrefsError.self) { try faults.during { try store.sync() } }
-        let offsets = BaseImageTests.recordOffsets(try readBytes(dir.file("ui.prefs")))
-        try #require(offsets.count >= 7)
-        let fd = open(dir.file("ui.prefs"), O_WRONLY)
-        var byte: UInt8 = 0x21
-        #expect(pwrite(fd, &byte, 1, off_t(offsets[6] + 40)) == 1, "inside key-05's value")
-        close(fd)
+        try Self.failSyncThenChange(store, dir, record: 6, at: 40)  // inside key-05's value
         let blob = try base.compactAutomatically(store, dir)
         #expect(store.lastRecovery != nil, "the changed record found and the store salvaged")
         #expect(try store.string(forKey: "key-05") == nil)
