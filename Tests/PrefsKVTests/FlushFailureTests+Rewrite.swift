@@ -24,18 +24,17 @@ extension FlushFailureTests {
         return store
     }
 
-    /// Fails `store`'s next `sync()` (its data file's flush), then changes one byte of the file in place, as another
-    /// writer would (or a page lost after the failed flush): `at` bytes into its record number `record`, counted from
-    /// the header's copy at 4096.
+    /// Fails `store`'s next `sync()` (its data file's flush), then has a second process change one byte of the file
+    /// in place (the test helper's `file-flip`), as another writer would (or a page lost after the failed flush): `at`
+    /// bytes into its record number `record`, counted from the header's copy at 4096.
     static func failSyncThenChange(_ store: PrefsStore, _ dir: TempDir, record: Int, at offset: Int) throws {
         let faults = Faults(.flush, of: dir.file("ui.prefs"), times: 1)
         #expect(throws: PrefsError.self) { try faults.during { try store.sync() } }
         let offsets = BaseImageTests.recordOffsets(try readBytes(dir.file("ui.prefs")))
         try #require(offsets.count > record)
-        let fd = open(dir.file("ui.prefs"), O_WRONLY)
-        defer { close(fd) }
-        var byte: UInt8 = 0x21
-        #expect(pwrite(fd, &byte, 1, off_t(offsets[record] + offset)) == 1)
+        let flip = try Child(["file-flip", dir.file("ui.prefs"), "\(offsets[record] + offset)"])
+        flip.drain()
+        #expect(flip.lines == ["flipped"])
     }
 
     /// The failure is remembered by the file, not by one mapping of it: a handle that maps the file again (a handle
