@@ -1,5 +1,6 @@
 import Foundation
 import TestKit
+import SystemLayer
 import Testing
 
 @testable import PrefsKV
@@ -100,6 +101,29 @@ import Testing
         for position in 0..<index.count {
             #expect(index.position(of: index.keys[position]) == position)
         }
+    }
+
+    /// An index grown far past the size from which its buffers are pages of their own (`Sys.pagedBufferBytes`:
+    /// moved by `mremap` when they grow, not copied) keeps every key, heap-allocated strings among them, and a copy
+    /// made on the way stays as it was.
+    @Test func anIndexGrownPastItsPagedBuffersKeepsEveryKey() {
+        let count = 4 * Sys.pagedBufferBytes / MemoryLayout<KeyIndex.Item>.stride
+        let key = { (i: Int) in i % 3 == 0 ? "a key long enough to live on the heap, number \(i)" : "key.\(i)" }
+        var index = KeyIndex()
+        var copy = KeyIndex()
+        for i in 0..<count {
+            index[key(i)] = Self.entry(i)
+            if i == count / 3 { copy = index }
+        }
+        #expect(index.count == count && copy.count == count / 3 + 1)
+        for i in 0..<count {
+            #expect(index[key(i)]?.recordOffset == i * 8, "key \(i)")
+            #expect(copy[key(i)]?.recordOffset == (i <= count / 3 ? i * 8 : nil), "key \(i) of the copy")
+        }
+        for position in 0..<index.count { #expect(index.keys[position] == key(index.values[position].recordOffset / 8)) }
+        for i in stride(from: 0, to: count, by: 2) { index[key(i)] = nil }
+        #expect(index.count == count / 2)
+        for i in 0..<count { #expect((index[key(i)] != nil) == (i % 2 == 1)) }
     }
 
     /// The index owns its buffers and copies them on write: a copy (a snapshot kept by a reload, an iteration

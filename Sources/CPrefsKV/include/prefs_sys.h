@@ -62,6 +62,21 @@ static inline int prefs_rename_exchange(const char *a, const char *b) {
     return renameat2(AT_FDCWD, a, AT_FDCWD, b, RENAME_EXCHANGE);
 }
 
+// Growable buffers of pages (Sys.resizeBuffer): an index's arrays grown without a copy.
+
+void *mremap(void *old_address, size_t old_size, size_t new_size, int flags, ...);
+// <sys/mman.h> declares it only under _GNU_SOURCE.
+
+#ifndef MREMAP_MAYMOVE
+#define MREMAP_MAYMOVE 1
+#endif
+
+/// mremap(2) with MREMAP_MAYMOVE (variadic, so not callable from Swift): the private anonymous mapping of
+/// `old_size` bytes at `old_address` resized to `new_size`, its pages moved, not copied. MAP_FAILED on failure.
+static inline void *prefs_remap_pages(void *old_address, size_t old_size, size_t new_size) {
+    return mremap(old_address, old_size, new_size, MREMAP_MAYMOVE);
+}
+
 /// 1 when the `length` bytes at `a` and `b` are equal, else 0, in a time that depends on `length` only: every byte
 /// is read (through volatile pointers) and the answer is made without a branch on the bytes. For authenticators and
 /// key checks of sealed stores (PrefsKV links no libsodium; SecureVault uses `sodium_memcmp`). In prefs_kv.c.

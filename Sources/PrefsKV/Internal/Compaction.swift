@@ -234,37 +234,43 @@ extension StoreLog {
     func compact(threshold: Int?, watched: Bool, deferred: Bool = false) throws(PrefsError) -> Bool {
         precondition(table == nil, "a compaction copies every key: the whole log is read first")
         let now = Sys.nowMilliseconds()
-        // Live entries in log order. The sort moves plain integers, (record offset / 8) << 20 | ordinal into
-        // `positions` (offsets are below 2^48, so this fits while there are fewer than 2^20 keys): sorting the
-        // entries with their dictionary indices and a closure were a large share of a compaction.
-        var positions: [Int] = []
-        positions.reserveCapacity(index.count)
-        var expired: [String] = []
-        for position in 0..<index.count {
-            if index.values[position].isExpired(now: now) {
-                expired.append(index.keys[position])
-            } else {
-                positions.append(position)
-            }
-        }
-        let ordinals: [Int]
-        if positions.count < 1 << 20 {
-            var packed = positions.indices.map {
-                UInt64(index.values[positions[$0]].recordOffset >> 3) << 20 | UInt64($0)
-            }
-            packed.sort()
-            ordinals = packed.map { Int($0 & (1 << 20 - 1)) }
-        } else {
-            ordinals = positions.indices.sorted {
-                index.values[positions[$0]].recordOffset < index.values[positions[$1]].recordOffset
-            }
-        }
-        let live = ordinals.map { (position: positions[$0], entry: index.values[positions[$0]]) }
         var newHeader = header.nextImage()
+        // Whether the image's set records carry an authenticator (their lengths count it): the image's version and
+        // the sealer decide, not its base, chosen below.
+        let authenticated = RecordAuth.signsSets(RecordAuth(header: newHeader, sealer: sealer))
+        // The live entries' positions in the index, in log order, and the log they make: one word a key beside the
+        // index (a million keys' compaction had 64 MB of arrays of positions and entry copies, the largest part of
+        // that store's peak memory). Sorted as plain integers, (record offset / 8) << bits | position, while both
+        // fit in a word (sorting positions with a closure that reads the entries was a large share of a compaction),
+        // then masked back to positions in place. The copy and the index update below read each entry by position.
+        // (An entry's offset beyond the file would only misplace it in the order: the position bits are kept.)
+        let positionBits = Self.bitCount(Swift.max(index.count - 1, 0))
+        let packs = positionBits + Self.bitCount(file.mappedLength >> 3) <= UInt64.bitWidth
+        var live: [UInt64] = []
+        live.reserveCapacity(index.count)
+        var expired: [String] = []
+        var length = 0
+        for position in 0..<index.count {
+            let entry = index[position: position]
+            if entry.isExpired(now: now) {
+                expired.append(index.keys[position])
+                continue
+            }
+            length += Format.recordLength(
+                keyLength: entry.keyLength, valueLength: entry.valueLength, authenticated: authenticated)
+            live.append(packs ? UInt64(entry.recordOffset >> 3) << positionBits | UInt64(position) : UInt64(position))
+        }
+        if packs {
+            live.sort()
+            let mask: UInt64 = positionBits == UInt64.bitWidth ? ~0 : 1 << positionBits - 1
+            for i in live.indices { live[i] &= mask }
+        } else {
+            live.sort { index[position: Int($0)].recordOffset < index[position: Int($1)].recordOffset }
+        }
         let base = deferred ? prepareBase() : nil
         if let base { newHeader.baseWord = base + 1 }
         let auth = RecordAuth(header: newHeader, sealer: sealer)
-        let length = StoreImage.length(of: live.lazy.map { $0.entry }, authenticated: RecordAuth.signsSets(auth))
+        assert(RecordAuth.signsSets(auth) == authenticated, "an image's base changed how its records are authenticated")
         var capacity = max(Format.headerSize + 2 * length, (threshold ?? 0) / Sys.pageSize * Sys.pageSize)
         if let threshold {
             // The index record the store will keep for these keys (StoreLog+Table.swift), which the trigger counts
@@ -286,8 +292,8 @@ extension StoreLog {
         let fill = { (bytes: UnsafeMutableRawBufferPointer) throws(PrefsError) -> Void in
             let intact = try self.file.withBytes { source throws(PrefsError) in
                 try StoreImage.copyRecords(
-                    live.lazy.map { $0.entry }, from: source, sourceHeader: self.header, sourcePath: self.paths.data,
-                    into: bytes, header: newHeader, auth: auth, verifiesRecords: verifies)
+                    live.lazy.map { self.index[position: Int($0)] }, from: source, sourceHeader: self.header,
+                    sourcePath: self.paths.data, into: bytes, header: newHeader, auth: auth, verifiesRecords: verifies)
             }
             if !intact || self.file.hasFaulted { throw self.changedUnderneath() }
         }
@@ -334,9 +340,10 @@ extension StoreLog {
         image.withBytes { bytes in
             let authenticated = RecordAuth.signsSets(auth)
             let bound = auth?.bindsValues ?? false
-            for item in live {
+            for word in live {
                 // Each entry read and written back once (a setter per field checked the storage's uniqueness each).
-                var entry = index[position: item.position]
+                let position = Int(word)
+                var entry = index[position: position]
                 entry.recordOffset = offset
                 entry.authenticated = authenticated
                 entry.bound = bound
@@ -345,7 +352,7 @@ extension StoreLog {
                 if !entry.sealed {
                     entry.recordCRC = UInt32(littleEndian: bytes.load(fromByteOffset: offset + length - 4, as: UInt32.self))
                 }
-                index[position: item.position] = entry
+                index[position: position] = entry
                 offset += length
             }
         }
@@ -383,6 +390,9 @@ extension StoreLog {
         if nameDurable { directorySyncedGeneration = newHeader.generation }
         return !expired.isEmpty
     }
+
+    /// The bits `value` (not negative) needs: 0 for 0.
+    private static func bitCount(_ value: Int) -> Int { Int.bitWidth - value.leadingZeroBitCount }
 
     /// Flushes the directory after an image was renamed over the data file, then removes the base image, which the
     /// renamed image makes stale (in this order: a removal that reached the disk before the rename would leave a

@@ -253,16 +253,18 @@ struct KeyIndex: Sequence {
 
         init(capacity: Int, slotCount: Int) {
             self.capacity = capacity
-            items = .allocate(capacity: capacity)
-            hashes = .allocate(capacity: capacity)
+            items = Sys.allocateBuffer(bytes: capacity * MemoryLayout<Item>.stride)
+                .bindMemory(to: Item.self, capacity: capacity)
+            hashes = Sys.allocateBuffer(bytes: capacity * MemoryLayout<UInt64>.stride)
+                .bindMemory(to: UInt64.self, capacity: capacity)
             self.slotCount = slotCount
             slots = Storage.zeroedSlots(slotCount)
         }
 
         deinit {
             items.deinitialize(count: count)
-            items.deallocate()
-            hashes.deallocate()
+            Sys.freeBuffer(items, bytes: capacity * MemoryLayout<Item>.stride)
+            Sys.freeBuffer(hashes, bytes: capacity * MemoryLayout<UInt64>.stride)
             Sys.free(slots)
         }
 
@@ -286,15 +288,15 @@ struct KeyIndex: Sequence {
 
         func append(_ item: Item, hash: UInt64) {
             if count == capacity {
+                // Moved bit for bit (an item, a `String` and plain fields, is bitwise movable); a large buffer's
+                // pages are moved, not copied (`Sys.resizeBuffer`).
                 let grown = Swift.max(8, capacity * 2)
-                let newItems = UnsafeMutablePointer<Item>.allocate(capacity: grown)
-                newItems.moveInitialize(from: items, count: count)
-                items.deallocate()
-                items = newItems
-                let newHashes = UnsafeMutablePointer<UInt64>.allocate(capacity: grown)
-                newHashes.moveInitialize(from: hashes, count: count)
-                hashes.deallocate()
-                hashes = newHashes
+                items = Sys.resizeBuffer(
+                    items, from: capacity * MemoryLayout<Item>.stride, to: grown * MemoryLayout<Item>.stride
+                ).bindMemory(to: Item.self, capacity: grown)
+                hashes = Sys.resizeBuffer(
+                    hashes, from: capacity * MemoryLayout<UInt64>.stride, to: grown * MemoryLayout<UInt64>.stride
+                ).bindMemory(to: UInt64.self, capacity: grown)
                 capacity = grown
             }
             (items + count).initialize(to: item)
