@@ -19,7 +19,11 @@ extension Sys {
             return p
         }
         let p = Glibc.mmap(nil, pagedLength(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-        guard let p, p != MAP_FAILED else { fatalError("out of memory for \(bytes) bytes (errno \(errno))") }
+        // MAP_FAILED is (void *)-1 (Swift's `MAP_FAILED` is a function of the Glibc module's library, bound and paged
+        // in at its first call; an index's first large buffer may come at a store's first open).
+        guard let p, p != UnsafeMutableRawPointer(bitPattern: -1) else {
+            fatalError("out of memory for \(bytes) bytes (errno \(errno))")
+        }
         return p
     }
 
@@ -37,7 +41,9 @@ extension Sys {
             return p
         case (true, true):
             let p = prefs_remap_pages(buffer, pagedLength(old), pagedLength(new))
-            guard let p, p != MAP_FAILED else { fatalError("out of memory for \(new) bytes (errno \(errno))") }
+            guard let p, p != UnsafeMutableRawPointer(bitPattern: -1) else {
+                fatalError("out of memory for \(new) bytes (errno \(errno))")
+            }
             return p
         case (false, true), (true, false):
             let p = allocateBuffer(bytes: new)

@@ -105,9 +105,11 @@ import Testing
 
     /// An index grown far past the size from which its buffers are pages of their own (`Sys.pagedBufferBytes`:
     /// moved by `mremap` when they grow, not copied) keeps every key, heap-allocated strings among them, and a copy
-    /// made on the way stays as it was.
+    /// made on the way stays as it was. (Enough keys that both buffers, the items and the 8-byte hashes, grow from
+    /// `malloc` to pages and then from pages to larger pages.)
     @Test func anIndexGrownPastItsPagedBuffersKeepsEveryKey() {
-        let count = 4 * Sys.pagedBufferBytes / MemoryLayout<KeyIndex.Item>.stride
+        let count = 3 * Sys.pagedBufferBytes / MemoryLayout<UInt64>.stride / 2
+        #expect(count > 2 * Sys.pagedBufferBytes / MemoryLayout<KeyIndex.Item>.stride)
         let key = { (i: Int) in i % 3 == 0 ? "a key long enough to live on the heap, number \(i)" : "key.\(i)" }
         var index = KeyIndex()
         var copy = KeyIndex()
@@ -120,7 +122,9 @@ import Testing
             #expect(index[key(i)]?.recordOffset == i * 8, "key \(i)")
             #expect(copy[key(i)]?.recordOffset == (i <= count / 3 ? i * 8 : nil), "key \(i) of the copy")
         }
-        for position in 0..<index.count { #expect(index.keys[position] == key(index.values[position].recordOffset / 8)) }
+        for position in 0..<index.count {
+            #expect(index.keys[position] == key(index.values[position].recordOffset / 8))
+        }
         for i in stride(from: 0, to: count, by: 2) { index[key(i)] = nil }
         #expect(index.count == count / 2)
         for i in 0..<count { #expect((index[key(i)] != nil) == (i % 2 == 1)) }
