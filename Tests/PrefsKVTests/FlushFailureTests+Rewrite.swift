@@ -79,6 +79,27 @@ extension FlushFailureTests {
         #expect(!FileManager.default.fileExists(atPath: dir.file("ui.prefs")), "not brought back")
     }
 
+    /// `sync()` of a store whose file was deleted from outside a moment before never flushes the deleted file and
+    /// returns as if the values were durable: it follows the deletion (the name checked there and then, not the
+    /// flag the process's inotify watcher raises a moment after the change) and throws `notFound`, and nothing
+    /// brings the file back. Ten rounds, each with the unlink right before the `sync()`: before, the `sync()` returned
+    /// whenever the watcher had not yet raised its flag.
+    @Test func aSyncRightAfterTheFileWasDeletedFollowsTheDeletion() throws {
+        for round in 0..<10 {
+            let dir = try TempDir("sync-deleted-\(round)", memory: true)
+            let store = try openStore(dir)
+            for i in 0..<20 { try store.set("value \(i)", forKey: "k\(i)") }
+            #expect(unlink(dir.file("ui.prefs")) == 0)
+            #expect(throws: PrefsError.self, "round \(round): sync() returned after the file was deleted") {
+                do { try store.sync() } catch let error as PrefsError {
+                    #expect(error.code == .notFound, "round \(round): \(error)")
+                    throw error
+                }
+            }
+            #expect(!FileManager.default.fileExists(atPath: dir.file("ui.prefs")), "round \(round): brought back")
+        }
+    }
+
     /// After a failed flush a record's bytes no longer verify (as when the kernel dropped pages that failed and read
     /// them back from the disk; here another writer changed a byte of one value): the rewrite's copy finds it, the
     /// file is read again and salvaged into a new one, and `sync()` returns. Every other value is there, here and in

@@ -398,9 +398,10 @@ import Testing
     /// publishing): the handle's next write first publishes it (`resolvePending`, after a flush of its own, since
     /// its writer may have died before its flush returned). When that flush fails, the write throws `io` and
     /// publishes nothing, neither the left write nor its own: the file as it was, byte for byte, the left write
-    /// still named by the pending word; the next write with a working flush publishes both. (That later flush is
-    /// trusted: Linux reports a writeback error once per open file, so a flush after one that failed can succeed
-    /// with pages the disk never got; FileProtocols.md, "Durability".)
+    /// still named by the pending word; the next write with a working flush publishes both, into a new file: the
+    /// failed flush marked the file, and a flush after one that failed could succeed with pages the disk never got
+    /// (Linux reports a writeback error once per open file; FileProtocols.md, "Durability"), so the store is written
+    /// anew and flushed there before the write returns.
     @Test func aLeftWriteWhosePublishingFlushFailsStaysLeft() throws {
         let cut = try PendingWriteTests.cutAfterFlush(sealed: false)
         let pendingWord = Array(cut.bytes[Format.pendingWordOffset..<Format.pendingWordOffset + 8])
@@ -413,18 +414,47 @@ import Testing
         #expect(try store.string(forKey: "a") == "1")
         try PendingWriteTests.writeInPlace(pendingWord, at: Format.pendingWordOffset, of: dir.file("ui.prefs"))
         let left = try readBytes(dir.file("ui.prefs"))
+        let inode = ImageReuseTests.inode(dir.file("ui.prefs"))
         let faults = Faults(.flush, of: dir.file("ui.prefs"), times: 1)
         Self.expectIO("the write returned although the left write's flush failed") {
             try faults.during { try store.set("3", forKey: "b") }
         }
         #expect(faults.failed.withLock { $0 } == 1)
         #expect(try readBytes(dir.file("ui.prefs")) == left, "nothing published, the left write still named")
+        #expect(ImageReuseTests.inode(dir.file("ui.prefs")) == inode)
         #expect(try store.string(forKey: "b") == nil)
         try store.set("4", forKey: "b")
+        #expect(ImageReuseTests.inode(dir.file("ui.prefs")) != inode, "written into a new file after the failed flush")
         #expect(try store.string(forKey: "a") == "2")
         #expect(try Self.readElsewhere(dir, "a", sealed: false) == "2")
         #expect(try Self.readElsewhere(dir, "b", sealed: false) == "4")
         #expect(try openStore(dir, PendingWriteTests.configure(false)).lastRecovery == nil)
+    }
+
+    /// An open that finds a write left past the log end takes it only once a flush of the file succeeds
+    /// (`StoreLog.settled`). When that flush fails, the open reads the store without it and marks the file: the
+    /// handle's next synchronous write first writes the store into a new file and flushes it there (a flush of the
+    /// same file after one that failed could succeed with pages the disk never got), the left write taken with it,
+    /// and every value reads back, in this handle, another process and a new open, with no recovery.
+    @Test func anOpenWhoseFlushOfALeftWriteFailsMarksTheFile() throws {
+        let cut = try PendingWriteTests.cutAfterFlush(sealed: false)
+        let dir = try TempDir("left-write-open-fails", memory: true)
+        try writeBytes(cut.bytes, to: dir.file("ui.prefs"))
+        let inode = ImageReuseTests.inode(dir.file("ui.prefs"))
+        let faults = Faults(.flush, of: dir.file("ui.prefs"), times: 1)
+        let store = try faults.during { try openStore(dir, PendingWriteTests.configure(false)) }
+        #expect(faults.failed.withLock { $0 } == 1, "the open flushed the file before taking the left write")
+        #expect(try store.string(forKey: "a") == "1", "the left write not taken while its flush failed")
+        #expect(ImageReuseTests.inode(dir.file("ui.prefs")) == inode)
+        try store.set("3", forKey: "b")
+        #expect(ImageReuseTests.inode(dir.file("ui.prefs")) != inode, "written into a new file after the failed flush")
+        #expect(try store.string(forKey: "b") == "3")
+        #expect(try store.string(forKey: "a") == "2", "the left write taken once a flush succeeded")
+        #expect(try Self.readElsewhere(dir, "b", sealed: false) == "3")
+        #expect(try Self.readElsewhere(dir, "a", sealed: false) == "2")
+        let reopened = try openStore(dir, PendingWriteTests.configure(false))
+        #expect(try reopened.string(forKey: "a") == "2" && reopened.string(forKey: "b") == "3")
+        #expect(reopened.lastRecovery == nil)
     }
 
     /// A buffered store's `sync()` whose flush fails throws `io` and loses nothing: every value reads back in this
