@@ -22,7 +22,7 @@ extension Sys {
         // MAP_FAILED is (void *)-1 (Swift's `MAP_FAILED` is a function of the Glibc module's library, bound and paged
         // in at its first call; an index's first large buffer may come at a store's first open).
         guard let p, p != UnsafeMutableRawPointer(bitPattern: -1) else {
-            fatalError("out of memory for \(bytes) bytes (errno \(errno))")
+            fatalError("out of memory for \(bytes) bytes (\(Errno.current.text))")
         }
         return p
     }
@@ -42,7 +42,7 @@ extension Sys {
         case (true, true):
             let p = prefs_remap_pages(buffer, pagedLength(old), pagedLength(new))
             guard let p, p != UnsafeMutableRawPointer(bitPattern: -1) else {
-                fatalError("out of memory for \(new) bytes (errno \(errno))")
+                fatalError("out of memory for \(new) bytes (\(Errno.current.text))")
             }
             return p
         case (false, true), (true, false):
@@ -59,7 +59,7 @@ extension Sys {
         if bytes < pagedBufferBytes {
             Glibc.free(buffer)
         } else {
-            _ = Glibc.munmap(buffer, pagedLength(bytes))
+            unmap(buffer, length: pagedLength(bytes))
         }
     }
 

@@ -246,8 +246,8 @@ extension StoreLog {
         // (An entry's offset beyond the file would only misplace it in the order: the position bits are kept.)
         let positionBits = Self.bitCount(Swift.max(index.count - 1, 0))
         let packs = positionBits + Self.bitCount(file.mappedLength >> 3) <= UInt64.bitWidth
-        var live: [UInt64] = []
-        live.reserveCapacity(index.count)
+        var order: [UInt64] = []
+        order.reserveCapacity(index.count)
         var expired: [String] = []
         var length = 0
         for position in 0..<index.count {
@@ -258,15 +258,16 @@ extension StoreLog {
             }
             length += Format.recordLength(
                 keyLength: entry.keyLength, valueLength: entry.valueLength, authenticated: authenticated)
-            live.append(packs ? UInt64(entry.recordOffset >> 3) << positionBits | UInt64(position) : UInt64(position))
+            order.append(packs ? UInt64(entry.recordOffset >> 3) << positionBits | UInt64(position) : UInt64(position))
         }
         if packs {
-            live.sort()
+            order.sort()
             let mask: UInt64 = positionBits == UInt64.bitWidth ? ~0 : 1 << positionBits - 1
-            for i in live.indices { live[i] &= mask }
+            for i in order.indices { order[i] &= mask }
         } else {
-            live.sort { index[position: Int($0)].recordOffset < index[position: Int($1)].recordOffset }
+            order.sort { index[position: Int($0)].recordOffset < index[position: Int($1)].recordOffset }
         }
+        let live = order
         let base = deferred ? prepareBase() : nil
         if let base { newHeader.baseWord = base + 1 }
         let auth = RecordAuth(header: newHeader, sealer: sealer)
@@ -338,7 +339,6 @@ extension StoreLog {
         // The image holds the live records in the same order, back to back after the header copy.
         var offset = newHeader.firstRecordOffset
         image.withBytes { bytes in
-            let authenticated = RecordAuth.signsSets(auth)
             let bound = auth?.bindsValues ?? false
             for word in live {
                 // Each entry read and written back once (a setter per field checked the storage's uniqueness each).
