@@ -35,9 +35,6 @@ let package = Package(
         // C libraries, found through pkg-config; `make test` installs them (scripts/bootstrap.sh).
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
-        // OpenSSL's AES-CFB and zlib's CRC-32, for the MMKV importer alone.
-        .systemLibrary(
-            name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev", "zlib1g-dev"])]),
 
         // PrefsKV's C side: CRC32C with the processor's crc32 instruction (chosen at run time), the system calls
         // of the open path without the Glibc overlay's wrappers, the SIGBUS guard of the mappings, and
@@ -65,9 +62,10 @@ let package = Package(
             swiftSettings: swiftSettings + [.define("PREFSKV_INTERNAL_CHECKS", .when(configuration: .debug))]
         ),
         // Importing MMKV files into a PrefsKV store (`PrefsStore.importMMKV`): MMKV's log, meta file and AES-CFB
-        // encryption. A module of its own so that PrefsKV stays free of crypto and of libcrypto.
+        // encryption. A module of its own so that PrefsKV stays free of crypto. It links no library of its own:
+        // OpenSSL's libcrypto is loaded (dlopen) at the first encrypted import, and the CRC-32 is its own.
         .target(
-            name: "PrefsKVMMKV", dependencies: ["PrefsKV", "SystemLayer", "COpenSSL"], swiftSettings: swiftSettings),
+            name: "PrefsKVMMKV", dependencies: ["PrefsKV", "SystemLayer"], swiftSettings: swiftSettings),
         // Keys and secrets: libsodium sealing, the Secret Service, session tokens.
         .target(
             name: "SecureVault",
@@ -141,7 +139,7 @@ let package = Package(
         .testTarget(
             name: "PrefsKVTests",
             dependencies: [
-                "PrefsKV", "PrefsKVMMKV", "COpenSSL", "ExampleAppState", "TestSealer", "TestSupport", "TestKit",
+                "PrefsKV", "PrefsKVMMKV", "ExampleAppState", "TestSealer", "TestSupport", "TestKit",
                 "vault-test-helper", "prefs-racer",
             ],
             swiftSettings: swiftSettings

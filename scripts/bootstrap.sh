@@ -10,12 +10,13 @@ set -euo pipefail
 # binutils: objcopy, for copies without debug information (the allocation test's helper, scripts/ct-check.sh's probe).
 # systemd: systemd-creds, the systemd credential key store (it works without systemd running as PID 1).
 # keyutils: keyctl, the bench's baseline of a kernel keyring read.
-# libssl-dev, zlib1g-dev: AES-CFB and CRC-32 for the MMKV importer (PrefsKVMMKV, through Sources/COpenSSL).
+# libssl-dev: OpenSSL's libcrypto, which the MMKV importer loads at run time to decrypt (PrefsKVMMKV's LibCrypto.swift)
+# and the import tests encrypt with (the -dev package's name is the same on every release; the library's is not).
 # bubblewrap, xdg-dbus-proxy, xdg-desktop-portal: a real Flatpak-style sandbox and the Secret portal for the
 # secret-portal key store's tests (scripts/with-portal.sh, scripts/sandbox.sh).
 # valgrind: callgrind for scripts/bench-check.sh; memcheck and its headers (memcheck.h) for scripts/ct-check.sh.
 packages=(libsodium-dev libsecret-1-dev gnome-keyring dbus dbus-x11 libsecret-tools pkg-config valgrind binutils keepassxc
-    libsqlite3-dev liblmdb-dev systemd keyutils libssl-dev zlib1g-dev bubblewrap xdg-dbus-proxy xdg-desktop-portal)
+    libsqlite3-dev liblmdb-dev systemd keyutils libssl-dev bubblewrap xdg-dbus-proxy xdg-desktop-portal)
 
 missing=()
 for p in "${packages[@]}"; do

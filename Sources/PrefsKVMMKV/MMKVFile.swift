@@ -3,7 +3,6 @@
 // that readers skip; the meta file `<id>.crc` holds the log's length, its zlib CRC-32, the AES IV and the flags.
 // An encrypted log is one AES-CFB-128 stream under the crypt key. The files are only read, and only as far as
 // the log goes.
-import COpenSSL
 import PrefsKV
 import SystemLayer
 
@@ -79,9 +78,7 @@ struct MMKVLog {
             end = max(data.count, payloadStart)
         } else {
             let stored = meta.loadUInt32(at: Meta.crc)
-            let computed = data.withUnsafeBytes { bytes in
-                UInt32(truncatingIfNeeded: crc32(0, bytes.baseAddress! + payloadStart, UInt32(actualSize)))
-            }
+            let computed = data.withUnsafeBytes { bytes in Self.crc32(bytes[payloadStart..<end]) }
             if stored != computed {
                 checksumFailure =
                     "damaged: the CRC-32 of its log (bytes \(payloadStart)..<\(end)) is \(hex(computed)), its meta "
@@ -169,6 +166,19 @@ struct MMKVLog {
             failure = error
         }
         return (records.compactMap { record in record.value.map { (record.key, $0, record.position) } }, failure)
+    }
+
+    /// zlib's CRC-32 (IEEE 802.3: reflected, polynomial 0xEDB88320, all ones in and out), what MMKV's meta file
+    /// holds; a byte a step through a table (an import reads the log once; zlib is not linked for it).
+    static func crc32(_ bytes: Slice<UnsafeRawBufferPointer>) -> UInt32 {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes { crc = crc32Table[Int(UInt8(truncatingIfNeeded: crc) ^ byte)] ^ (crc >> 8) }
+        return ~crc
+    }
+
+    /// Each byte's CRC-32 remainder, computed once.
+    private static let crc32Table: [UInt32] = (0..<256).map { (index: UInt32) in
+        (0..<8).reduce(index) { crc, _ in crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
     }
 
     private static func hex(_ value: UInt32) -> String {

@@ -1,7 +1,6 @@
 // Importing an MMKV store into a PrefsKV store: its log replayed (MMKVFile.swift), each value decoded by the type
 // the caller gives its key (MMKVType.swift; MMKV stores none), expired keys dropped and the others' expiry kept,
 // in one transaction. Repeatable, and the MMKV files are only read.
-import COpenSSL
 public import PrefsKV
 import SystemLayer
 
@@ -48,17 +47,18 @@ public struct MMKVCryptKey: Sendable {
 
     /// The plaintext of `ciphertext`: one AES-CFB-128 stream from `iv`.
     func decrypt(_ ciphertext: [UInt8], iv: [UInt8], path: String) throws(PrefsError) -> [UInt8] {
-        guard let context = EVP_CIPHER_CTX_new() else {
+        let crypto = try LibCrypto.loaded(for: path)
+        guard let context = crypto.newContext() else {
             throw PrefsError(.io, "OpenSSL could not allocate a cipher context", path: path)
         }
         // Frees OpenSSL's copy of the key schedule too (EVP_CIPHER_CTX_free cleanses it).
-        defer { EVP_CIPHER_CTX_free(context) }
-        let cipher = bits == 256 ? EVP_aes_256_cfb128() : EVP_aes_128_cfb128()
+        defer { crypto.freeContext(context) }
+        let cipher = bits == 256 ? crypto.aes256CFB() : crypto.aes128CFB()
         var plaintext = [UInt8](repeating: 0, count: ciphertext.count)
         var written: Int32 = 0
         let ok = withBytes { key in
             iv.withUnsafeBufferPointer { iv in
-                EVP_DecryptInit_ex(
+                crypto.decryptInit(
                     context, cipher, nil, key.baseAddress?.assumingMemoryBound(to: UInt8.self), iv.baseAddress) == 1
             }
         }
@@ -67,8 +67,8 @@ public struct MMKVCryptKey: Sendable {
             ok
             && ciphertext.withUnsafeBufferPointer { source in
                 plaintext.withUnsafeMutableBufferPointer { target in
-                    EVP_DecryptUpdate(context, target.baseAddress, &written, source.baseAddress, Int32(source.count))
-                        == 1
+                    crypto.decryptUpdate(
+                        context, target.baseAddress, &written, source.baseAddress, Int32(source.count)) == 1
                 }
             }
         guard decrypted, Int(written) == ciphertext.count else {

@@ -1,7 +1,6 @@
 // Issue 37, MMKV: real MMKV 2.4.2 files (Tests/Fixtures/mmkv, as MMKV wrote them) imported through
 // `PrefsStore.importMMKV`: the log replayed, types from the caller, expiry, encryption, and every refusal naming
 // the file and offset with nothing written.
-import COpenSSL
 import Foundation
 import Glibc
 import TestSupport
@@ -186,14 +185,18 @@ import Testing
         return dir.file("m")
     }
 
-    /// AES-CFB-128 encryption of `plaintext` with OpenSSL, as MMKV encrypts its log.
+    /// AES-CFB-128 encryption of `plaintext` with OpenSSL, as MMKV encrypts its log: the library the importer
+    /// loads, through its encrypting functions (the importer calls only the decrypting ones).
     static func encrypt(_ plaintext: [UInt8], key: [UInt8], iv: [UInt8], bits: Int) -> [UInt8] {
-        let context = EVP_CIPHER_CTX_new()
-        defer { EVP_CIPHER_CTX_free(context) }
+        let crypto = try! LibCrypto.loaded(for: "the test's MMKV store")
+        let encryptInit = try! crypto.library.function("EVP_EncryptInit_ex", as: LibCrypto.CipherInit.self).get()
+        let encryptUpdate = try! crypto.library.function("EVP_EncryptUpdate", as: LibCrypto.CipherUpdate.self).get()
+        let context = crypto.newContext()
+        defer { crypto.freeContext(context) }
         var out = [UInt8](repeating: 0, count: plaintext.count)
         var written: Int32 = 0
-        _ = EVP_EncryptInit_ex(context, bits == 256 ? EVP_aes_256_cfb128() : EVP_aes_128_cfb128(), nil, key, iv)
-        _ = EVP_EncryptUpdate(context, &out, &written, plaintext, Int32(plaintext.count))
+        _ = encryptInit(context, bits == 256 ? crypto.aes256CFB() : crypto.aes128CFB(), nil, key, iv)
+        _ = encryptUpdate(context, &out, &written, plaintext, Int32(plaintext.count))
         return out
     }
 
@@ -331,6 +334,49 @@ import Testing
         #expect(MMKVType.bool.decode([2]) == nil && MMKVType.bool.decode([1]) == .bool(true))
         #expect(MMKVType.string.decode([0x03, 0x61]) == nil, "a length that does not add up")
         #expect(MMKVType.strings.decode([0x04, 0x01, 0x61, 0x01, 0x62]) == .strings(["a", "b"]))
+    }
+
+    /// The importer's CRC-32 is zlib's: the standard check value, and the test writer's bit-by-bit one (which
+    /// the real MMKV files of `aPlainStoreIsReplayedTypedAndAgainChangesNothing` also agree with) at every length
+    /// up to 300 and from every start.
+    @Test func theChecksumIsZlibsCRC32() {
+        func crc(_ bytes: [UInt8], from start: Int = 0) -> UInt32 {
+            bytes.withUnsafeBytes { MMKVLog.crc32($0[start...]) }
+        }
+        #expect(crc(Array("123456789".utf8)) == 0xCBF4_3926)
+        #expect(crc([]) == 0)
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<300).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        for length in 0...bytes.count {
+            #expect(crc(Array(bytes.prefix(length))) == crc32IEEE(Array(bytes.prefix(length))), "length \(length)")
+        }
+        for start in 0..<bytes.count {
+            #expect(crc(bytes, from: start) == crc32IEEE(Array(bytes[start...])), "from \(start)")
+        }
+    }
+
+    /// Where libcrypto cannot be loaded, an encrypted import fails with `io` naming the store, each library name
+    /// tried and what to install (the process's own libcrypto loads, so the load is given names that do not).
+    @Test func aLibcryptoThatCannotBeLoadedIsNamed() {
+        let absent = LibCrypto.load(["libprefskv-absent-crypto.so.9", "libprefskv-absent-crypto.so"])
+        #expect(throws: PrefsError.self) {
+            _ = try absent.get(for: "/data/mmkv/secure")
+        }
+        do {
+            _ = try absent.get(for: "/data/mmkv/secure")
+        } catch {
+            #expect(error.code == .io && error.message.contains("/data/mmkv/secure"), "\(error)")
+            #expect(error.message.contains("libprefskv-absent-crypto.so.9"), "\(error)")
+            #expect(error.message.contains("libprefskv-absent-crypto.so:"), "\(error)")
+            #expect(error.message.contains("libssl3"), "\(error)")
+        }
+        // A library that loads but lacks a function is named with the function.
+        let wrong = LibCrypto.load(["libsodium.so.23"])
+        #expect(throws: PrefsError.self) { _ = try wrong.get(for: "s") }
+        if case .failure(let failure) = wrong {
+            #expect(failure.message == "libsodium.so.23 has no function EVP_CIPHER_CTX_new", "\(failure.message)")
+        }
+        #expect(throws: Never.self) { _ = try LibCrypto.loaded(for: "s") }
     }
 
     /// An import run again after the app changed a key keeps the app's value, unless replacing.

@@ -16,11 +16,14 @@ import Testing
         """
 
     /// `vaultctl --dir <sandbox> ARGUMENTS 3<KEYFILE` through a shell (the crypt key on descriptor 3).
-    static func runWithKey(_ sandbox: PrefsSandbox, _ arguments: String, key: String) throws -> ChildResult {
+    static func runWithKey(
+        _ sandbox: PrefsSandbox, _ arguments: String, key: String, environment: [String: String?] = [:]
+    ) throws -> ChildResult {
         try sandbox.write(Array(key.utf8), to: "crypt.key")
         return try ChildProcess.run(
             "/bin/sh", ["-c", #""$V" --dir "$D" "# + arguments + #" 3<"$D/crypt.key""#],
-            environment: ["V": PrefsSandbox.vaultctl, "D": sandbox.directory, "XDG_DATA_HOME": sandbox.directory])
+            environment: ["V": PrefsSandbox.vaultctl, "D": sandbox.directory, "XDG_DATA_HOME": sandbox.directory]
+                .merging(environment) { $1 })
     }
 
     @Test func aPlainStoreComesInTypedAndARunAgainSaysUnchanged() throws {
@@ -65,6 +68,26 @@ import Testing
         #expect(right.status == 0, "\(right)")
         #expect(try sandbox.succeed(["prefs", "get", "sec", "café"]).lines == ["au lait"])
         #expect(try sandbox.succeed(["prefs", "get", "sec", "sidebar.width"]).lines == ["280"])
+    }
+
+    /// OpenSSL's libcrypto is loaded by an encrypted import alone, not at vaultctl's start: a read and a plain
+    /// import run without it, by the dynamic linker's own account (`LD_DEBUG=libs` names every library it loads).
+    @Test func onlyAnEncryptedImportLoadsLibcrypto() throws {
+        let sandbox = try PrefsSandbox()
+        try sandbox.write(Array(Self.types.utf8), to: "types.json")
+        let types = " --from mmkv --types '\(sandbox.path("types.json"))'"
+        let runs = [
+            ("a plain import", "prefs import ui '\(Self.fixtures)/plain/ui'" + types, false),
+            ("a read", "prefs get ui theme", false),
+            ("an encrypted import", "prefs import sec '\(Self.fixtures)/encrypted/secure' --crypt-key-fd 3" + types, true),
+        ]
+        for (what, arguments, loads) in runs {
+            let run = try Self.runWithKey(sandbox, arguments, key: "fixture-key-0123", environment: ["LD_DEBUG": "libs"])
+            #expect(run.status == 0, "\(what): \(run)")
+            #expect(run.standardError.contains("find library=libsodium"), "\(what): no account of the libraries")
+            #expect(run.standardError.contains("libcrypto.so") == loads, "\(what): libcrypto loaded: \(!loads)")
+        }
+        #expect(try sandbox.succeed(["prefs", "get", "sec", "café"]).lines == ["au lait"])
     }
 
     @Test func aDamagedFileExits65AndCreatesNothingUnlessSalvaging() throws {
