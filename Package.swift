@@ -17,14 +17,15 @@ let package = Package(
         .library(name: "PrefsKVMMKV", targets: ["PrefsKVMMKV"]),
         .executable(name: "vaultctl", targets: ["vaultctl"]),
     ],
-    // On by default. An app that keeps its vault's key in a key file, a systemd credential or the kernel keyring
-    // can turn it off (`.package(url: ..., from: ..., traits: [])`): SecureVault then links no libsecret, GIO or
-    // GLib, so its processes start without loading them (and run where they are not installed), and the Secret
-    // Service and Secret portal key stores answer `unavailable` (KeyStores.md, "Building without the Secret Service").
+    // On by default. libsecret, GIO and GLib are not linked either way: the key stores load them the first time
+    // they are used (Sources/CSecret), so a process that never uses them never loads them, and one that runs where
+    // they are not installed starts, its Secret Service key store answering `unavailable`. Turned off
+    // (`.package(url: ..., from: ..., traits: [])`), SecureVault has no Secret Service or Secret portal code at all
+    // and those key stores always answer `unavailable` (KeyStores.md, "Building without the Secret Service").
     traits: [
         .trait(
             name: "SecretService",
-            description: "The Secret Service and Secret portal key stores (links libsecret, GIO and GLib)."),
+            description: "The Secret Service and Secret portal key stores (load libsecret, GIO and GLib at first use)."),
         .default(enabledTraits: ["SecretService"]),
     ],
     dependencies: [
@@ -34,7 +35,9 @@ let package = Package(
     targets: [
         // C libraries, found through pkg-config; `make test` installs them (scripts/bootstrap.sh).
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
-        .systemLibrary(name: "CSecret", pkgConfig: "libsecret-1", providers: [.apt(["libsecret-1-dev"])]),
+        // libsecret's functions, declared by the package and loaded at the first use of a key store that needs
+        // them (CSecret.h): no pkg-config, no development package, nothing linked.
+        .target(name: "CSecret"),
 
         // PrefsKV's C side: CRC32C with the processor's crc32 instruction (chosen at run time), the system calls
         // of the open path without the Glibc overlay's wrappers, the SIGBUS guard of the mappings, and

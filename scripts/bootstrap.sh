@@ -6,6 +6,8 @@
 set -euo pipefail
 
 # libsqlite3-dev and liblmdb-dev: the benchmark package (Benchmarks/), whose harness test `make test` runs.
+# libsecret-1-dev: libsecret's and GLib's headers, against which CSecretDeclarationTests checks Sources/CSecret's
+# declarations, and the benchmark's bare libsecret lookup (SecureVault itself loads libsecret at run time).
 # keepassxc: the second Secret Service provider of the provider matrix (scripts/with-keepassxc.sh), run headless.
 # binutils: objcopy, for copies without debug information (the allocation test's helper, scripts/ct-check.sh's probe).
 # systemd: systemd-creds, the systemd credential key store (it works without systemd running as PID 1).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs a build command and fails if the compiler warned about our code (warnings are errors here).
-# SwiftPM's own note about libsecret's `-pthread` pkg-config flag is expected and ignored, and so is glibc's link-time
+# SwiftPM's own note about libsecret's `-pthread` pkg-config flag (the benchmark package's bare lookup) is expected and ignored, and so is glibc's link-time
 # note on `mktemp` in the toolchain's static Foundation (a `--static-swift-stdlib` build: `make release`).
 set -uo pipefail
 log=$(mktemp)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Checks what SecureVault's `SecretService` trait promises when an app turns it off (KeyStores.md, "Building without
 # the Secret Service"), the way an app does it: Examples/HeadlessService depends on the package with `traits: []`.
-#   1. its executable loads no libsecret, GIO, GObject or GLib (ldd; vaultctl, built with the default traits by
-#      `make test` before this, must show libsecret, or this check could not fail);
+#   1. its executable loads no libsecret, GIO, GObject or GLib in its whole run below (LD_DEBUG=libs, the dynamic
+#      linker's account of every library it loads, dlopen included); vaultctl, built with the default traits by
+#      `make test` before this, must load libsecret when it uses the Secret Service, or this check could not fail.
+#      No build links them (ldd shows none for either): Sources/CSecret loads libsecret at its first use;
 #   2. run inside a private session whose gnome-keyring is unlocked and answering (so that a build that kept the
 #      Secret Service would succeed where it must refuse): a key-file vault keeps and rotates its session token;
 #      the Secret Service and the Secret portal answer `unavailable` at once, naming the trait, leaving nothing;
@@ -35,27 +37,35 @@ client="$("$swift" build --package-path "$root" --show-bin-path)/vaultctl"
 pattern='lib(secret-1|gio-2\.0|gobject-2\.0|glib-2\.0)\.so'
 # ldd's output is read whole before it is searched: `ldd | grep -q` under pipefail fails when grep stops at the first
 # match while ldd still writes (SIGPIPE), as it did on a loaded machine (stop 58).
-client_libraries=$(ldd "$client")
-grep -Eq "$pattern" <<<"$client_libraries" || fail "$client (default traits) shows no libsecret in ldd: this check cannot tell"
-if ldd "$bin" | grep -E "$pattern"; then fail "$bin, built without the SecretService trait, loads the libraries above"; fi
+for executable in "$client" "$bin"; do
+    libraries=$(ldd "$executable")
+    if grep -E "$pattern" <<<"$libraries"; then fail "$executable links the libraries above"; fi
+done
 
 # shellcheck disable=SC2016 # expanded by the inner shell
 "$root/scripts/with-keyring.sh" bash -c '
     set -eu
-    printf "token-0" | "$1" vault set --dir "$2" --service made-with-the-trait --expires-in 3600 session
+    printf "token-0" | LD_DEBUG=libs "$1" vault set --dir "$2" --service made-with-the-trait --expires-in 3600 \
+        session 2>"$3/client.libs"
     sha256sum "$2/made-with-the-trait.prefs" >"$3/before"
-    "$4" "$3/service" "$2" 2>"$3/stderr"
+    LD_DEBUG=libs "$4" "$3/service" "$2" 2>"$3/stderr"
     sha256sum "$2/made-with-the-trait.prefs" >"$3/after"
 ' _ "$client" "$work/made" "$work" "$bin" || {
     cat "$work/stderr" >&2 2>/dev/null || true
     fail "Examples/HeadlessService failed (above)"
 }
 cmp -s "$work/before" "$work/after" || fail "the vault made with the Secret Service changed when read without it"
+grep -q "find library=libsecret-1.so.0" "$work/client.libs" ||
+    fail "$client (default traits) loaded no libsecret to use the Secret Service: this check cannot tell"
+if grep -E "find library=$pattern" "$work/stderr"; then
+    fail "$bin, built without the SecretService trait, loaded the libraries above"
+fi
 
 build "vaultctl without the SecretService trait" --disable-default-traits --scratch-path "$root/.build-headless" \
     --product vaultctl
 headless="$("$swift" build --disable-default-traits --scratch-path "$root/.build-headless" --show-bin-path)/vaultctl"
-if ldd "$headless" | grep -E "$pattern"; then fail "$headless loads the libraries above"; fi
+libraries=$(ldd "$headless")
+if grep -E "$pattern" <<<"$libraries"; then fail "$headless links the libraries above"; fi
 status=0
 "$headless" --json doctor >"$work/doctor.json" || status=$?
 [ "$status" -eq 69 ] || fail "vaultctl doctor without the trait exited $status, not 69"

@@ -84,7 +84,7 @@ extension Vault {
                 case .noSecretService:
                     status.sessionBusReachable = true
                     status.secretServiceReachable = false
-                case .notBuiltIn:
+                case .notBuiltIn, .notLoaded:
                     status.secretServiceReachable = false  // nothing asked: the session bus is not known
                 default:
                     status.sessionBusReachable = true

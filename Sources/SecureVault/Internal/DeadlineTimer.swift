@@ -19,7 +19,10 @@ final class DeadlineTimer: @unchecked Sendable {
     private let source: UnsafeMutablePointer<GSource>
     private let deadline: Duration
 
+    /// Every libsecret call makes one after `LibSecret.loadLibrary()` succeeded; made before, it loads libsecret
+    /// itself, and traps if it cannot (a programmer error: nothing here could be called).
     init(after deadline: Duration) {
+        precondition(csecret_secret_load() == nil, "a DeadlineTimer needs libsecret: LibSecret.loadLibrary() first")
         self.deadline = deadline
         let cancellable = g_cancellable_new()!
         self.cancellable = cancellable

@@ -16,8 +16,8 @@ extension SecretServiceFailure {
 }
 
 extension LibSecret {
-    /// No libsecret is linked.
-    package static let versionString = "none (built without the SecretService trait)"
+    /// No libsecret is loaded: this build has no code that would load it.
+    package static let library = "none (built without the SecretService trait)"
 
     package static func store(
         schema: Schema, attributes: [String: String], label: String, secret: SecretBytes,

@@ -11,6 +11,7 @@ extension LibSecret {
         deadline: Duration,
         _ body: (UnsafeMutablePointer<GCancellable>) throws(SecretServiceFailure) -> Result
     ) throws(SecretServiceFailure) -> Result {
+        try loadLibrary()
         let timer = DeadlineTimer(after: deadline)
         defer { timer.disarm() }
         do {

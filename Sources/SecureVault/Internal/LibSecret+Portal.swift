@@ -14,6 +14,11 @@ extension SecretPortal {
                     + "\(FlatpakSandbox.infoPath)); on the host the portal hands every program one shared secret. "
                     + "Use secret-service (the keyring) or a key file on the host")
         }
+        do throws(SecretServiceFailure) {
+            try LibSecret.loadLibrary()
+        } catch {
+            throw VaultError(error, operation: operation)
+        }
         let end = ContinuousClock.now + deadline
         do throws(PortalFailure) {
             return try retrieve(appID: sandbox.appID, end: end)

@@ -27,9 +27,29 @@
 internal import CSecret
 import SystemLayer
 
+extension SecretServiceFailure {
+    /// libsecret could not be loaded in this process (Sources/CSecret): nothing was asked.
+    static func notLoaded(_ reason: String) -> SecretServiceFailure {
+        SecretServiceFailure(
+            .notLoaded,
+            message: "libsecret could not be loaded (\(reason)); install it (libsecret-1-0 on Debian and Ubuntu), "
+                + "or use a key file, a systemd credential or the kernel keyring")
+    }
+}
+
 extension LibSecret {
-    /// "0.20.5" for the libsecret the package was compiled against.
-    package static let versionString = "\(SECRET_MAJOR_VERSION).\(SECRET_MINOR_VERSION).\(SECRET_MICRO_VERSION)"
+    /// Loads libsecret (with GIO, GObject and GLib) at the process's first use of it; every path into them starts
+    /// here (`call`, the Secret portal's request). Afterwards one atomic check.
+    static func loadLibrary() throws(SecretServiceFailure) {
+        if let reason = csecret_secret_load() { throw .notLoaded(String(cString: reason)) }
+    }
+
+    /// The libsecret this process uses, as vaultctl's doctor reports it: the file the dynamic linker loaded, or why
+    /// none could be (loading it if no call has yet).
+    package static var library: String {
+        if let reason = csecret_secret_load() { return "not loaded: \(String(cString: reason))" }
+        return csecret_secret_path().map { String(cString: $0) } ?? "loaded"
+    }
 
     // MARK: Operations
 
@@ -169,7 +189,7 @@ extension LibSecret {
                     throw SecretServiceFailure(
                         .timeout, message: "the '\(alias)' collection still reads unlocked after the service answered Lock")
                 }
-                usleep(20_000)
+                Sys.sleep(milliseconds: 20)
             }
             return true
         }

@@ -23,6 +23,9 @@ package struct SecretServiceFailure: Error, Sendable, Equatable {
         /// This build of the package has no Secret Service client (its `SecretService` trait is off): nothing was
         /// asked (LibSecret+Absent.swift).
         case notBuiltIn
+        /// libsecret could not be loaded in this process (not installed, or damaged): nothing was asked
+        /// (`LibSecret.loadLibrary`).
+        case notLoaded
     }
 
     package var kind: Kind
@@ -33,6 +36,10 @@ package struct SecretServiceFailure: Error, Sendable, Equatable {
     /// The program behind the service, looked up within the failing call when its words matter to the answer
     /// (`notApproved`: how to approve depends on the provider).
     package var provider: SecretServiceProvider?
+
+    /// Nothing was asked of the bus or the service: this process has no Secret Service client (`notBuiltIn`,
+    /// `notLoaded`).
+    package var askedNothing: Bool { kind == .notBuiltIn || kind == .notLoaded }
 
     package init(_ kind: Kind, domain: String? = nil, code: Int32? = nil, message: String) {
         self.kind = kind
@@ -66,12 +73,12 @@ package enum LibSecret {
             #if SecretService
             pointer = .allocate(capacity: 1)
             pointer.initialize(to: SecretSchema())
-            pointer.pointee.name = UnsafePointer(g_strdup(name))
+            pointer.pointee.name = Self.cString(name)
             pointer.pointee.flags = SECRET_SCHEMA_NONE
             withUnsafeMutableBytes(of: &pointer.pointee.attributes) { raw in
                 let slots = raw.bindMemory(to: SecretSchemaAttribute.self)
                 for (index, attribute) in attributes.enumerated() {
-                    slots[index].name = UnsafePointer(g_strdup(attribute))
+                    slots[index].name = Self.cString(attribute)
                     slots[index].type = SECRET_SCHEMA_ATTRIBUTE_STRING
                 }
             }
@@ -80,14 +87,23 @@ package enum LibSecret {
 
         #if SecretService
         deinit {
-            g_free(UnsafeMutableRawPointer(mutating: pointer.pointee.name))
+            UnsafeMutablePointer(mutating: pointer.pointee.name)?.deallocate()
             withUnsafeMutableBytes(of: &pointer.pointee.attributes) { raw in
                 for slot in raw.bindMemory(to: SecretSchemaAttribute.self) {
-                    if let name = slot.name { g_free(UnsafeMutableRawPointer(mutating: name)) }
+                    UnsafeMutablePointer(mutating: slot.name)?.deallocate()
                 }
             }
             pointer.deinitialize(count: 1)
             pointer.deallocate()
+        }
+
+        /// A C copy of `text` in memory of the schema's own: a schema is made before libsecret is loaded (the
+        /// package's schemas are static), and libsecret only reads its strings.
+        private static func cString(_ text: String) -> UnsafePointer<CChar> {
+            let bytes = text.utf8CString
+            let copy = UnsafeMutablePointer<CChar>.allocate(capacity: bytes.count)
+            _ = UnsafeMutableBufferPointer(start: copy, count: bytes.count).initialize(from: bytes)
+            return UnsafePointer(copy)
         }
         #endif
 

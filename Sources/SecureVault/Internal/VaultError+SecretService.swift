@@ -43,7 +43,7 @@ extension VaultError {
                     message: "\(operation): no Secret Service (gnome-keyring, KeePassXC...) is running on the session "
                         + "bus", cause: cause)
             }
-        case .notBuiltIn:
+        case .notBuiltIn, .notLoaded:
             self.init(code: .unavailable, message: "\(operation): \(failure.message)")
         case .noDefaultCollection:
             self.init(

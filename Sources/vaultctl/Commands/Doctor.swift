@@ -82,7 +82,7 @@ struct DoctorReport {
             inspect(kind: "vault", path: vault ?? VaultDefaults.directory),
         ]
         var report = DoctorReport(
-            libsodium: Sodium.versionString, libsecret: LibSecret.versionString, busAddress: busAddress,
+            libsodium: Sodium.versionString, libsecret: LibSecret.library, busAddress: busAddress,
             probe: probe, failure: failure, directories: directories, diagnosis: "", fix: nil, exitCode: 0)
         report.sandbox = FlatpakSandbox.current?.appID
         report.secretPortal = KeyStoreProbe.secretPortal(deadline: VaultDefaults.deadline)
@@ -133,6 +133,12 @@ struct DoctorReport {
                 fix =
                     "Keep vault keys in another key store (--key-store key-file:PATH, systemd-creds:NAME or keyring:user), "
                     + "or build vaultctl with the trait (the default)."
+                exitCode = ExitStatus.unavailable
+            case .notLoaded:
+                diagnosis = "No Secret Service client: \(failure.message)."
+                fix =
+                    "Install libsecret (apt-get install libsecret-1-0), or keep vault keys in another key store "
+                    + "(--key-store key-file:PATH, systemd-creds:NAME or keyring:user)."
                 exitCode = ExitStatus.unavailable
             case .noDefaultCollection:
                 diagnosis = "The Secret Service has no default keyring to keep vault keys in."
@@ -302,7 +308,7 @@ struct DoctorReport {
     var json: JSON {
         let service = JSON.Service(
             reachable: failure.map {
-                $0.kind != .noSessionBus && $0.kind != .noSecretService && $0.kind != .timeout && $0.kind != .notBuiltIn
+                $0.kind != .noSessionBus && $0.kind != .noSecretService && $0.kind != .timeout && !$0.askedNothing
             }
                 ?? true,
             error: failure.map {
@@ -313,7 +319,7 @@ struct DoctorReport {
             libraries: JSON.Libraries(libsodium: libsodium, libsecret: libsecret),
             sandbox: sandbox,
             bus: JSON.Bus(
-                address: busAddress, reachable: failure?.kind == .notBuiltIn ? nil : failure?.kind != .noSessionBus),
+                address: busAddress, reachable: failure?.askedNothing == true ? nil : failure?.kind != .noSessionBus),
             secretService: service,
             collections: (probe?.collections ?? []).map { collection in
                 JSON.Collection(
@@ -349,7 +355,7 @@ struct DoctorReport {
                 "secret portal    \(answer) (its backend, the host's keyring, is not visible from the sandbox)")
         }
         let busState =
-            failure?.kind == .noSessionBus ? "unreachable" : failure?.kind == .notBuiltIn ? "not asked" : "reachable"
+            failure?.kind == .noSessionBus ? "unreachable" : failure?.askedNothing == true ? "not asked" : "reachable"
         lines.append(
             "session bus      \(busState)\(busAddress.map { " (\($0))" } ?? " (DBUS_SESSION_BUS_ADDRESS unset)")")
         let serviceState: String
@@ -358,6 +364,7 @@ struct DoctorReport {
         case .noSessionBus?, .noSecretService?: serviceState = "not reachable"
         case .timeout?: serviceState = "not answering"
         case .notBuiltIn?: serviceState = "not built in (the SecretService trait is off)"
+        case .notLoaded?: serviceState = "no client (libsecret could not be loaded)"
         default: serviceState = "reachable, but: \(failure!.message)"
         }
         lines.append("secret service   \(serviceState)")
