@@ -25,7 +25,8 @@ let package = Package(
     traits: [
         .trait(
             name: "SecretService",
-            description: "The Secret Service and Secret portal key stores (load libsecret, GIO and GLib at first use)."),
+            description:
+                "The Secret Service and Secret portal key stores (libsecret, GIO and GLib, loaded at first use)."),
         .default(enabledTraits: ["SecretService"]),
     ],
     dependencies: [
@@ -33,7 +34,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     ],
     targets: [
-        // C libraries, found through pkg-config; `make test` installs them (scripts/bootstrap.sh).
+        // libsodium, the one C library linked, found through pkg-config; `make test` installs it
+        // (scripts/bootstrap.sh).
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         // libsecret's functions, declared by the package and loaded at the first use of a key store that needs
         // them (CSecret.h): no pkg-config, no development package, nothing linked.
