@@ -2,8 +2,9 @@
 import PackageDescription
 
 // A headless service (a daemon, a container) that keeps its vault's key in a key file or a systemd credential:
-// it turns SecureVault's `SecretService` trait off, so that it links no libsecret, GIO or GLib and starts where
-// they are not installed. `make test` builds it and runs it (scripts/check-headless.sh).
+// it turns SecureVault's `SecretService` trait off, so that its build has no D-Bus code at all and never loads
+// libsecret, GIO or GLib (no build links them: the default one loads them at the first keyring call). `make test`
+// builds it and runs it, checking that it loads none of them (scripts/check-headless.sh).
 let package = Package(
     name: "HeadlessService",
     dependencies: [

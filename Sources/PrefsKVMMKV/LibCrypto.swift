@@ -65,7 +65,8 @@ extension Result where Success == LibCrypto, Failure == SharedLibrary.Failure {
             throw PrefsError(
                 .io,
                 "the MMKV store \(path) is encrypted and OpenSSL's libcrypto, which decrypts it, could not be "
-                    + "loaded (\(failure.message)); install OpenSSL's library (libssl3 on Debian and Ubuntu)",
+                    + "loaded (\(failure.message)); install OpenSSL's library (libssl3, or libssl3t64, on Debian "
+                    + "and Ubuntu)",
                 path: path)
         }
     }

@@ -371,10 +371,10 @@ import Testing
             #expect(error.message.contains("libssl3"), "\(error)")
         }
         // A library that loads but lacks a function is named with the function.
-        let wrong = LibCrypto.load(["libsodium.so.23"])
+        let wrong = LibCrypto.load(["libc.so.6"])
         #expect(throws: PrefsError.self) { _ = try wrong.get(for: "s") }
         if case .failure(let failure) = wrong {
-            #expect(failure.message == "libsodium.so.23 has no function EVP_CIPHER_CTX_new", "\(failure.message)")
+            #expect(failure.message == "libc.so.6 has no function EVP_CIPHER_CTX_new", "\(failure.message)")
         }
         #expect(throws: Never.self) { _ = try LibCrypto.loaded(for: "s") }
     }

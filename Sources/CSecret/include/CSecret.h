@@ -16,6 +16,9 @@
 
 #include <stddef.h>
 
+// GLib's basic types below are those of an LP64 system (glibconfig.h there); another data model needs its own.
+_Static_assert(sizeof(long) == 8 && sizeof(void *) == 8, "CSecret.h declares GLib's types for LP64 systems only");
+
 // MARK: GLib's basic types (glib/gtypes.h, glibconfig.h on an LP64 system)
 
 typedef char gchar;
@@ -185,6 +188,7 @@ typedef enum {
 } GSocketType;
 
 typedef enum {
+    G_SOCKET_PROTOCOL_UNKNOWN = -1,  // also what makes the enumeration's type signed, as GLib's is
     G_SOCKET_PROTOCOL_DEFAULT = 0,
 } GSocketProtocol;
 

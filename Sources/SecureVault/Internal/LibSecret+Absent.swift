@@ -1,6 +1,6 @@
-// The Secret Service and the Secret portal in a build without the package's `SecretService` trait: no libsecret,
-// GIO or GLib is linked, and every call answers at once that this build has none (`notBuiltIn`, the vault's
-// `unavailable`), naming the trait. The same declarations as LibSecret*.swift, so that the key stores'
+// The Secret Service and the Secret portal in a build without the package's `SecretService` trait: no D-Bus code,
+// nothing that would load libsecret, GIO or GLib, and every call answers at once that this build has none
+// (`notBuiltIn`, the vault's `unavailable`), naming the trait. The same declarations as LibSecret*.swift, so that the key stores'
 // code is one in both builds.
 #if !SecretService
 
