@@ -45,4 +45,31 @@ import TestSupport
         #expect(result.lines.contains("with the library set 0"), "\(result)")
         #expect(result.lines.contains("t1") && result.lines.contains("with the library get 0"), "\(result)")
     }
+
+    /// The Secret portal inside a Flatpak sandbox (scripts/with-portal.sh) where libsecret cannot be loaded: the
+    /// sandbox's view of the file system is made from a mount namespace whose libsecret-1.so.0 is /dev/null. The
+    /// portal key store answers `unavailable` naming the library, and leaves no vault; with the library, the same
+    /// set and get work.
+    @Test func theSecretPortalWithoutLibsecretSaysSo() throws {
+        let result = try KeyringSession.scenario(
+            .portal,
+            script: #"""
+                L=$(realpath "$(ldconfig -p | awk '/libsecret-1\.so\.0 /{ print $NF; exit }')")
+                D="$HOME/vault"; mkdir -m 700 "$D"
+                printf 't1' | bwrap --dev-bind / / --ro-bind /dev/null "$L" bash -c 'SANDBOX "$@"' _ org.example.Notes \
+                    "$VAULTCTL" --dir "$D" vault set --service notes session
+                echo "without the library $?"
+                echo "files: $(ls "$D" | grep -v '\.lock$' | tr '\n' ' ')"
+                printf 't2' | SANDBOX org.example.Notes "$VAULTCTL" --dir "$D" vault set --service notes session
+                echo "with the library $?"
+                SANDBOX org.example.Notes "$VAULTCTL" --dir "$D" vault get --reveal --service notes session
+                echo; echo "get $?"
+                """#)
+        #expect(result.lines.contains("without the library 69"), "\(result)")
+        #expect(result.standardError.contains("libsecret could not be loaded ("), "\(result)")
+        // Nothing but the vault's lock file (which any failed first write leaves in a directory that exists).
+        #expect(result.lines.contains("files: "), "a refused portal set left a vault or key file: \(result)")
+        #expect(result.lines.contains("with the library 0"), "\(result)")
+        #expect(result.lines.contains("t2") && result.lines.contains("get 0"), "\(result)")
+    }
 }
