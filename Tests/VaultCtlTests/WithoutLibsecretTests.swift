@@ -22,7 +22,8 @@ import TestSupport
                 printf 't1' | NOLIB "$VAULTCTL" --dir "$D" vault set --service app session; echo "secret-service set $?"
                 NOLIB "$VAULTCTL" --json doctor >"$D/doctor.json"; echo "doctor $?"; tr -d '\n' <"$D/doctor.json"; echo
                 NOLIB "$VAULTCTL" --dir "$D" vault init --key-store key-file:"$D/k.key" --service kf; echo "init $?"
-                printf 't2' | NOLIB "$VAULTCTL" --dir "$D" vault set --key-store key-file:"$D/k.key" --service kf session
+                printf 't2' | NOLIB "$VAULTCTL" --dir "$D" vault set --key-store key-file:"$D/k.key" --service kf \
+                    session
                 echo "key-file set $?"
                 NOLIB "$VAULTCTL" --dir "$D" vault get --reveal --key-store key-file:"$D/k.key" --service kf session
                 echo; echo "key-file get $?"
