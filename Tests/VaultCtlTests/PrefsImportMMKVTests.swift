@@ -79,10 +79,14 @@ import Testing
         let runs = [
             ("a plain import", "prefs import ui '\(Self.fixtures)/plain/ui'" + types, false),
             ("a read", "prefs get ui theme", false),
-            ("an encrypted import", "prefs import sec '\(Self.fixtures)/encrypted/secure' --crypt-key-fd 3" + types, true),
+            (
+                "an encrypted import", "prefs import sec '\(Self.fixtures)/encrypted/secure' --crypt-key-fd 3" + types,
+                true
+            ),
         ]
         for (what, arguments, loads) in runs {
-            let run = try Self.runWithKey(sandbox, arguments, key: "fixture-key-0123", environment: ["LD_DEBUG": "libs"])
+            let run = try Self.runWithKey(
+                sandbox, arguments, key: "fixture-key-0123", environment: ["LD_DEBUG": "libs"])
             #expect(run.status == 0, "\(what): \(run)")
             #expect(run.standardError.contains("find library=libsodium"), "\(what): no account of the libraries")
             #expect(run.standardError.contains("libcrypto.so") == loads, "\(what): libcrypto loaded: \(!loads)")

@@ -135,7 +135,8 @@ struct DoctorReport {
                     + "or build vaultctl with the trait (the default)."
                 exitCode = ExitStatus.unavailable
             case .notLoaded:
-                diagnosis = "No Secret Service client: \(failure.message)."
+                // The libsecret line above gives the dynamic linker's reason; the fix, what to do.
+                diagnosis = "No Secret Service client: libsecret could not be loaded."
                 fix =
                     "Install libsecret (apt-get install libsecret-1-0), or keep vault keys in another key store "
                     + "(--key-store key-file:PATH, systemd-creds:NAME or keyring:user)."
