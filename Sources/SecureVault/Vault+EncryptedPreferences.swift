@@ -7,7 +7,8 @@ extension Vault {
     ///
     /// The store's 256-bit key is created on first use and kept as the vault item `prefskv.<id>`. A store whose
     /// key is gone is ``VaultError/Code/keyMissing``, a wrong key ``VaultError/Code/wrongKey``: never an empty
-    /// store that the next write would overwrite.
+    /// store that the next write would overwrite. Opening an existing store reads its key as any read of an item
+    /// does, without the vault's lock; making a new store's key takes it.
     ///
     /// ```swift
     /// let secrets = try vault.encryptedPreferences(id: "account")
@@ -25,65 +26,87 @@ extension Vault {
         let itemName = Self.encryptedPreferencesKeyName(id)
         try Self.validate(name: itemName, what: "encrypted store id", as: .itemName)
         return try perform("opening encrypted preferences '\(id)'") { () throws(VaultError) -> PrefsStore in
-            // A key store that refuses on a vault with no file leaves nothing of the vault behind.
-            try withVaultLockLeavingNothingOnFailure { () throws(VaultError) -> PrefsStore in
-                let inspection: PrefsInspection?
-                do {
-                    inspection = try PrefsStore.inspect(id: id, directory: directory)
-                } catch {
-                    throw VaultError.wrapping(error, vault: service)
-                }
-                let sealer: VaultSealer
-                if let inspection {
-                    guard inspection.isSealed, let identity = KeyIdentity(encoded: inspection.keyCheck),
-                        identity.kind == .vaultItem
-                    else {
-                        throw VaultError(
-                            code: .corrupted,
-                            message:
-                                "store '\(id)' at \(inspection.path) is not sealed by a vault; it was left untouched",
-                            path: inspection.path)
-                    }
-                    guard let key = try secretForPreferences(itemName) else {
-                        throw VaultError(
-                            code: .keyMissing,
-                            message:
-                                "encrypted store '\(id)' exists at \(inspection.path) but its key '\(itemName)' is not "
-                                + "in vault '\(service)'; the file was left untouched",
-                            path: inspection.path)
-                    }
-                    sealer = VaultSealer(masterKey: key, identity: identity, service: id)
-                    guard sealer.verifiesKeyCheck(inspection.keyCheck) else {
-                        throw VaultError(
-                            code: .wrongKey,
-                            message: "the key '\(itemName)' in vault '\(service)' does not open store '\(id)' (a "
-                                + "wrong key, or the file was copied or renamed from another store); the file was "
-                                + "left untouched", path: inspection.path)
-                    }
-                } else {
-                    let key: SecretBytes
-                    if let existing = try secretForPreferences(itemName) {
-                        key = existing
-                    } else {
-                        key = SecretBytes.random(count: MasterKeys.keyLength)
-                        do {
-                            try key.withUnsafeBytes {
-                                try store(kind: .secret, payload: $0, for: itemName, expiresAt: 0, allowEmpty: false)
-                            }
-                        } catch {
-                            throw VaultError.wrapping(error, vault: service)
-                        }
-                    }
-                    sealer = VaultSealer(masterKey: key, identity: .random(kind: .vaultItem), service: id)
-                }
-                var storeConfiguration = configuration
-                storeConfiguration.sealer = sealer
-                do {
-                    return try PrefsStore(id: id, directory: directory, configuration: storeConfiguration)
-                } catch {
-                    throw VaultError.wrapping(error, vault: service)
-                }
+            // An existing store: its key is read as any item is, without the vault's lock (nothing of the vault
+            // is written).
+            if let inspection = try inspectEncrypted(id: id, directory: directory) {
+                return try openEncrypted(id: id, directory: directory, configuration, inspection, itemName)
             }
+            // A new store's key may be made: under the vault's lock, where a key store that refuses on a vault
+            // with no file leaves nothing of the vault behind.
+            return try withVaultLockLeavingNothingOnFailure { () throws(VaultError) -> PrefsStore in
+                // (Another process may have made the store meanwhile.)
+                if let inspection = try inspectEncrypted(id: id, directory: directory) {
+                    return try openEncrypted(id: id, directory: directory, configuration, inspection, itemName)
+                }
+                let key: SecretBytes
+                if let existing = try secretForPreferences(itemName) {
+                    key = existing
+                } else {
+                    key = SecretBytes.random(count: MasterKeys.keyLength)
+                    do {
+                        try key.withUnsafeBytes {
+                            try store(kind: .secret, payload: $0, for: itemName, expiresAt: 0, allowEmpty: false)
+                        }
+                    } catch {
+                        throw VaultError.wrapping(error, vault: service)
+                    }
+                }
+                let sealer = VaultSealer(masterKey: key, identity: .random(kind: .vaultItem), service: id)
+                return try openSealed(id: id, directory: directory, configuration, sealer)
+            }
+        }
+    }
+
+    /// The header of encrypted store `id`, nil when it has no file.
+    private func inspectEncrypted(id: String, directory: String) throws(VaultError) -> PrefsInspection? {
+        do {
+            return try PrefsStore.inspect(id: id, directory: directory)
+        } catch {
+            throw VaultError.wrapping(error, vault: service)
+        }
+    }
+
+    /// Opens the existing encrypted store `inspection` describes with its key item, checked against its header.
+    private func openEncrypted(
+        id: String, directory: String, _ configuration: PrefsStore.Configuration, _ inspection: PrefsInspection,
+        _ itemName: String
+    ) throws(VaultError) -> PrefsStore {
+        guard inspection.isSealed, let identity = KeyIdentity(encoded: inspection.keyCheck),
+            identity.kind == .vaultItem
+        else {
+            throw VaultError(
+                code: .corrupted,
+                message: "store '\(id)' at \(inspection.path) is not sealed by a vault; it was left untouched",
+                path: inspection.path)
+        }
+        guard let key = try secretForPreferences(itemName) else {
+            throw VaultError(
+                code: .keyMissing,
+                message: "encrypted store '\(id)' exists at \(inspection.path) but its key '\(itemName)' is not "
+                    + "in vault '\(service)'; the file was left untouched",
+                path: inspection.path)
+        }
+        let sealer = VaultSealer(masterKey: key, identity: identity, service: id)
+        guard sealer.verifiesKeyCheck(inspection.keyCheck) else {
+            throw VaultError(
+                code: .wrongKey,
+                message: "the key '\(itemName)' in vault '\(service)' does not open store '\(id)' (a "
+                    + "wrong key, or the file was copied or renamed from another store); the file was "
+                    + "left untouched", path: inspection.path)
+        }
+        return try openSealed(id: id, directory: directory, configuration, sealer)
+    }
+
+    /// Opens store `id` sealed by `sealer`.
+    private func openSealed(
+        id: String, directory: String, _ configuration: PrefsStore.Configuration, _ sealer: VaultSealer
+    ) throws(VaultError) -> PrefsStore {
+        var storeConfiguration = configuration
+        storeConfiguration.sealer = sealer
+        do {
+            return try PrefsStore(id: id, directory: directory, configuration: storeConfiguration)
+        } catch {
+            throw VaultError.wrapping(error, vault: service)
         }
     }
 

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Glibc
 import Logging
@@ -414,6 +415,46 @@ final class VaultDirectory {
         }
         let after = [UInt8](try Data(contentsOf: URL(fileURLWithPath: prefsDirectory + "/account.prefs")))
         #expect(after == before)
+    }
+
+    /// Opening an existing encrypted store reads its key as any read of an item does, without the vault's lock: it
+    /// opens while another process holds that lock (a write, a rotation, a wipe under way), as `Vault.get` does.
+    /// Making a new store's key waits for the lock. (Before stop 63 every open took the lock: the first half fails
+    /// then, the open returning only once the lock was released.)
+    @Test func anExistingStoreOpensWithoutTheVaultLockAndANewOneWaitsForIt() throws {
+        let dir = try VaultDirectory()
+        let prefsDirectory = dir.path + "-prefs"
+        try dir.vault().encryptedPreferences(id: "account", directory: prefsDirectory).set("x", forKey: "k")
+        // The lock as another process holds it: its own open file description of the lock file.
+        let lock = open(dir.path + "/app.vault.lock", O_RDWR | O_CLOEXEC)
+        try #require(lock >= 0)
+        defer { close(lock) }
+        try #require(flock(lock, LOCK_EX) == 0)
+
+        let reader = try dir.vault()
+        let creator = try dir.vault()
+        let opened = DispatchSemaphore(value: 0)
+        let read = Mutex<String?>(nil)
+        Thread {
+            let value = try? reader.encryptedPreferences(id: "account", directory: prefsDirectory).string(forKey: "k")
+            read.withLock { $0 = value }
+            opened.signal()
+        }.start()
+        let openedWhileLocked = opened.wait(timeout: .now() + 120) == .success
+        #expect(openedWhileLocked, "the open of an existing store waited for the vault lock")
+        #expect(read.withLock { $0 } == "x")
+
+        let created = DispatchSemaphore(value: 0)
+        Thread {
+            _ = try? creator.encryptedPreferences(id: "other", directory: prefsDirectory)
+            created.signal()
+        }.start()
+        #expect(created.wait(timeout: .now() + 0.5) == .timedOut, "a new store's key was made without the lock")
+        #expect(!FileManager.default.fileExists(atPath: prefsDirectory + "/other.prefs"))
+        try #require(flock(lock, LOCK_UN) == 0)
+        created.wait()
+        #expect(FileManager.default.fileExists(atPath: prefsDirectory + "/other.prefs"))
+        if !openedWhileLocked { opened.wait() }
     }
 
     @Test func aWrongKeyIsWrongKey() throws {
