@@ -8,7 +8,7 @@ import SystemLayer
 ///
 /// `sodium_malloc` maps four or more pages for every allocation (a page for its bookkeeping, a guard page, the
 /// secret's pages, a guard page), protects, locks and marks them, and `sodium_free` unlocks and unmaps them again:
-/// about 15 µs to allocate and 10 to free on this project's VMs (Performance.md, issue 39, stop 58), a
+/// about 15 µs to allocate and 10 to free on this project's VMs (PerformanceIssues36-39.md, issue 39, stop 58), a
 /// sixth of a sealed store's cold open. The arena keeps each of those protections per secret, with fewer calls:
 /// - **Guard pages**: a chunk is one reserved mapping of 64 slot pages, each between two pages nothing may access
 ///   (`PROT_NONE` for good), so a run off either end of a secret faults as it does past a `sodium_malloc` region.
