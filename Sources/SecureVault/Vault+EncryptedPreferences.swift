@@ -8,7 +8,8 @@ extension Vault {
     /// The store's 256-bit key is created on first use and kept as the vault item `prefskv.<id>`. A store whose
     /// key is gone is ``VaultError/Code/keyMissing``, a wrong key ``VaultError/Code/wrongKey``: never an empty
     /// store that the next write would overwrite. Opening an existing store reads its key as any read of an item
-    /// does, without the vault's lock; making a new store's key takes it.
+    /// does, without the vault's lock; making a new store's key takes it, and so does the answer that a key is
+    /// missing or wrong (looked for again under the lock, where no rotation of another process is half done).
     ///
     /// ```swift
     /// let secrets = try vault.encryptedPreferences(id: "account")
@@ -26,10 +27,14 @@ extension Vault {
         let itemName = Self.encryptedPreferencesKeyName(id)
         try Self.validate(name: itemName, what: "encrypted store id", as: .itemName)
         return try perform("opening encrypted preferences '\(id)'") { () throws(VaultError) -> PrefsStore in
-            // An existing store: its key is read as any item is, without the vault's lock (nothing of the vault
-            // is written).
+            // An existing store: its key is read as any item is, without the vault's lock (the read itself makes
+            // no change to the vault). A key found missing or wrong this way is not believed yet: another process
+            // may hold the lock meanwhile, rotating the vault's key or removing and making this store again, and
+            // the answer is given only once looked for again under the lock.
             if let inspection = try inspectEncrypted(id: id, directory: directory) {
-                return try openEncrypted(id: id, directory: directory, configuration, inspection, itemName)
+                do throws(VaultError) {
+                    return try openEncrypted(id: id, directory: directory, configuration, inspection, itemName)
+                } catch where error.code == .keyMissing || error.code == .wrongKey {}
             }
             // A new store's key may be made: under the vault's lock, where a key store that refuses on a vault
             // with no file leaves nothing of the vault behind.
